@@ -1,0 +1,3 @@
+from rocelab.cli import main
+
+main()

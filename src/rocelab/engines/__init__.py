@@ -1,0 +1,29 @@
+"""Engines build a lab's nodes and links: `netns` (embedded default) and, later, `clab`.
+
+An engine is a small object with up / down / exec; it is chosen by name from ENGINES.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from rocelab.engines.netns import NetnsEngine
+from rocelab.lab import Lab
+from rocelab.registry import Registry
+from rocelab.state import LabState
+
+
+class Engine(Protocol):
+    name: str
+
+    def up(self, lab: Lab) -> LabState: ...
+
+    def down(self, state: LabState) -> None: ...
+
+    def exec(self, state: LabState, node: str, argv: list[str]) -> int: ...
+
+
+def builtin_engines() -> Registry[Engine]:
+    engines: Registry[Engine] = Registry("engine")
+    engines.register("netns", NetnsEngine())
+    return engines

@@ -1,0 +1,217 @@
+"""The embedded engine: one network namespace per node, a veth pair per link.
+
+Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN) and nothing else. Everything goes through
+pyroute2's netlink: namespaces, veths created straight into their two namespaces (so no
+half-moved interface is ever left in the host's namespace), addresses, permanent
+neighbours, ECMP routes. Namespaces are named `<lab>.<node>`: '.' cannot appear in a
+lab or node name, so two labs can never claim the same namespace.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from pyroute2 import IPRoute
+from pyroute2 import netns as pyroute2_netns
+
+from rocelab import state as lab_state
+from rocelab.errors import InputError, Problem
+from rocelab.lab import Lab
+from rocelab.state import InterfaceState, LabState, NodeState
+from rocelab.topology import Fabric, Node
+
+NETNS_DIR = Path("/run/netns")
+NUD_PERMANENT = 0x80
+
+# Written in every namespace before any interface exists. IPv6 off: router solicitations
+# and MLD reports would otherwise appear in every capture a learner takes.
+COMMON_SYSCTLS = {
+    "net/ipv6/conf/all/disable_ipv6": "1",
+    "net/ipv6/conf/default/disable_ipv6": "1",
+    "net/ipv4/icmp_ratelimit": "0",  # traceroute through the fabric answers at every hop
+}
+# Kernel data plane ("traditional DC" baseline): forward, hash ECMP on the 5-tuple so the
+# UDP source port of a RoCE flow picks its path as a switch ASIC's hash would.
+KERNEL_SWITCH_SYSCTLS = {
+    "net/ipv4/ip_forward": "1",
+    "net/ipv4/fib_multipath_hash_policy": "1",
+    "net/ipv4/conf/all/rp_filter": "0",
+    "net/ipv4/conf/default/rp_filter": "0",
+}
+
+
+class LabAlreadyUp(InputError):
+    pass
+
+
+def require_root(what: str) -> None:
+    if os.geteuid() != 0:
+        raise InputError([Problem(what, "", "needs root: the netns engine creates network namespaces",
+                                  "run it as root (sudo), or in a container with CAP_NET_ADMIN and CAP_SYS_ADMIN")])
+
+
+def netns_name(lab: str, node: str) -> str:
+    return f"{lab}.{node}"
+
+
+def plan(lab: Lab) -> LabState:
+    """The state record of everything `up` will make, written before it makes any of it."""
+    fabric = lab.fabric
+    nodes = [
+        NodeState(node.name, node.role, netns_name(lab.name, node.name), [
+            InterfaceState(p.name, str(p.address), f"{p.peer_node}:{p.peer_port}", p.mac) for p in node.ports
+        ])
+        for node in fabric.nodes
+    ]
+    return LabState(lab.name, "netns", lab.source, lab.dataplane, lab.tdf, "creating", nodes)
+
+
+def _write_sysctls(ns: str, values: dict[str, str]) -> None:
+    # /proc/sys/net is per network namespace of the thread that opens it.
+    pyroute2_netns.pushns(ns)
+    try:
+        for key, value in values.items():
+            Path("/proc/sys", key).write_text(value)
+    finally:
+        pyroute2_netns.popns()
+
+
+def _netns_inode(ns: str) -> int | None:
+    try:
+        return (NETNS_DIR / ns).stat().st_ino
+    except OSError:
+        return None
+
+
+def pids_in(namespaces: list[str]) -> list[int]:
+    """Processes whose network namespace is one of these: they belong to the lab."""
+    inodes = {i for i in (_netns_inode(ns) for ns in namespaces) if i is not None}
+    pids = []
+    if not inodes:
+        return pids
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                if os.stat(f"/proc/{entry.name}/ns/net").st_ino in inodes:
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+def _stop(pids: list[int], grace_s: float = 2.0) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + grace_s
+    while pids and time.monotonic() < deadline:
+        pids = [p for p in pids if Path(f"/proc/{p}").exists() and not _zombie(p)]
+        time.sleep(0.02)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")
+    except (OSError, IndexError):
+        return True
+
+
+def run_in(ns: str, argv: list[str], **kwargs) -> subprocess.CompletedProcess:
+    """Run a program inside a namespace (as `ip netns exec` would, through setns(2))."""
+
+    def enter() -> None:
+        pyroute2_netns.setns(ns, flags=0)
+
+    return subprocess.run(argv, preexec_fn=enter, check=False, **kwargs)
+
+
+class NetnsEngine:
+    name = "netns"
+
+    def up(self, lab: Lab) -> LabState:
+        require_root("invoke up")
+        existing = lab_state.load(lab.name)
+        if existing is not None:
+            raise LabAlreadyUp([Problem(lab.name, "", f"is already up (engine {existing.engine}, status {existing.status})",
+                                        f"run `invoke down {lab.name}` first")])
+        record = plan(lab)
+        lab_state.save(record)
+        try:
+            self._apply(lab.fabric, record, lab.dataplane)
+        except BaseException:
+            self.down(record)
+            raise
+        record.status = "up"
+        lab_state.save(record)
+        return record
+
+    def _apply(self, fabric: Fabric, record: LabState, dataplane: str) -> None:
+        ns_of = {n.name: n.netns for n in record.nodes}
+        for node in fabric.nodes:
+            pyroute2_netns.create(ns_of[node.name])
+            sysctls = dict(COMMON_SYSCTLS)
+            if node.is_switch and dataplane == "kernel":
+                sysctls |= KERNEL_SWITCH_SYSCTLS
+            _write_sysctls(ns_of[node.name], sysctls)
+        handles = {n.name: IPRoute(netns=ns_of[n.name]) for n in fabric.nodes}
+        try:
+            for link in fabric.links:
+                a, b = link.a, link.b
+                handles[a.node].link("add", ifname=a.name, kind="veth", address=a.mac, mtu=link.mtu,
+                                     peer={"ifname": b.name, "net_ns_fd": ns_of[b.node],
+                                           "address": b.mac, "mtu": link.mtu})
+            for node in fabric.nodes:
+                self._configure(handles[node.name], node, fabric)
+        finally:
+            for ipr in handles.values():
+                ipr.close()
+
+    def _configure(self, ipr: IPRoute, node: Node, fabric: Fabric) -> None:
+        index = {}
+        for port in node.ports:
+            idx = ipr.link_lookup(ifname=port.name)[0]
+            index[port.name] = idx
+            ipr.addr("add", index=idx, address=str(port.address.ip), prefixlen=port.address.network.prefixlen)
+            ipr.link("set", index=idx, state="up")
+            peer = fabric.peer(port)
+            # Static neighbours: no ARP on the wire, and switchd need not answer it.
+            ipr.neigh("add", dst=str(peer.address.ip), lladdr=peer.mac, ifindex=idx, state=NUD_PERMANENT)
+        ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
+        for route in node.routes:
+            hops = route.nexthops
+            if len(hops) == 1:
+                ipr.route("add", dst=str(route.dst), gateway=str(hops[0].gateway), oif=index[hops[0].port])
+            else:
+                ipr.route("add", dst=str(route.dst),
+                          multipath=[{"gateway": str(h.gateway), "oif": index[h.port]} for h in hops])
+
+    def down(self, record: LabState) -> None:
+        """Stop every process inside the lab's namespaces, then delete the namespaces (which
+        deletes their veths), then the record. Safe to repeat; safe on a half-built lab."""
+        namespaces = [ns for ns in record.namespaces if (NETNS_DIR / ns).exists()]
+        _stop(pids_in(namespaces))
+        for ns in namespaces:
+            try:
+                pyroute2_netns.remove(ns)
+            except OSError:
+                if (NETNS_DIR / ns).exists():
+                    raise
+        lab_state.remove(record.name)
+
+    def exec(self, record: LabState, node: str, argv: list[str]) -> int:
+        return run_in(record.node(node).netns, argv).returncode
+
+    @staticmethod
+    def alive(record: LabState) -> dict[str, bool]:
+        return {n.name: (NETNS_DIR / n.netns).exists() for n in record.nodes}

@@ -1,0 +1,91 @@
+"""Labs: `labs/<name>/lab.yml` names a topology, a data plane, a QoS profile and a TDF.
+
+`invoke up` takes a lab name (a folder under labs/) or a topology (a file under
+topologies/, or any path to a topology file); a bare topology runs with the defaults below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from rocelab import paths
+from rocelab.errors import InputError, Problem, Problems
+from rocelab.topology import SAFE_NAME, SAFE_NAME_HINT, Fabric, load_topology
+from rocelab.yamlfile import load_yaml
+
+DATAPLANES = ("kernel", "switchd")
+DEFAULT_DATAPLANE = "kernel"
+DEFAULT_TDF = 1000
+LAB_KEYS = frozenset({"name", "description", "topology", "dataplane", "tdf", "profile"})
+
+
+@dataclass(frozen=True)
+class Lab:
+    name: str
+    source: str  # the lab.yml or topology file it came from
+    fabric: Fabric
+    dataplane: str
+    tdf: int
+    profile: Path | None
+
+
+def _find_topology(ref: str) -> Path | None:
+    for candidate in (Path(ref), paths.topologies_dir() / ref, paths.topologies_dir() / f"{ref}.yml"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_lab(ref: str) -> Lab:
+    """A lab by folder name under labs/, or a topology by name or path."""
+    lab_file = paths.labs_dir() / ref / "lab.yml"
+    if lab_file.is_file():
+        return _load_lab_file(lab_file)
+    topo = _find_topology(ref)
+    if topo is None:
+        labs = sorted(p.parent.name for p in paths.labs_dir().glob("*/lab.yml"))
+        topos = sorted(p.stem for p in paths.topologies_dir().glob("*.yml"))
+        raise InputError([Problem(ref, "", "is neither a lab nor a topology",
+                                  f"labs: {', '.join(labs) or 'none'}; topologies: {', '.join(topos) or 'none'}")])
+    fabric = load_topology(topo)
+    return Lab(fabric.name, fabric.source, fabric, DEFAULT_DATAPLANE, DEFAULT_TDF, None)
+
+
+def _load_lab_file(path: Path) -> Lab:
+    doc = load_yaml(path)
+    problems = Problems(doc.name)
+    data = doc.data if isinstance(doc.data, dict) else {}
+    if not isinstance(doc.data, dict):
+        problems.add("", "is not a lab: expected a mapping with at least `topology`")
+        problems.raise_if_any()
+    for key in data:
+        if key not in LAB_KEYS:
+            problems.add(str(key), f"unknown key {key!r}", f"expected one of: {', '.join(sorted(LAB_KEYS))}")
+    name = path.parent.name
+    if not SAFE_NAME.match(name):
+        problems.add("", f"lab folder name {name!r} is not a safe identifier", SAFE_NAME_HINT)
+    if data.get("name", name) != name:
+        problems.add("name", f"{data['name']!r} differs from the folder name {name!r}", "a lab is named by its folder")
+    topo_ref = data.get("topology")
+    topo = _find_topology(str(topo_ref)) if topo_ref else None
+    if topo_ref is None:
+        problems.add("topology", "is missing", "name a file under topologies/, e.g. leaf-spine-2x2")
+    elif topo is None:
+        problems.add("topology", f"{topo_ref!r} is not a topology file",
+                     f"topologies: {', '.join(sorted(p.stem for p in paths.topologies_dir().glob('*.yml')))}")
+    dataplane = data.get("dataplane", DEFAULT_DATAPLANE)
+    if dataplane not in DATAPLANES:
+        problems.add("dataplane", f"{dataplane!r} is not a data plane", f"expected one of: {', '.join(DATAPLANES)}")
+    tdf = data.get("tdf", DEFAULT_TDF)
+    if isinstance(tdf, bool) or not isinstance(tdf, int) or tdf < 1:
+        problems.add("tdf", f"{tdf!r} is not a time-dilation factor", "a whole number ≥ 1, e.g. 1000")
+    profile = None
+    if "profile" in data:
+        profile = paths.profiles_dir() / f"{data['profile']}.json"
+        if not profile.is_file():
+            problems.add("profile", f"{data['profile']!r} is not a QoS profile",
+                         f"profiles: {', '.join(sorted(p.stem for p in paths.profiles_dir().glob('*.json')))}")
+    problems.raise_if_any()
+    fabric = load_topology(topo)
+    return Lab(name, doc.name, fabric, dataplane, tdf, profile)

@@ -1,0 +1,141 @@
+"""The netns engine for real: namespaces, veths, addresses, ECMP routes, and clean teardown."""
+
+from __future__ import annotations
+
+import ipaddress
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from pyroute2 import IPRoute
+
+from rocelab import state as lab_state
+from rocelab.engines.netns import NETNS_DIR, run_in
+
+pytestmark = pytest.mark.root
+ROOT = Path(__file__).resolve().parents[2]
+CLI = [sys.executable, "-m", "rocelab"]
+
+
+def lab_namespaces(lab: str) -> list[str]:
+    return sorted(p.name for p in NETNS_DIR.glob(f"{lab}.*")) if NETNS_DIR.is_dir() else []
+
+
+def root_links() -> set[str]:
+    with IPRoute() as ipr:
+        return {link.get_attr("IFLA_IFNAME") for link in ipr.get_links()}
+
+
+def ping(ns: str, address: str) -> bool:
+    return run_in(ns, ["ping", "-c1", "-W2", "-q", address], capture_output=True).returncode == 0
+
+
+@pytest.mark.parametrize("topology", ["leaf-spine-2x2", "leaf-spine-4x4"])
+def test_every_host_reaches_every_other_host(bring_up, topology):
+    spec, record = bring_up(topology)
+    hosts = spec.fabric.hosts
+    unreachable = [(a.name, b.name) for a, b in itertools.permutations(hosts, 2)
+                   if not ping(record.node(a.name).netns, str(spec.fabric.host_address(b.name)))]
+    assert unreachable == []
+
+
+def test_cross_leaf_path_is_host_leaf_spine_leaf_host(bring_up):
+    spec, record = bring_up("leaf-spine-2x2")
+    fabric = spec.fabric
+    owner = {str(p.address.ip): n.name for n in fabric.nodes for p in n.ports}
+    out = run_in(record.node("h1").netns, ["traceroute", "-n", "-q1", "-w2", str(fabric.host_address("h4"))],
+                 capture_output=True, text=True).stdout
+    hops = [line.split()[1] for line in out.splitlines()[1:]]
+    roles = [fabric.node(owner[h]).role for h in hops]
+    assert [owner[hops[0]], roles[1], owner[hops[2]], owner[hops[3]]] == ["leaf1", "spine", "leaf2", "h4"], out
+
+
+@pytest.mark.parametrize("topology,spines", [("leaf-spine-2x2", 2), ("leaf-spine-4x4", 4)])
+def test_leaf_kernel_has_one_equal_cost_next_hop_per_spine(bring_up, topology, spines):
+    spec, record = bring_up(topology)
+    fabric = spec.fabric
+    remote = fabric.host_address(fabric.hosts[-1].name)
+    with IPRoute(netns=record.node("leaf1").netns) as ipr:
+        (route,) = [r for r in ipr.get_routes(family=2) if r.get_attr("RTA_DST") == str(ipaddress.IPv4Network(f"{remote}/24", strict=False).network_address)]
+        hops = route.get_attr("RTA_MULTIPATH")
+    gateways = {h.get_attr("RTA_GATEWAY") for h in hops}
+    spine_addresses = {str(p.address.ip) for n in fabric.nodes if n.role == "spine" for p in n.ports}
+    assert len(hops) == spines and gateways <= spine_addresses
+
+
+def test_down_leaves_no_namespace_veth_or_process(bring_up):
+    from rocelab.engines import builtin_engines
+
+    before = root_links()
+    spec, record = bring_up("leaf-spine-2x2")
+    sleeper = subprocess.Popen(["sleep", "300"], preexec_fn=lambda: __import__("pyroute2").netns.setns(record.node("h2").netns, flags=0))
+    assert len(lab_namespaces(spec.name)) == 8
+    builtin_engines().get("netns").down(record)
+    assert sleeper.wait(timeout=5) is not None
+    assert lab_namespaces(spec.name) == []
+    assert root_links() == before
+    assert lab_state.load(spec.name) is None
+
+
+def _topology_copy(tmp_path: Path, source: str, name: str) -> Path:
+    doc = yaml.safe_load((ROOT / "topologies" / f"{source}.yml").read_text())
+    doc["name"] = name
+    path = tmp_path / f"{name}.yml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_down_cleans_up_after_up_is_killed_halfway(tmp_path):
+    name = f"t{os.getpid() % 10000}-killed"
+    topo = _topology_copy(tmp_path, "leaf-spine-4x4", name)
+    before = root_links()
+    proc = subprocess.Popen([*CLI, "up", str(topo)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and len(lab_namespaces(name)) < 4:
+        time.sleep(0.001)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    record = lab_state.load(name)
+    assert record is not None and record.status == "creating", "up finished before it could be killed halfway"
+    assert 0 < len(lab_namespaces(name)) < 24
+    down = subprocess.run([*CLI, "down", name], capture_output=True, text=True)
+    assert down.returncode == 0, down.stderr
+    assert lab_namespaces(name) == []
+    assert root_links() == before
+    assert lab_state.load(name) is None
+
+
+def test_up_of_a_lab_that_is_up_exits_2_and_two_labs_coexist(tmp_path):
+    first = _topology_copy(tmp_path, "leaf-spine-2x2", f"t{os.getpid() % 10000}-one")
+    second = _topology_copy(tmp_path, "incast-1x5", f"t{os.getpid() % 10000}-two")
+    try:
+        assert subprocess.run([*CLI, "up", str(first)], capture_output=True).returncode == 0
+        again = subprocess.run([*CLI, "up", str(first)], capture_output=True, text=True)
+        assert again.returncode == 2 and "is already up" in again.stderr
+        assert subprocess.run([*CLI, "up", str(second)], capture_output=True).returncode == 0
+        status = json.loads(subprocess.run([*CLI, "status", "--json"], capture_output=True, text=True).stdout)
+        names = {lab["name"] for lab in status["labs"]}
+        assert {first.stem, second.stem} <= names
+        one = next(lab for lab in status["labs"] if lab["name"] == first.stem)
+        assert one["engine"] == "netns"
+        h1 = next(n for n in one["nodes"] if n["name"] == "h1")
+        assert h1["role"] == "host" and h1["netns"] == f"{first.stem}.h1"
+        assert h1["interfaces"] == [{"name": "eth1", "address": "198.19.1.2/24", "peer": "leaf1:eth1",
+                                     "mac": h1["interfaces"][0]["mac"]}]
+        # exec runs inside the node: the host sees its own fabric address.
+        out = subprocess.run([*CLI, "exec", "h1", "--lab", second.stem, "--", "ip", "-br", "addr"],
+                             capture_output=True, text=True).stdout
+        assert "198.19.1.2/24" in out
+        assert subprocess.run([*CLI, "down", first.stem], capture_output=True).returncode == 0
+        assert lab_namespaces(first.stem) == [] and len(lab_namespaces(second.stem)) == 6
+        assert ping(f"{second.stem}.h1", "198.19.5.2")
+    finally:
+        subprocess.run([*CLI, "down", first.stem], capture_output=True)
+        subprocess.run([*CLI, "down", second.stem], capture_output=True)
