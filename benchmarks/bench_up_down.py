@@ -1,0 +1,84 @@
+"""Time `up` and `down` of leaf-spine-2x2 and leaf-spine-4x4 on the netns engine.
+
+    python benchmarks/bench_up_down.py [--runs N]
+
+Two figures per operation: the engine alone (in this process, what the namespaces,
+veths, addresses and routes cost) and the whole `rocelab up|down` command (what a user
+waits for, Python start-up included). Targets: 2x2 up ≤ 3 s, down ≤ 2 s; 4x4 up ≤ 10 s.
+Needs root.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+os.environ.setdefault("ROCELAB_STATE_DIR", tempfile.mkdtemp(prefix="rocelab-bench-"))
+
+from rocelab.engines import builtin_engines  # noqa: E402
+from rocelab.lab import load_lab  # noqa: E402
+
+TARGETS_S = {("leaf-spine-2x2", "up"): 3.0, ("leaf-spine-2x2", "down"): 2.0, ("leaf-spine-4x4", "up"): 10.0}
+
+
+def timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench_up_down: needs root (it creates network namespaces)")
+    engine = builtin_engines().get("netns")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for topology in ("leaf-spine-2x2", "leaf-spine-4x4"):
+            spec = replace(load_lab(topology), name=f"bench-{os.getpid()}")
+            doc = yaml.safe_load((ROOT / "topologies" / f"{topology}.yml").read_text())
+            doc["name"] = f"benchcli-{os.getpid()}"
+            topo_file = Path(tmp, f"{topology}.yml")
+            topo_file.write_text(yaml.safe_dump(doc))
+            samples: dict[tuple[str, str], list[float]] = {}
+            for _ in range(args.runs):
+                record = None
+
+                def bring_up():
+                    nonlocal record
+                    record = engine.up(spec)
+
+                samples.setdefault(("engine", "up"), []).append(timed(bring_up))
+                samples.setdefault(("engine", "down"), []).append(timed(lambda: engine.down(record)))
+                cli = [sys.executable, "-m", "rocelab"]
+                samples.setdefault(("command", "up"), []).append(
+                    timed(lambda: subprocess.run([*cli, "up", str(topo_file)], check=True, capture_output=True)))
+                samples.setdefault(("command", "down"), []).append(
+                    timed(lambda: subprocess.run([*cli, "down", doc["name"]], check=True, capture_output=True)))
+            nodes = len(spec.fabric.nodes)
+            for (how, op), values in samples.items():
+                target = TARGETS_S.get((topology, op))
+                verdict = "" if target is None or how == "engine" else ("meets" if max(values) <= target else "MISSES")
+                rows.append((topology, nodes, op, how, min(values), statistics.median(values), max(values),
+                             f"{verdict} ≤ {target:g} s" if verdict else ""))
+    print(f"{'topology':16} {'nodes':>5} {'op':5} {'what':8} {'min s':>7} {'median s':>8} {'max s':>7}  target "
+          f"({args.runs} runs)")
+    for topology, nodes, op, how, lo, med, hi, verdict in rows:
+        print(f"{topology:16} {nodes:5} {op:5} {how:8} {lo:7.3f} {med:8.3f} {hi:7.3f}  {verdict}")
+
+
+if __name__ == "__main__":
+    main()
