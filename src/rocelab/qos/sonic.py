@@ -1,0 +1,744 @@
+"""SONiC config_db.json QoS tables ⇄ QosProfile.
+
+The loader reads the QoS tables exactly as SONiC names them (REFERENCE.md, "PFC headroom
+and the SONiC buffer model") and ignores every other table, so a whole config_db.json
+saved on a switch loads as it is. It runs in steps: named objects (pools, buffer
+profiles, WRED profiles, schedulers, maps) → per-port entries resolved against them →
+one PortQos per port. Every malformed value or dangling reference becomes a Problem that
+names table, key, field, the value and the form expected; all of them are raised once.
+
+`render_config_db` is the inverse, written the way current SONiC writes config_db: one
+key per port, plain-name references, PG and queue ranges like "Ethernet0|3-4".
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator, Mapping, TypeVar, get_args
+
+from rocelab.errors import InputError, Problem, Problems
+from rocelab.qos.model import (
+    BufferPool,
+    BufferProfile,
+    EcnMode,
+    PfcWatchdog,
+    PortQos,
+    QosMapNames,
+    QosProfile,
+    QueueQos,
+    Scheduler,
+    WredProfile,
+)
+from rocelab.qos.ports import lab_to_sonic, sonic_to_lab
+
+T = TypeVar("T")
+
+# The unconfigured port: where PORT_QOS_MAP names no map, the port keeps these maps.
+_UNCONFIGURED = PortQos(port="")
+
+
+# --- value kinds: what a field holds, how it is parsed, and how to say what was expected
+
+
+@dataclass(frozen=True)
+class _Int:
+    what: str
+    example: str
+    lo: int = 0
+    hi: int | None = None
+
+    @property
+    def expected(self) -> str:
+        if self.hi is None:
+            return f'a non-negative integer string like "{self.example}"'
+        return f'an integer string from "{self.lo}" to "{self.hi}" like "{self.example}"'
+
+    def parse(self, value: object) -> int:
+        # Canonical decimal only, so "8" and "08" cannot both key one map.
+        if not isinstance(value, str) or not re.fullmatch(r"-?(0|[1-9]\d*)", value):
+            raise ValueError
+        number = int(value)
+        if number < self.lo or (self.hi is not None and number > self.hi):
+            raise ValueError
+        return number
+
+
+@dataclass(frozen=True)
+class _Choice:
+    what: str
+    choices: tuple[str, ...]
+
+    @property
+    def expected(self) -> str:
+        return "one of " + ", ".join(f'"{c}"' for c in self.choices)
+
+    def parse(self, value: object) -> str:
+        if value not in self.choices:
+            raise ValueError
+        return str(value)
+
+
+@dataclass(frozen=True)
+class _Bool:
+    what: str = "a boolean"
+    expected: str = '"true" or "false"'
+
+    def parse(self, value: object) -> bool:
+        if value not in ("true", "false"):
+            raise ValueError
+        return value == "true"
+
+
+@dataclass(frozen=True)
+class _Priorities:
+    what: str = "a priority list"
+    expected: str = 'priorities 0-7 separated by commas like "3,4", or "" for none'
+
+    def parse(self, value: object) -> frozenset[int]:
+        if not isinstance(value, str) or not re.fullmatch(r"([0-7](,[0-7])*)?", value):
+            raise ValueError
+        return frozenset(int(p) for p in value.split(",") if p)
+
+
+_Kind = _Int | _Choice | _Bool | _Priorities
+
+# Ranges are those of SONiC's YANG models (sonic-buffer-profile, sonic-pfcwd, …).
+_BYTES = _Int("a byte count", "38816")
+_POOL_BYTES = _Int("a byte count", "12582912")
+_DYNAMIC_TH = _Int("a dynamic_th exponent", "-5", lo=-8, hi=7)
+_PERCENT = _Int("a percentage", "20", hi=100)
+_WEIGHT = _Int("a scheduler weight", "60", lo=1, hi=100)
+_DETECTION_MS = _Int("a detection time in ms", "200", lo=100, hi=5000)
+_RESTORATION_MS = _Int("a restoration time in ms", "200", lo=100, hi=60000)
+_POLL_MS = _Int("a poll interval in ms", "200", lo=100, hi=1000)
+_DSCP = _Int("a DSCP value", "26", hi=63)
+_TC = _Int("a traffic class", "3", hi=7)
+_QUEUE = _Int("a queue index", "3", hi=7)
+_PG = _Int("a priority group", "3", hi=7)
+_PRIORITY = _Int("a PFC priority", "3", hi=7)
+_POOL_TYPE = _Choice("a pool type", ("ingress", "egress"))
+_POOL_MODE = _Choice("a pool mode", ("static", "dynamic"))
+_SCHEDULER_TYPE = _Choice("a scheduler type", ("STRICT", "DWRR", "WRR"))
+_ECN_MODE = _Choice("an ECN mode", get_args(EcnMode))
+_PFC_WD_ACTION = _Choice("a PFC watchdog action", ("drop", "forward", "alert"))
+_BOOL = _Bool()
+_PRIORITIES = _Priorities()
+
+
+@dataclass(frozen=True)
+class _MapSpec:
+    field: str  # PORT_QOS_MAP field
+    table: str
+    attr: str  # PortQos attribute holding the resolved map
+    key: _Int
+    value: _Int
+
+
+_MAPS = (
+    _MapSpec("dscp_to_tc_map", "DSCP_TO_TC_MAP", "dscp_to_tc", _DSCP, _TC),
+    _MapSpec("tc_to_queue_map", "TC_TO_QUEUE_MAP", "tc_to_queue", _TC, _QUEUE),
+    _MapSpec("tc_to_pg_map", "TC_TO_PRIORITY_GROUP_MAP", "tc_to_pg", _TC, _PG),
+    _MapSpec("pfc_to_queue_map", "MAP_PFC_PRIORITY_TO_QUEUE", "pfc_priority_to_queue",
+             _PRIORITY, _QUEUE),
+)
+
+# Fields SONiC defines that the emulation does not act on: accepted so real files load,
+# listed so that a misspelt field is still an error.
+_NOT_EMULATED = {
+    "BUFFER_POOL": ("percentage",),
+    "BUFFER_PROFILE": ("headroom_type", "packet_discard_action"),
+    "WRED_PROFILE": ("wred_yellow_enable", "wred_red_enable", "yellow_min_threshold",
+                     "yellow_max_threshold", "yellow_drop_probability", "red_min_threshold",
+                     "red_max_threshold", "red_drop_probability"),
+    "SCHEDULER": ("priority", "meter_type", "cir", "cbs", "pir", "pbs"),
+    "PORT_QOS_MAP": ("pfc_to_pg_map", "tc_to_dscp_map", "dot1p_to_tc_map", "tc_to_dot1p_map",
+                     "scheduler"),
+    "PFC_WD": ("pfc_stat_history",),
+}
+
+_OLD_STYLE_REF = re.compile(r"\[([A-Za-z_]+)\|(.+)\]")
+_SIMPLE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+_INDEX_RANGE = re.compile(r"(\d+)(?:-(\d+))?")
+_MISSING = object()
+
+
+def _quote(part: str) -> str:
+    return part if _SIMPLE_KEY.fullmatch(part) else json.dumps(part)
+
+
+def _json_kind(value: object) -> str:
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    return "null" if value is None else "a number"
+
+
+def _target_name(reference: str) -> str:
+    """The entry name in a reference, old style "[TABLE|name]" or new style "name"."""
+    old_style = _OLD_STYLE_REF.fullmatch(reference)
+    return old_style.group(2) if old_style else reference
+
+
+def _did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(candidates), n=1)
+    return f'did you mean "{close[0]}"?' if close else ""
+
+
+@dataclass
+class _Entry:
+    """One entry of a table, with typed getters that report problems at its path."""
+
+    table: str
+    key: str
+    fields: Mapping[str, Any]
+    problems: Problems
+
+    def path(self, field_name: str | None = None) -> str:
+        parts = (self.table, self.key) if field_name is None else (
+            self.table, self.key, field_name)
+        return ".".join(_quote(p) for p in parts)
+
+    def problem(self, field_name: str | None, message: str, hint: str = "") -> None:
+        self.problems.add(self.path(field_name), message, hint)
+
+    def check_fields(self, known: tuple[str, ...]) -> None:
+        accepted = known + _NOT_EMULATED.get(self.table, ())
+        for name in self.fields:
+            if name not in accepted:
+                self.problem(name, f"unknown field (expected one of: {', '.join(known)})",
+                             _did_you_mean(name, accepted))
+
+    def get(self, name: str, kind: _Kind, default: object = _MISSING, hint: str = "") -> Any:
+        """The parsed field; `default` when absent; None (after a problem) when bad."""
+        if name not in self.fields:
+            if default is _MISSING:
+                self.problem(name, f"missing (expected {kind.expected})", hint)
+                return None
+            return default
+        value = self.fields[name]
+        try:
+            return kind.parse(value)
+        except ValueError:
+            text = repr(value) if isinstance(value, str) else json.dumps(value)
+            self.problem(name, f"{text} is not {kind.what} (expected {kind.expected})",
+                         "" if isinstance(value, str) else
+                         'config_db holds every value as a string, like "1024"')
+            return None
+
+    def ref(self, name: str, table: str, targets: Mapping[str, T], missing_hint: str = ""
+            ) -> T | None:
+        """Resolve a reference, old style "[TABLE|name]" or new style "name"."""
+        if name not in self.fields:
+            self.problem(name, f'missing (expected the name of a {table} entry)')
+            return None
+        value = self.fields[name]
+        expected = f'expected "[{table}|name]" or a plain name'
+        if not isinstance(value, str) or not value:
+            self.problem(name, f"{json.dumps(value)} is not a reference ({expected})")
+            return None
+        old_style = _OLD_STYLE_REF.fullmatch(value)
+        if old_style and old_style.group(1) != table:
+            self.problem(name, f"{value!r} refers to table {old_style.group(1)} ({expected})")
+            return None
+        target = _target_name(value)
+        if target not in targets:
+            defined = ", ".join(targets) or f"none, the file defines no {table}"
+            self.problem(name, f"{value!r} names no {table} entry (expected one of: {defined})",
+                         missing_hint or _did_you_mean(target, targets))
+            return None
+        return targets[target]
+
+
+@dataclass
+class _PortMaps:
+    """One PORT_QOS_MAP entry: map name and resolved map per PortQos attribute."""
+
+    maps: dict[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)
+    pfc_enable: frozenset[int] = frozenset()
+    pfcwd_sw_enable: frozenset[int] | None = None
+
+
+class _Reader:
+    def __init__(self, doc: Mapping[str, Any], problems: Problems):
+        self.doc = doc
+        self.problems = problems
+        # (table, port, index) → path of the key that set it, to report a second setting
+        self.claimed: dict[tuple[str, str, int | None], str] = {}
+
+    def entries(self, table: str) -> Iterator[_Entry]:
+        entries = self.doc.get(table, {})
+        if not isinstance(entries, dict):
+            self.problems.add(table, f"is {_json_kind(entries)} (expected an object of named "
+                                     "entries)")
+            return
+        for key, fields in entries.items():
+            entry = _Entry(table, key, fields, self.problems)
+            if isinstance(fields, dict):
+                yield entry
+            else:
+                entry.problem(None, f"is {_json_kind(fields)} (expected an object of fields)")
+
+    # --- named objects
+
+    def pools(self) -> dict[str, BufferPool]:
+        pools = {}
+        for e in self.entries("BUFFER_POOL"):
+            e.check_fields(("type", "mode", "size", "xoff"))
+            pools[e.key] = BufferPool(
+                name=e.key,
+                type=e.get("type", _POOL_TYPE),
+                mode=e.get("mode", _POOL_MODE),
+                size_bytes=e.get("size", _POOL_BYTES, hint="SONiC's dynamic buffer model sizes "
+                                 "pools at run time; rocelab needs the size written out"),
+                xoff_bytes=e.get("xoff", _BYTES, default=0),
+            )
+        return pools
+
+    def buffer_profiles(self, pools: Mapping[str, BufferPool]) -> dict[str, BufferProfile]:
+        profiles = {}
+        for e in self.entries("BUFFER_PROFILE"):
+            e.check_fields(("pool", "size", "dynamic_th", "static_th", "xon", "xoff",
+                            "xon_offset"))
+            pool = e.ref("pool", "BUFFER_POOL", pools)
+            profiles[e.key] = BufferProfile(
+                name=e.key,
+                pool=pool.name if pool else "",
+                size_bytes=e.get("size", _BYTES),
+                dynamic_th=e.get("dynamic_th", _DYNAMIC_TH, default=None),
+                static_th_bytes=e.get("static_th", _BYTES, default=None),
+                xon_bytes=e.get("xon", _BYTES, default=None),
+                xoff_bytes=e.get("xoff", _BYTES, default=None),
+                xon_offset_bytes=e.get("xon_offset", _BYTES, default=None),
+            )
+            self._check_threshold(e, pool)
+        return profiles
+
+    @staticmethod
+    def _check_threshold(e: _Entry, pool: BufferPool | None) -> None:
+        given = [f for f in ("dynamic_th", "static_th") if f in e.fields]
+        if len(given) != 1:
+            e.problem(None, f"sets {' and '.join(given) or 'neither dynamic_th nor static_th'} "
+                            "(expected exactly one: dynamic_th for a dynamic pool, static_th "
+                            "for a static pool)")
+        elif pool is not None and pool.mode is not None:
+            wanted = "dynamic_th" if pool.mode == "dynamic" else "static_th"
+            if given[0] != wanted:
+                e.problem(given[0], f"pool {pool.name!r} is in {pool.mode} mode (expected "
+                                    f"{wanted} for a {pool.mode} pool)")
+
+    def wred_profiles(self) -> dict[str, WredProfile]:
+        profiles = {}
+        for e in self.entries("WRED_PROFILE"):
+            e.check_fields(("wred_green_enable", "ecn", "green_min_threshold",
+                            "green_max_threshold", "green_drop_probability"))
+            kmin = e.get("green_min_threshold", _BYTES)
+            kmax = e.get("green_max_threshold", _BYTES)
+            if kmin is not None and kmax is not None and kmax < kmin:
+                e.problem("green_max_threshold",
+                          f"{e.fields['green_max_threshold']!r} is below green_min_threshold "
+                          f"{e.fields['green_min_threshold']!r} (expected a byte count no "
+                          "smaller than green_min_threshold)")
+            # Defaults are those of SONiC's sonic-wred-profile YANG model.
+            profiles[e.key] = WredProfile(
+                name=e.key,
+                wred_green_enable=e.get("wred_green_enable", _BOOL, default=False),
+                ecn=e.get("ecn", _ECN_MODE, default="ecn_none"),
+                green_min_threshold_bytes=kmin,
+                green_max_threshold_bytes=kmax,
+                green_drop_probability_pct=e.get("green_drop_probability", _PERCENT,
+                                                 default=100),
+            )
+        return profiles
+
+    def schedulers(self) -> dict[str, Scheduler]:
+        schedulers = {}
+        for e in self.entries("SCHEDULER"):
+            e.check_fields(("type", "weight"))
+            # Defaults are those of SONiC's sonic-scheduler YANG model.
+            schedulers[e.key] = Scheduler(name=e.key,
+                                          type=e.get("type", _SCHEDULER_TYPE, default="WRR"),
+                                          weight=e.get("weight", _WEIGHT, default=1))
+        return schedulers
+
+    def qos_maps(self, spec: _MapSpec) -> dict[str, tuple[int, ...]]:
+        maps = {}
+        for e in self.entries(spec.table):
+            values = list(getattr(_UNCONFIGURED, spec.attr))
+            for key in e.fields:
+                try:
+                    index = spec.key.parse(key)
+                except ValueError:
+                    e.problem(None, f"{key!r} is not {spec.key.what} (expected "
+                                    f"{spec.key.expected})")
+                    continue
+                value = e.get(key, spec.value)
+                if value is not None:
+                    values[index] = value
+            maps[e.key] = tuple(values)
+        return maps
+
+    # --- per-port keys: "Ethernet0", "Ethernet0,Ethernet4" (older SONiC), "Ethernet0|3-4"
+
+    def port_list(self, e: _Entry, text: str) -> list[str]:
+        ports = []
+        for name in text.split(","):
+            try:
+                sonic_to_lab(name)
+                ports.append(name)
+            except ValueError:
+                e.problem(None, f"{name!r} is not a port rocelab can map to an interface "
+                                "(expected a SONiC port name Ethernet0, Ethernet4, …: "
+                                "a multiple of 4, one port per four lanes)",
+                          self._lab_name_hint(name))
+        return ports
+
+    @staticmethod
+    def _lab_name_hint(name: str) -> str:
+        try:
+            return f"config_db names rocelab's {name} {lab_to_sonic(name)}"
+        except ValueError:
+            return ""
+
+    def indexed(self, table: str, noun: str) -> Iterator[tuple[_Entry, list[str], range]]:
+        for e in self.entries(table):
+            ports_text, bar, index_text = e.key.rpartition("|")
+            if not bar:
+                e.problem(None, f'{e.key!r} is not a "<port>|<index>" key (expected e.g. '
+                                '"Ethernet0|3" or "Ethernet0|3-4")')
+                continue
+            ports = self.port_list(e, ports_text)
+            indexes = self._index_range(e, index_text, noun)
+            if indexes is not None:
+                yield e, ports, indexes
+
+    @staticmethod
+    def _index_range(e: _Entry, text: str, noun: str) -> range | None:
+        m = _INDEX_RANGE.fullmatch(text)
+        if m:
+            lo = int(m.group(1))
+            hi = int(m.group(2) or lo)
+            if lo <= hi <= 7:
+                return range(lo, hi + 1)
+        e.problem(None, f"{text!r} is not a {noun} index or range (expected an index from 0 "
+                        'to 7 or a range like "3-4")')
+        return None
+
+    def claim(self, e: _Entry, port: str, index: int | None = None) -> bool:
+        """True the first time a table sets this port (and index); later settings are errors."""
+        first = self.claimed.setdefault((e.table, port, index), e.path())
+        if first != e.path():
+            what = port if index is None else f"index {index} of {port}"
+            e.problem(None, f"sets {what} a second time (expected once; it is also set by "
+                            f"{first})")
+            return False
+        return True
+
+    # --- per-port tables
+
+    def port_qos_maps(self, maps: Mapping[str, Mapping[str, tuple[int, ...]]]
+                      ) -> tuple[_PortMaps, dict[str, _PortMaps]]:
+        """The "global" entry (a switch-wide dscp_to_tc_map) and one entry per port."""
+        global_maps, per_port = _PortMaps(), {}
+        map_fields = tuple(spec.field for spec in _MAPS)
+        for e in self.entries("PORT_QOS_MAP"):
+            if e.key == "global":
+                e.check_fields(map_fields)
+                global_maps = _PortMaps(maps=self._referenced_maps(e, maps))
+                continue
+            e.check_fields(map_fields + ("pfc_enable", "pfcwd_sw_enable"))
+            settings = _PortMaps(
+                maps=self._referenced_maps(e, maps),
+                pfc_enable=e.get("pfc_enable", _PRIORITIES, default=frozenset()),
+                pfcwd_sw_enable=e.get("pfcwd_sw_enable", _PRIORITIES, default=None))
+            for port in self.port_list(e, e.key):
+                if self.claim(e, port):
+                    per_port[port] = settings
+        return global_maps, per_port
+
+    @staticmethod
+    def _referenced_maps(e: _Entry, maps: Mapping[str, Mapping[str, tuple[int, ...]]]
+                         ) -> dict[str, tuple[str, tuple[int, ...]]]:
+        referenced = {}
+        for spec in _MAPS:
+            if spec.field in e.fields:
+                values = e.ref(spec.field, spec.table, maps[spec.table])
+                if values is not None:
+                    referenced[spec.attr] = (_target_name(e.fields[spec.field]), values)
+        return referenced
+
+    def buffer_assignments(self, table: str, noun: str, pool_type: str,
+                           profiles: Mapping[str, BufferProfile],
+                           pools: Mapping[str, BufferPool]) -> dict[str, dict[int, BufferProfile]]:
+        """BUFFER_PG (ingress pool profiles per PG) or BUFFER_QUEUE (egress, per queue)."""
+        assigned: dict[str, dict[int, BufferProfile]] = {}
+        for e, ports, indexes in self.indexed(table, noun):
+            e.check_fields(("profile",))
+            profile = e.ref("profile", "BUFFER_PROFILE", profiles, missing_hint=(
+                "SONiC's dynamic buffer model fills 'NULL' in at run time; rocelab needs the "
+                "profile written out") if e.fields.get("profile") == "NULL" else "")
+            pool = pools.get(profile.pool) if profile else None
+            if pool is not None and pool.type is not None and pool.type != pool_type:
+                e.problem("profile", f"{e.fields['profile']!r} draws from {pool.type} pool "
+                                     f"{pool.name!r} (expected a profile of an {pool_type} "
+                                     "pool)")
+            for port in ports:
+                for index in indexes:
+                    if self.claim(e, port, index) and profile is not None:
+                        assigned.setdefault(port, {})[index] = profile
+        return assigned
+
+    def queue_settings(self, schedulers: Mapping[str, Scheduler],
+                       wred: Mapping[str, WredProfile]
+                       ) -> dict[str, dict[int, tuple[Scheduler | None, WredProfile | None]]]:
+        settings: dict[str, dict[int, tuple[Scheduler | None, WredProfile | None]]] = {}
+        for e, ports, indexes in self.indexed("QUEUE", "queue"):
+            e.check_fields(("scheduler", "wred_profile"))
+            scheduler = e.ref("scheduler", "SCHEDULER", schedulers) \
+                if "scheduler" in e.fields else None
+            profile = e.ref("wred_profile", "WRED_PROFILE", wred) \
+                if "wred_profile" in e.fields else None
+            for port in ports:
+                for index in indexes:
+                    if self.claim(e, port, index):
+                        settings.setdefault(port, {})[index] = (scheduler, profile)
+        return settings
+
+    def pfc_watchdogs(self) -> dict[str, PfcWatchdog]:
+        watchdogs = {}
+        for e in self.entries("PFC_WD"):
+            if e.key == "GLOBAL":
+                # The poll interval only sets how often SONiC looks; nothing to emulate.
+                e.check_fields(("POLL_INTERVAL", "BIG_RED_SWITCH"))
+                e.get("POLL_INTERVAL", _POLL_MS, default=None)
+                continue
+            e.check_fields(("action", "detection_time", "restoration_time"))
+            watchdog = PfcWatchdog(action=e.get("action", _PFC_WD_ACTION),
+                                   detection_time_ms=e.get("detection_time", _DETECTION_MS),
+                                   restoration_time_ms=e.get("restoration_time",
+                                                             _RESTORATION_MS))
+            for port in self.port_list(e, e.key):
+                if self.claim(e, port):
+                    watchdogs[port] = watchdog
+        return watchdogs
+
+
+def _port_number(name: str) -> int:
+    return int(name.removeprefix("Ethernet"))
+
+
+def profile_from_config_db(doc: dict[str, Any], source: str) -> QosProfile:
+    """The QoS profile a config_db document describes. Raises InputError naming `source`."""
+    problems = Problems(source)
+    if not isinstance(doc, dict):
+        problems.add("", f"the document is {_json_kind(doc)} (expected a config_db object of "
+                         'tables like {"BUFFER_POOL": {…}})')
+        problems.raise_if_any()
+    reader = _Reader(doc, problems)
+
+    pools = reader.pools()
+    buffer_profiles = reader.buffer_profiles(pools)
+    wred = reader.wred_profiles()
+    schedulers = reader.schedulers()
+    maps = {spec.table: reader.qos_maps(spec) for spec in _MAPS}
+
+    global_maps, port_maps = reader.port_qos_maps(maps)
+    pgs = reader.buffer_assignments("BUFFER_PG", "priority group", "ingress", buffer_profiles,
+                                    pools)
+    queue_buffers = reader.buffer_assignments("BUFFER_QUEUE", "queue", "egress",
+                                              buffer_profiles, pools)
+    queue_settings = reader.queue_settings(schedulers, wred)
+    watchdogs = reader.pfc_watchdogs()
+    problems.raise_if_any()
+
+    names = set(port_maps) | set(pgs) | set(queue_buffers) | set(queue_settings) | set(watchdogs)
+    ports = {}
+    for port in sorted(names, key=_port_number):
+        settings = port_maps.get(port, _PortMaps())
+        resolved, map_names = {}, {}
+        for spec in _MAPS:
+            chosen = settings.maps.get(spec.attr) or global_maps.maps.get(spec.attr)
+            if chosen:
+                map_names[spec.field], resolved[spec.attr] = chosen
+        buffers = queue_buffers.get(port, {})
+        scheduling = queue_settings.get(port, {})
+        queues = {}
+        for q in sorted(set(buffers) | set(scheduling)):
+            scheduler, wred = scheduling.get(q, (None, None))
+            queues[q] = QueueQos(scheduler=scheduler, wred=wred, buffer=buffers.get(q))
+        ports[port] = PortQos(port=port, **resolved,
+                              pfc_enable=settings.pfc_enable,
+                              pfcwd_sw_enable=settings.pfcwd_sw_enable,
+                              pgs=dict(sorted(pgs.get(port, {}).items())),
+                              queues=queues,
+                              pfc_wd=watchdogs.get(port),
+                              map_names=QosMapNames(**map_names))
+    return QosProfile(source=source, pools=pools, ports=ports)
+
+
+def load_config_db(path: str | os.PathLike[str]) -> QosProfile:
+    """Load a config_db.json (whole, or only its QoS tables). Raises InputError."""
+    source = os.fspath(path)
+    try:
+        with open(source, encoding="utf-8") as f:
+            doc = json.load(f)
+    except OSError as e:
+        raise InputError([Problem(source, "", f"cannot read the file: {e.strerror}")]) from e
+    except UnicodeDecodeError as e:
+        raise InputError([Problem(source, "", f"is not UTF-8 text: {e.reason} at byte "
+                                              f"{e.start}")]) from e
+    except json.JSONDecodeError as e:
+        raise InputError([Problem(source, f"line {e.lineno} column {e.colno}",
+                                  f"invalid JSON: {e.msg}")]) from e
+    return profile_from_config_db(doc, source)
+
+
+# --- rendering
+
+
+def _index_key(port: str, lo: int, hi: int) -> str:
+    return f"{port}|{lo}" if lo == hi else f"{port}|{lo}-{hi}"
+
+
+def _runs(items: Mapping[int, T]) -> list[tuple[int, int, T]]:
+    """Consecutive indexes holding equal values, as (first, last, value)."""
+    runs: list[tuple[int, int, T]] = []
+    for index in sorted(items):
+        if runs and index == runs[-1][1] + 1 and items[index] == runs[-1][2]:
+            runs[-1] = (runs[-1][0], index, items[index])
+        else:
+            runs.append((index, index, items[index]))
+    return runs
+
+
+_Doc = dict[str, dict[str, dict[str, str]]]
+
+
+def _put(doc: _Doc, table: str, name: str, fields: dict[str, str]) -> str:
+    """Add a named entry once; the name, for the entry that references it."""
+    if doc[table].setdefault(name, fields) != fields:
+        raise ValueError(f"two different {table} entries are both named {name!r}")
+    return name
+
+
+def _pool_fields(pool: BufferPool) -> dict[str, str]:
+    fields = {"type": pool.type, "mode": pool.mode, "size": str(pool.size_bytes)}
+    if pool.xoff_bytes:
+        fields["xoff"] = str(pool.xoff_bytes)
+    return fields
+
+
+def _buffer_profile_fields(profile: BufferProfile) -> dict[str, str]:
+    fields = {"pool": profile.pool, "size": str(profile.size_bytes)}
+    for name, value in (("dynamic_th", profile.dynamic_th),
+                        ("static_th", profile.static_th_bytes),
+                        ("xon", profile.xon_bytes),
+                        ("xoff", profile.xoff_bytes),
+                        ("xon_offset", profile.xon_offset_bytes)):
+        if value is not None:
+            fields[name] = str(value)
+    return fields
+
+
+def _wred_fields(profile: WredProfile) -> dict[str, str]:
+    return {"wred_green_enable": "true" if profile.wred_green_enable else "false",
+            "ecn": profile.ecn,
+            "green_min_threshold": str(profile.green_min_threshold_bytes),
+            "green_max_threshold": str(profile.green_max_threshold_bytes),
+            "green_drop_probability": str(profile.green_drop_probability_pct)}
+
+
+def _scheduler_fields(scheduler: Scheduler) -> dict[str, str]:
+    # A strict queue has no weight; SONiC writes none unless one was set.
+    if scheduler.type == "STRICT" and scheduler.weight == 1:
+        return {"type": scheduler.type}
+    return {"type": scheduler.type, "weight": str(scheduler.weight)}
+
+
+def _priority_list(priorities: frozenset[int]) -> str:
+    return ",".join(str(p) for p in sorted(priorities))
+
+
+def _render_maps(doc: _Doc, profile: QosProfile) -> dict[str, dict[str, str]]:
+    """Write the map tables; per port, the map names its PORT_QOS_MAP entry references.
+
+    Maps keep the names they were loaded with; a hand-built port's maps get ROCELAB_<n>.
+    A map equal to the unconfigured default and never named is not written at all.
+    """
+    references: dict[str, dict[str, str]] = {port: {} for port in profile.ports}
+    unnamed: list[tuple[_MapSpec, str, dict[str, str]]] = []
+    for spec in _MAPS:
+        for port, qos in profile.ports.items():
+            values = getattr(qos, spec.attr)
+            entries = {str(i): str(v) for i, v in enumerate(values)}
+            name = getattr(qos.map_names, spec.field)
+            if name is not None:
+                references[port][spec.field] = _put(doc, spec.table, name, entries)
+            elif values != getattr(_UNCONFIGURED, spec.attr):
+                unnamed.append((spec, port, entries))
+    # Named maps first, so a generated name never takes one the user chose.
+    for spec, port, entries in unnamed:
+        table = doc[spec.table]
+        name = next((n for n, e in table.items() if e == entries), None)
+        if name is None:
+            name = next(f"ROCELAB_{n}" for n in range(1, len(table) + 2)
+                        if f"ROCELAB_{n}" not in table)
+            table[name] = entries
+        references[port][spec.field] = name
+    return references
+
+
+def render_config_db(profile: QosProfile) -> _Doc:
+    """The config_db QoS tables that load back to `profile` (other tables are not written).
+
+    Raises ValueError if two different objects of `profile` share a name, which no loaded
+    profile has.
+    """
+    doc: _Doc = {table: {} for table in (
+        "BUFFER_POOL", "BUFFER_PROFILE", "DSCP_TO_TC_MAP", "TC_TO_QUEUE_MAP",
+        "TC_TO_PRIORITY_GROUP_MAP", "MAP_PFC_PRIORITY_TO_QUEUE", "PORT_QOS_MAP", "BUFFER_PG",
+        "BUFFER_QUEUE", "WRED_PROFILE", "SCHEDULER", "QUEUE", "PFC_WD")}
+    for name, pool in profile.pools.items():
+        doc["BUFFER_POOL"][name] = _pool_fields(pool)
+    map_references = _render_maps(doc, profile)
+    for port, qos in profile.ports.items():
+        qos_map = map_references[port]
+        if qos.pfc_enable:
+            qos_map["pfc_enable"] = _priority_list(qos.pfc_enable)
+        if qos.pfcwd_sw_enable is not None:
+            qos_map["pfcwd_sw_enable"] = _priority_list(qos.pfcwd_sw_enable)
+        if qos_map:
+            doc["PORT_QOS_MAP"][port] = qos_map
+        buffers = {q: queue.buffer for q, queue in qos.queues.items() if queue.buffer}
+        for table, assigned in (("BUFFER_PG", qos.pgs), ("BUFFER_QUEUE", buffers)):
+            for lo, hi, buffer in _runs(assigned):
+                name = _put(doc, "BUFFER_PROFILE", buffer.name, _buffer_profile_fields(buffer))
+                doc[table][_index_key(port, lo, hi)] = {"profile": name}
+        scheduling = {q: (queue.scheduler, queue.wred) for q, queue in qos.queues.items()
+                      if queue.scheduler or queue.wred}
+        for lo, hi, (scheduler, wred) in _runs(scheduling):
+            fields = {}
+            if scheduler:
+                fields["scheduler"] = _put(doc, "SCHEDULER", scheduler.name,
+                                           _scheduler_fields(scheduler))
+            if wred:
+                fields["wred_profile"] = _put(doc, "WRED_PROFILE", wred.name, _wred_fields(wred))
+            doc["QUEUE"][_index_key(port, lo, hi)] = fields
+        if qos.pfc_wd:
+            doc["PFC_WD"][port] = {"action": qos.pfc_wd.action,
+                                   "detection_time": str(qos.pfc_wd.detection_time_ms),
+                                   "restoration_time": str(qos.pfc_wd.restoration_time_ms)}
+    return {table: entries for table, entries in doc.items() if entries}
+
+
+def dump_config_db(profile: QosProfile) -> str:
+    """`render_config_db` as JSON text, indented like the config_db.json SONiC saves."""
+    return json.dumps(render_config_db(profile), indent=4) + "\n"
