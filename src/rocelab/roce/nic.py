@@ -1,0 +1,339 @@
+"""The emulated RoCE NIC's core: QPs, scheduler, port pacer, PFC and counters, no I/O.
+
+The shell (nicd) owns the socket and the clock and drives the core with three calls:
+
+    nic.receive(frame, now)      every frame read from the port
+    nic.poll(now) -> [frame]     frames to write now
+    nic.next_event(now)          when to call poll next (None: nothing pending)
+
+Transmission order at each free port slot: control frames (ACK/NAK/CNP), highest
+priority first, then one data packet from the next ready QP in round robin. A frame
+waits while its priority is paused by PFC; a data packet also waits for its QP's pacer
+(the congestion-control rate). The port itself is paced at `port_rate_bps`, counting
+`frame_overhead_bytes` per frame.
+
+Time is whatever `now` the caller passes, in seconds; under time dilation pass the
+dilated port rate and a `dilate()`d config (rocelab.roce.config).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter, deque
+from dataclasses import asdict, fields
+
+from rocelab.roce.cc import CcRegistry, builtin_cc_registry
+from rocelab.roce.config import NicConfig
+from rocelab.roce.qp import MemoryRegion, QpCounters, QpState, QueuePair, WorkCompletion
+from rocelab.roce.wire import (
+    ECN_CE,
+    PRIORITIES,
+    PSN_MASK,
+    QPN_MASK,
+    MalformedFrame,
+    NotRoce,
+    Opcode,
+    PauseFrame,
+    ip_to_bytes,
+    mac_to_bytes,
+    parse_frame,
+    pause_duration_s,
+)
+
+_FIRST_QPN = 0x11  # QP0 and QP1 are InfiniBand's management QPs; rxe also starts here
+_FIRST_VA = 0x7F00_0000_0000
+_PAGE_BYTES = 4096
+# QP counters the NIC sums; its own tx/rx count every frame at the port instead.
+_QP_TOTALS = tuple(f.name for f in fields(QpCounters)
+                   if f.name not in ("tx_packets", "tx_bytes", "rx_packets", "rx_bytes"))
+
+
+class Nic:
+    """One emulated RoCEv2 NIC port with its QPs and memory regions.
+
+    `rng` draws initial PSNs and R_Keys, so a seeded rng makes a run repeatable.
+    Misuse of the API (unknown QPN, bad connect arguments) raises ValueError; received
+    bytes never raise: bad frames are counted in `counters()["drops"]` by reason.
+    """
+
+    def __init__(self, mac: str | bytes, ip: str | bytes, port_rate_bps: float,
+                 config: NicConfig | None = None, *, rng: random.Random,
+                 cc_registry: CcRegistry | None = None):
+        self.mac = mac_to_bytes(mac)
+        self.ip = ip_to_bytes(ip)
+        if port_rate_bps <= 0:
+            raise ValueError(f"port_rate_bps={port_rate_bps} must be positive")
+        self.port_rate_bps = float(port_rate_bps)
+        self.config = config or NicConfig()
+        self._rng = rng
+        self._cc_registry = cc_registry or builtin_cc_registry()
+        self._cc_registry.check(self.config.cc_algorithm)
+        self._qps: dict[int, QueuePair] = {}
+        self._connected: list[QueuePair] = []  # round-robin order of the data scheduler
+        self._rr_next = 0
+        self._mrs: dict[int, MemoryRegion] = {}
+        self._next_qpn = _FIRST_QPN
+        self._next_va = _FIRST_VA
+        self._completions: deque[WorkCompletion] = deque()
+        self._retired: Counter[str] = Counter()  # counters of destroyed QPs
+        # Control frames (ACK, NAK, CNP) per priority, with the QP they count against.
+        self._control: list[deque[tuple[QueuePair, bytes]]] = [deque() for _ in range(PRIORITIES)]
+        self._burst_s = self.config.pacing_burst_bytes * 8 / self.port_rate_bps
+        self._port_free_s = 0.0
+        self._now = 0.0
+        self.tx_packets = self.tx_bytes = self.rx_packets = self.rx_bytes = 0
+        self.drops: Counter[str] = Counter()
+        # PFC: paused while now < _pause_until_s[p]; _pause_start_s[p] is the open interval.
+        self._pause_until_s = [0.0] * PRIORITIES
+        self._pause_start_s: list[float | None] = [None] * PRIORITIES
+        self._paused_total_s = [0.0] * PRIORITIES
+        self._pause_frames = [0] * PRIORITIES
+        self._xon_frames = [0] * PRIORITIES
+
+    # ---- verbs -----------------------------------------------------------------------
+
+    def register_mr(self, buf: bytearray | memoryview, va: int | None = None) -> MemoryRegion:
+        """Make `buf` reachable by remote WRITEs; its VA and R_Key go to the peer out of band."""
+        r_key = self._rng.getrandbits(32)
+        while r_key in self._mrs:
+            r_key = self._rng.getrandbits(32)
+        if va is None:
+            va = self._next_va
+        mr = MemoryRegion(va, r_key, buf)
+        self._next_va = max(self._next_va, -(-(va + mr.length) // _PAGE_BYTES) * _PAGE_BYTES)
+        self._mrs[r_key] = mr
+        return mr
+
+    def deregister_mr(self, r_key: int) -> None:
+        self._mrs.pop(r_key, None)
+
+    def create_qp(self, initial_psn: int | None = None) -> QueuePair:
+        """A QP in INIT; its `qpn` and `initial_psn` go to the peer out of band."""
+        if self._next_qpn > QPN_MASK:
+            raise ValueError("out of QP numbers")
+        psn = self._rng.getrandbits(24) if initial_psn is None else initial_psn
+        if not 0 <= psn <= PSN_MASK:
+            raise ValueError(f"initial_psn={psn} must be 0..2^24-1")
+        qp = QueuePair(self._next_qpn, psn, mac=self.mac, ip=self.ip, config=self.config,
+                       memory_regions=self._mrs, completions=self._completions)
+        self._qps[qp.qpn] = qp
+        self._next_qpn += 1
+        return qp
+
+    def connect(self, qpn: int, *, remote_qpn: int, remote_ip: str | bytes,
+                remote_mac: str | bytes, remote_psn: int, udp_sport: int | None = None,
+                dscp: int | None = None, pmtu_bytes: int | None = None,
+                cc_algorithm: str | None = None) -> None:
+        """Move QP `qpn` to RTS towards the peer QP.
+
+        remote_mac is the next hop's MAC (the ToR's, in a routed fabric); remote_psn is the
+        peer's initial_psn. None takes the NIC default: udp_sport from the QPN pair,
+        dscp and pmtu_bytes from the config, cc_algorithm config.cc_algorithm.
+        """
+        qp = self.qp(qpn)
+        algorithm = cc_algorithm or self.config.cc_algorithm
+        cc = self._cc_registry.create(algorithm, self.port_rate_bps, self.config.cc)
+        qp.connect(remote_qpn=remote_qpn, remote_ip=ip_to_bytes(remote_ip),
+                   remote_mac=mac_to_bytes(remote_mac), remote_psn=remote_psn,
+                   udp_sport=udp_sport, dscp=dscp, pmtu_bytes=pmtu_bytes, cc=cc)
+        self._connected.append(qp)
+
+    def destroy_qp(self, qpn: int) -> None:
+        """Flush QP `qpn`'s outstanding work (WR_FLUSH_ERR) and forget it; its counters stay
+        in the NIC totals, so they never go backwards."""
+        qp = self.qp(qpn)
+        qp.flush()
+        del self._qps[qpn]
+        if qp in self._connected:
+            self._connected.remove(qp)
+            self._rr_next = 0
+        self._retired.update(asdict(qp.counters))
+
+    def post_write(self, qpn: int, wr_id: int, data: bytes | bytearray | memoryview, *,
+                   remote_va: int, r_key: int) -> None:
+        """RDMA WRITE `data` to [remote_va, remote_va + len) of the peer's region r_key."""
+        self.qp(qpn).post_write(wr_id, data, remote_va, r_key)
+
+    def post_send(self, qpn: int, wr_id: int, data: bytes | bytearray | memoryview) -> None:
+        """SEND `data` into the peer QP's oldest posted receive buffer."""
+        self.qp(qpn).post_send(wr_id, data)
+
+    def post_recv(self, qpn: int, wr_id: int, buf: bytearray | memoryview) -> None:
+        """Offer `buf` for one incoming SEND."""
+        self.qp(qpn).post_recv(wr_id, buf)
+
+    def poll_completions(self, max_entries: int | None = None) -> list[WorkCompletion]:
+        """Completed work requests of every QP, oldest first, removed from the queue."""
+        count = len(self._completions) if max_entries is None else max_entries
+        return [self._completions.popleft() for _ in range(min(count, len(self._completions)))]
+
+    def qp(self, qpn: int) -> QueuePair:
+        try:
+            return self._qps[qpn]
+        except KeyError:
+            raise ValueError(f"no QP {qpn:#x} on this NIC") from None
+
+    # ---- data plane --------------------------------------------------------------------
+
+    def receive(self, frame: bytes, now: float) -> None:
+        """Take one frame from the port. Never raises on its contents."""
+        self._now = now
+        self.rx_packets += 1
+        self.rx_bytes += len(frame)
+        try:
+            pkt = parse_frame(frame)
+        except MalformedFrame as bad:
+            self.drops[bad.reason] += 1
+            return
+        except NotRoce:
+            self.drops["not_roce"] += 1
+            return
+        if isinstance(pkt, PauseFrame):
+            self._on_pause(pkt, now)
+            return
+        if pkt.dst_ip != self.ip:
+            self.drops["wrong_dst_ip"] += 1
+            return
+        qp = self._qps.get(pkt.dest_qpn)
+        if qp is None:
+            self.drops["unknown_qp"] += 1
+            return
+        if qp.state is not QpState.RTS:
+            qp.drops["qp_not_ready"] += 1
+            return
+        if pkt.src_ip != qp.remote_ip:
+            qp.drops["wrong_source_ip"] += 1
+            return
+        qp.counters.rx_packets += 1
+        qp.counters.rx_bytes += pkt.frame_bytes
+        opcode = pkt.opcode
+        if opcode == Opcode.ACKNOWLEDGE:
+            qp.on_ack(pkt, now)
+        elif opcode == Opcode.CNP:
+            qp.on_cnp(now)
+        else:
+            if pkt.ecn == ECN_CE:
+                cnp = qp.cnp_frame(now)
+                if cnp is not None:
+                    self._control[qp.cnp_priority].append((qp, cnp))
+            reply = qp.on_request(pkt)
+            if reply is not None:
+                self._control[qp.priority].append((qp, reply))
+
+    def poll(self, now: float) -> list[bytes]:
+        """Frames to transmit now, in order; the port pacer decides how many."""
+        self._now = now
+        for qp in self._connected:
+            qp.check_timeout(now)
+        frames = []
+        overhead = self.config.frame_overhead_bytes
+        free = max(self._port_free_s, now - self._burst_s)
+        while free <= now:
+            frame = self._next_frame(now)
+            if frame is None:
+                break
+            frames.append(frame)
+            self.tx_packets += 1
+            self.tx_bytes += len(frame)
+            free += (len(frame) + overhead) * 8 / self.port_rate_bps
+        self._port_free_s = free
+        return frames
+
+    def _next_frame(self, now: float) -> bytes | None:
+        pause_until = self._pause_until_s
+        for priority in range(PRIORITIES - 1, -1, -1):
+            queue = self._control[priority]
+            if queue and pause_until[priority] <= now:
+                qp, frame = queue.popleft()
+                qp.counters.tx_packets += 1
+                qp.counters.tx_bytes += len(frame)
+                return frame
+        qps = self._connected
+        n = len(qps)
+        for i in range(n):
+            qp = qps[(self._rr_next + i) % n]
+            ready = qp.ready_at()
+            if ready is not None and ready <= now and pause_until[qp.priority] <= now:
+                self._rr_next = (self._rr_next + i + 1) % n
+                return qp.next_frame(now)
+        return None
+
+    def next_event(self, now: float) -> float | None:
+        """The earliest time poll() has something to do (≤ now: at once), None if nothing."""
+        port = self._port_free_s
+        pause_until = self._pause_until_s
+        due = float("inf")
+        for priority in range(PRIORITIES):
+            if self._control[priority]:
+                due = min(due, max(port, pause_until[priority]))
+        for qp in self._connected:
+            timer = qp.timer_due()
+            if timer is not None:
+                due = min(due, timer)
+            ready = qp.ready_at()
+            if ready is not None:
+                due = min(due, max(ready, port, pause_until[qp.priority]))
+        return None if due == float("inf") else due
+
+    # ---- PFC ---------------------------------------------------------------------------
+
+    def _on_pause(self, pause: PauseFrame, now: float) -> None:
+        for priority, quanta in enumerate(pause.quanta):
+            if quanta is None:
+                continue
+            self._close_expired_pause(priority, now)
+            start = self._pause_start_s[priority]
+            if quanta == 0:  # XON
+                self._xon_frames[priority] += 1
+                if start is not None and self._pause_until_s[priority] > now:
+                    self._paused_total_s[priority] += now - start
+                    self._pause_start_s[priority] = None
+                self._pause_until_s[priority] = min(self._pause_until_s[priority], now)
+                continue
+            self._pause_frames[priority] += 1
+            if start is None:
+                self._pause_start_s[priority] = now
+            # A new pause time replaces the old one, whether longer or shorter.
+            self._pause_until_s[priority] = now + pause_duration_s(quanta, self.port_rate_bps)
+
+    def _close_expired_pause(self, priority: int, now: float) -> None:
+        start = self._pause_start_s[priority]
+        if start is not None and self._pause_until_s[priority] <= now:
+            self._paused_total_s[priority] += self._pause_until_s[priority] - start
+            self._pause_start_s[priority] = None
+
+    def paused_time_s(self, priority: int, now: float) -> float:
+        """Total time priority `priority` has spent paused up to `now`."""
+        total = self._paused_total_s[priority]
+        start = self._pause_start_s[priority]
+        if start is not None:
+            total += min(now, self._pause_until_s[priority]) - start
+        return total
+
+    # ---- counters ----------------------------------------------------------------------
+
+    def counters(self) -> dict:
+        """JSON-able counters as of the last receive/poll.
+
+        tx/rx packets and bytes count every frame at the port (dropped ones included);
+        the other top-level counters are sums over QPs, destroyed ones included
+        (fatal_errors: how many QPs went to ERROR). `drops` holds frames dropped before
+        reaching a QP; each QP has its own `drops`.
+        """
+        now = self._now
+        totals = self._retired.copy()
+        for qp in self._qps.values():
+            totals.update(asdict(qp.counters))
+        return {
+            "tx_packets": self.tx_packets, "tx_bytes": self.tx_bytes,
+            "rx_packets": self.rx_packets, "rx_bytes": self.rx_bytes,
+            **{name: totals[name] for name in _QP_TOTALS},
+            "qps_in_error": sum(qp.state is QpState.ERROR for qp in self._qps.values()),
+            "drops": dict(self.drops),
+            "pfc": {
+                "rx_pause_frames": list(self._pause_frames),
+                "rx_xon_frames": list(self._xon_frames),
+                "paused_time_s": [self.paused_time_s(p, now) for p in range(PRIORITIES)],
+            },
+            "qps": {str(qpn): qp.report(now) for qpn, qp in self._qps.items()},
+        }

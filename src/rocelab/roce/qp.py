@@ -1,0 +1,609 @@
+"""A reliable-connected (RC) queue pair: requester and responder halves.
+
+Requester: work requests (RDMA WRITE, SEND) get their PSNs when posted, one per
+path-MTU segment, so go-back-N only has to move a cursor. Packets are built when the
+NIC's scheduler asks for one; AckReq rides on a message's last packet, every
+`ack_req_interval_packets` and whenever the window fills. An ACK of PSN p acknowledges
+everything up to p; a NAK (PSN sequence error) with PSN p acknowledges up to p − 1 and
+sends everything again from p; a timeout sends everything again from the oldest
+unacknowledged PSN, doubling the timeout each time, and fails the QP after retry_limit.
+
+Responder: accepts only the expected PSN. A later PSN is dropped and NAKed once per
+gap (not again until the expected PSN arrives); an earlier one is a duplicate, answered
+with a re-ACK (the first after progress, and any with AckReq). Accepted WRITEs land in
+a registered memory region by VA and R_Key; SENDs land in the oldest posted receive.
+
+Internally PSNs are unbounded integers ("seq"), reduced to 24 bits only on the wire,
+so wrap-around needs no special cases. Nothing here raises on a packet: problems are
+counted in `drops` by reason.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import Counter, deque
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+
+from rocelab.roce.cc import CongestionControl
+from rocelab.roce.config import PMTU_VALUES_BYTES, NicConfig
+from rocelab.roce.wire import (
+    CNP_RESERVED,
+    ECN_ECT0,
+    PSN_MASK,
+    QPN_MASK,
+    SYNDROME_KIND_ACK,
+    SYNDROME_KIND_MASK,
+    SYNDROME_KIND_NAK,
+    SYNDROME_KIND_RNR_NAK,
+    FlowHeaders,
+    Opcode,
+    RocePacket,
+    Syndrome,
+    aeth,
+    reth,
+)
+
+
+class QpState(StrEnum):
+    INIT = "INIT"  # created; PSN and QPN known, waiting for connect()
+    RTS = "RTS"  # connected: sends and receives
+    ERROR = "ERROR"  # failed; outstanding work completed with an error status
+
+
+class WcStatus(StrEnum):
+    """Work completion status, named as in ibverbs (IBV_WC_*)."""
+
+    SUCCESS = "SUCCESS"
+    LOC_LEN_ERR = "LOC_LEN_ERR"
+    REM_INV_REQ_ERR = "REM_INV_REQ_ERR"
+    REM_ACCESS_ERR = "REM_ACCESS_ERR"
+    REM_OP_ERR = "REM_OP_ERR"
+    RETRY_EXC_ERR = "RETRY_EXC_ERR"
+    RNR_RETRY_EXC_ERR = "RNR_RETRY_EXC_ERR"
+    WR_FLUSH_ERR = "WR_FLUSH_ERR"
+
+
+class WcOpcode(StrEnum):
+    RDMA_WRITE = "RDMA_WRITE"
+    SEND = "SEND"
+    RECV = "RECV"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkCompletion:
+    wr_id: int
+    qpn: int
+    opcode: WcOpcode
+    status: WcStatus
+    byte_len: int
+
+
+class MemoryRegion:
+    """A registered buffer that remote WRITEs may reach at [va, va + length) with r_key."""
+
+    __slots__ = ("va", "r_key", "buf", "_view")
+
+    def __init__(self, va: int, r_key: int, buf: bytearray | memoryview):
+        self.va = va
+        self.r_key = r_key
+        self.buf = buf
+        self._view = memoryview(buf).cast("B")
+        if self._view.readonly:
+            raise ValueError("a memory region needs a writable buffer (bytearray)")
+
+    @property
+    def length(self) -> int:
+        return self._view.nbytes
+
+    def window(self, va: int, length: int) -> memoryview | None:
+        """The bytes [va, va + length) if they lie inside the region, else None."""
+        start = va - self.va
+        if start < 0 or length < 0 or start + length > self._view.nbytes:
+            return None
+        return self._view[start:start + length]
+
+
+@dataclass(slots=True)
+class QpCounters:
+    tx_packets: int = 0
+    tx_bytes: int = 0
+    rx_packets: int = 0
+    rx_bytes: int = 0
+    retransmitted_packets: int = 0
+    retransmitted_bytes: int = 0
+    acks_sent: int = 0
+    acks_received: int = 0
+    naks_sent: int = 0
+    naks_received: int = 0
+    rnr_naks_sent: int = 0
+    rnr_naks_received: int = 0
+    timeouts: int = 0
+    duplicates_received: int = 0
+    ce_received: int = 0
+    cnps_sent: int = 0
+    cnps_received: int = 0
+    messages_sent: int = 0
+    messages_received: int = 0
+    fatal_errors: int = 0  # transitions to ERROR other than by destroy
+
+
+class _SendWr:
+    __slots__ = ("wr_id", "opcode", "data", "remote_va", "r_key", "first_seq", "last_seq")
+
+    def __init__(self, wr_id: int, opcode: WcOpcode, data: memoryview, remote_va: int,
+                 r_key: int, first_seq: int, last_seq: int):
+        self.wr_id = wr_id
+        self.opcode = opcode
+        self.data = data
+        self.remote_va = remote_va
+        self.r_key = r_key
+        self.first_seq = first_seq
+        self.last_seq = last_seq
+
+
+class _RecvWr:
+    __slots__ = ("wr_id", "buf")
+
+    def __init__(self, wr_id: int, buf: memoryview):
+        self.wr_id = wr_id
+        self.buf = buf
+
+
+_BEGINS_MESSAGE = frozenset((Opcode.SEND_FIRST, Opcode.SEND_ONLY,
+                             Opcode.RDMA_WRITE_FIRST, Opcode.RDMA_WRITE_ONLY))
+_ENDS_MESSAGE = frozenset((Opcode.SEND_LAST, Opcode.SEND_ONLY,
+                           Opcode.RDMA_WRITE_LAST, Opcode.RDMA_WRITE_ONLY))
+_FULL_SEGMENT = frozenset((Opcode.SEND_FIRST, Opcode.SEND_MIDDLE,
+                           Opcode.RDMA_WRITE_FIRST, Opcode.RDMA_WRITE_MIDDLE))
+_WRITE_OPCODES = frozenset((Opcode.RDMA_WRITE_FIRST, Opcode.RDMA_WRITE_MIDDLE,
+                            Opcode.RDMA_WRITE_LAST, Opcode.RDMA_WRITE_ONLY))
+# (ONLY, FIRST, MIDDLE, LAST) per kind of work request.
+_SEGMENT_OPCODES = {
+    WcOpcode.RDMA_WRITE: (Opcode.RDMA_WRITE_ONLY, Opcode.RDMA_WRITE_FIRST,
+                          Opcode.RDMA_WRITE_MIDDLE, Opcode.RDMA_WRITE_LAST),
+    WcOpcode.SEND: (Opcode.SEND_ONLY, Opcode.SEND_FIRST, Opcode.SEND_MIDDLE, Opcode.SEND_LAST),
+}
+_NAK_STATUS = {
+    Syndrome.NAK_INVALID_REQUEST: WcStatus.REM_INV_REQ_ERR,
+    Syndrome.NAK_REMOTE_ACCESS_ERROR: WcStatus.REM_ACCESS_ERR,
+    Syndrome.NAK_REMOTE_OPERATIONAL_ERROR: WcStatus.REM_OP_ERR,
+}
+
+
+def psn_delta(psn: int, reference: int) -> int:
+    """Signed distance from 24-bit PSN `reference` to `psn`, in [−2^23, 2^23)."""
+    return ((psn - reference + 0x800000) & PSN_MASK) - 0x800000
+
+
+def default_udp_sport(qpn: int, remote_qpn: int) -> int:
+    """A stable UDP source port in 0xC000–0xFFFF from the QP pair, for ECMP entropy."""
+    return 0xC000 | (zlib.crc32(qpn.to_bytes(3, "big") + remote_qpn.to_bytes(3, "big")) & 0x3FFF)
+
+
+class QueuePair:
+    """One RC QP. Made by `Nic.create_qp`; the NIC feeds it packets and asks it for frames."""
+
+    def __init__(self, qpn: int, initial_psn: int, *, mac: bytes, ip: bytes, config: NicConfig,
+                 memory_regions: dict[int, MemoryRegion], completions: deque[WorkCompletion]):
+        self.qpn = qpn
+        self.initial_psn = initial_psn
+        self.state = QpState.INIT
+        self.error_status: WcStatus | None = None
+        self.counters = QpCounters()
+        self.drops: Counter[str] = Counter()
+        self._mac = mac
+        self._ip = ip
+        self._cfg = config
+        self._mrs = memory_regions
+        self._completions = completions
+        # Set by connect().
+        self.remote_qpn = 0
+        self.remote_ip = b""
+        self.priority = 0
+        self.cnp_priority = 0
+        self.cc: CongestionControl | None = None
+        self._pmtu = config.pmtu_bytes
+        self._tx: FlowHeaders | None = None
+        self._cnp_tx: FlowHeaders | None = None
+        # Requester.
+        self._send_wrs: deque[_SendWr] = deque()
+        self._send_idx = 0  # index in _send_wrs of the WR holding _send_seq
+        self._next_seq = initial_psn  # next PSN to assign to a posted WR
+        self._send_seq = initial_psn  # next PSN to put on the wire
+        self._una_seq = initial_psn  # oldest unacknowledged PSN
+        self._sent_high_seq = initial_psn  # one past the highest PSN ever sent
+        self._rto_s = config.retransmit_timeout_s
+        self._rto_deadline_s: float | None = None
+        self._retries = 0
+        self._rnr_retries = 0
+        self._rnr_until_s = 0.0
+        self.next_send_s = 0.0  # pacer: earliest start of the next data packet
+        # Responder.
+        self._expected_seq = 0
+        self._msn = 0
+        self._nak_sent = False  # a NAK for this gap is out; stay quiet until it fills
+        self._dup_acked = False  # a duplicate was re-ACKed since the last progress
+        self._unacked_packets = 0
+        self._recvs: deque[_RecvWr] = deque()
+        self._rx_view: memoryview | None = None  # where the message in progress lands
+        self._rx_offset = 0
+        self._rx_is_write = False
+        self._rx_recv: _RecvWr | None = None
+        self._last_cnp_s = float("-inf")
+
+    # ---- setup -------------------------------------------------------------------
+
+    def connect(self, *, remote_qpn: int, remote_ip: bytes, remote_mac: bytes, remote_psn: int,
+                udp_sport: int | None, dscp: int | None, pmtu_bytes: int | None,
+                cc: CongestionControl) -> None:
+        """INIT → RTS with the peer's QPN, address and start PSN (exchanged out of band)."""
+        cfg = self._cfg
+        dscp = cfg.dscp if dscp is None else dscp
+        pmtu = cfg.pmtu_bytes if pmtu_bytes is None else pmtu_bytes
+        sport = default_udp_sport(self.qpn, remote_qpn) if udp_sport is None else udp_sport
+        problems = []
+        if self.state is not QpState.INIT:
+            problems.append(f"QP {self.qpn} is {self.state}, not INIT")
+        if not 0 < remote_qpn <= QPN_MASK:
+            problems.append(f"remote_qpn={remote_qpn} must be 1..2^24-1")
+        if not 0 <= remote_psn <= PSN_MASK:
+            problems.append(f"remote_psn={remote_psn} must be 0..2^24-1")
+        if not 0 <= sport <= 0xFFFF:
+            problems.append(f"udp_sport={sport} must be 0..65535")
+        if not 0 <= dscp < 64:
+            problems.append(f"dscp={dscp} must be 0..63")
+        if pmtu not in PMTU_VALUES_BYTES:
+            problems.append(f"pmtu_bytes={pmtu} must be one of {PMTU_VALUES_BYTES}")
+        if problems:
+            raise ValueError("; ".join(problems))
+        self.remote_qpn = remote_qpn
+        self.remote_ip = remote_ip
+        self.priority = cfg.priority_of(dscp)
+        self.cnp_priority = cfg.priority_of(cfg.cnp_dscp)
+        self.cc = cc
+        self._pmtu = pmtu
+        self._expected_seq = remote_psn
+
+        def tci(priority: int) -> int | None:
+            return None if cfg.vlan_id is None else (priority << 13) | cfg.vlan_id
+
+        self._tx = FlowHeaders(self._mac, remote_mac, self._ip, remote_ip, dscp=dscp,
+                               ecn=ECN_ECT0, ttl=cfg.ttl, udp_sport=sport,
+                               vlan_tci=tci(self.priority))
+        # CNPs are not ECN-capable: a congested queue must not mark the congestion signal.
+        self._cnp_tx = FlowHeaders(self._mac, remote_mac, self._ip, remote_ip, dscp=cfg.cnp_dscp,
+                                   ecn=0, ttl=cfg.ttl, udp_sport=sport,
+                                   vlan_tci=tci(self.cnp_priority))
+        self.state = QpState.RTS
+
+    # ---- posting -------------------------------------------------------------------
+
+    def post_write(self, wr_id: int, data: bytes | bytearray | memoryview, remote_va: int,
+                   r_key: int) -> None:
+        self._post(wr_id, WcOpcode.RDMA_WRITE, data, remote_va, r_key)
+
+    def post_send(self, wr_id: int, data: bytes | bytearray | memoryview) -> None:
+        self._post(wr_id, WcOpcode.SEND, data, 0, 0)
+
+    def post_recv(self, wr_id: int, buf: bytearray | memoryview) -> None:
+        view = memoryview(buf).cast("B")
+        if view.readonly:
+            raise ValueError("a receive buffer must be writable (bytearray)")
+        if self.state is QpState.ERROR:
+            self._complete(wr_id, WcOpcode.RECV, WcStatus.WR_FLUSH_ERR, 0)
+        else:
+            self._recvs.append(_RecvWr(wr_id, view))
+
+    def _post(self, wr_id: int, opcode: WcOpcode, data: bytes | bytearray | memoryview,
+              remote_va: int, r_key: int) -> None:
+        view = memoryview(data).cast("B")
+        if view.nbytes >= 1 << 31:
+            raise ValueError(f"a message of {view.nbytes} bytes exceeds the 2 GiB RC limit")
+        if self.state is QpState.ERROR:
+            self._complete(wr_id, opcode, WcStatus.WR_FLUSH_ERR, view.nbytes)
+            return
+        packets = max(1, -(-view.nbytes // self._pmtu))
+        first = self._next_seq
+        self._send_wrs.append(_SendWr(wr_id, opcode, view, remote_va, r_key, first,
+                                      first + packets - 1))
+        self._next_seq = first + packets
+
+    # ---- requester: sending --------------------------------------------------------
+
+    def ready_at(self) -> float | None:
+        """When the next data packet may start (pacer, RNR wait), None if none can."""
+        if (self.state is not QpState.RTS or self._send_seq >= self._next_seq
+                or self._send_seq - self._una_seq >= self._cfg.max_inflight_packets):
+            return None
+        return max(self.next_send_s, self._rnr_until_s)
+
+    def next_frame(self, now: float) -> bytes:
+        """The data packet at the send cursor; call only when ready_at() ≤ now."""
+        cfg = self._cfg
+        seq = self._send_seq
+        wr = self._send_wrs[self._send_idx]
+        index = seq - wr.first_seq
+        only, first, middle, last = _SEGMENT_OPCODES[wr.opcode]
+        is_last = seq == wr.last_seq
+        extension = b""
+        if is_last and index == 0:
+            opcode = only
+        elif index == 0:
+            opcode = first
+        else:
+            opcode = last if is_last else middle
+        if index == 0 and wr.opcode is WcOpcode.RDMA_WRITE:
+            extension = reth(wr.remote_va, wr.r_key, wr.data.nbytes)
+        payload = wr.data[index * self._pmtu:(index + 1) * self._pmtu]
+        self._send_seq = seq + 1
+        if is_last:
+            self._send_idx += 1
+        ackreq = (is_last or seq % cfg.ack_req_interval_packets == 0
+                  or self._send_seq - self._una_seq >= cfg.max_inflight_packets)
+        frame = self._tx.frame(opcode, self.remote_qpn, seq, ackreq=ackreq,
+                               extension=extension, payload=payload)
+        counters = self.counters
+        counters.tx_packets += 1
+        counters.tx_bytes += len(frame)
+        if seq < self._sent_high_seq:
+            counters.retransmitted_packets += 1
+            counters.retransmitted_bytes += len(frame)
+        else:
+            self._sent_high_seq = seq + 1
+        if self._rto_deadline_s is None:
+            self._rto_deadline_s = now + self._rto_s
+        # Pace at the congestion-control rate, counting what the wire carries.
+        wire_bytes = len(frame) + cfg.frame_overhead_bytes
+        cc = self.cc
+        cc.advance(now)
+        cc.on_sent(wire_bytes, now)
+        start = max(self.next_send_s, now - cfg.pacing_burst_bytes * 8 / cc.rate_bps)
+        self.next_send_s = start + wire_bytes * 8 / cc.rate_bps
+        return frame
+
+    # ---- requester: ACK, NAK, timeout ----------------------------------------------
+
+    def on_ack(self, pkt: RocePacket, now: float) -> None:
+        """An ACKNOWLEDGE packet for this QP's requester."""
+        seq = self._una_seq + psn_delta(pkt.psn, self._una_seq & PSN_MASK)
+        kind = pkt.syndrome & SYNDROME_KIND_MASK
+        if kind == SYNDROME_KIND_ACK:
+            self.counters.acks_received += 1
+            if not self._una_seq - 1 <= seq < self._sent_high_seq:
+                self.drops["ack_psn_out_of_window"] += 1
+                return
+            self._acknowledge(seq, now)
+            return
+        if kind not in (SYNDROME_KIND_NAK, SYNDROME_KIND_RNR_NAK):
+            self.drops["bad_syndrome"] += 1
+            return
+        # A NAK carries the PSN the responder expects: everything before it arrived.
+        if not self._una_seq <= seq < self._sent_high_seq:
+            self.drops["nak_psn_out_of_window"] += 1
+            return
+        self._acknowledge(seq - 1, now)
+        if kind == SYNDROME_KIND_RNR_NAK:
+            self.counters.rnr_naks_received += 1
+            self._rnr_retries += 1
+            if self._rnr_retries > self._cfg.rnr_retry_limit:
+                self._fail(WcStatus.RNR_RETRY_EXC_ERR)
+                return
+            self._rnr_until_s = now + self._cfg.rnr_retry_delay_s
+            # The wait is the responder's request, not a loss: no timeout during it.
+            self._rto_deadline_s = self._rnr_until_s + self._rto_s
+            self._rewind(seq)
+            return
+        self.counters.naks_received += 1
+        if pkt.syndrome == Syndrome.NAK_PSN_SEQUENCE_ERROR:
+            self._rewind(seq)
+        else:
+            self._fail(_NAK_STATUS.get(pkt.syndrome, WcStatus.REM_OP_ERR))
+
+    def _acknowledge(self, seq: int, now: float) -> None:
+        """Everything up to and including `seq` has arrived."""
+        if seq < self._una_seq:
+            return
+        self._una_seq = seq + 1
+        self._retries = 0
+        self._rnr_retries = 0
+        self._rto_s = self._cfg.retransmit_timeout_s
+        wrs = self._send_wrs
+        while wrs and wrs[0].last_seq <= seq:
+            wr = wrs.popleft()
+            self._send_idx -= 1
+            self.counters.messages_sent += 1
+            self._complete(wr.wr_id, wr.opcode, WcStatus.SUCCESS, wr.data.nbytes)
+        if self._send_seq <= seq:
+            # Acknowledged beyond the cursor (after a rewind): skip what arrived.
+            self._send_seq = seq + 1
+            self._send_idx = 0
+        self._rto_deadline_s = now + self._rto_s if self._una_seq < self._sent_high_seq else None
+
+    def _rewind(self, seq: int) -> None:
+        """Go back N: send again from `seq`."""
+        self._send_seq = seq
+        self._send_idx = 0
+        for wr in self._send_wrs:
+            if wr.last_seq >= seq:
+                break
+            self._send_idx += 1
+
+    def timer_due(self) -> float | None:
+        return self._rto_deadline_s if self.state is QpState.RTS else None
+
+    def check_timeout(self, now: float) -> None:
+        deadline = self._rto_deadline_s
+        if deadline is None or now < deadline or self.state is not QpState.RTS:
+            return
+        if self._una_seq >= self._sent_high_seq:
+            self._rto_deadline_s = None
+            return
+        self.counters.timeouts += 1
+        self._retries += 1
+        if self._retries > self._cfg.retry_limit:
+            self._fail(WcStatus.RETRY_EXC_ERR)
+            return
+        self._rto_s *= 2
+        self._rto_deadline_s = now + self._rto_s
+        self._rewind(self._una_seq)
+
+    # ---- responder -----------------------------------------------------------------
+
+    def on_request(self, pkt: RocePacket) -> bytes | None:
+        """A SEND or RDMA WRITE packet for this QP's responder; returns an ACK/NAK or None."""
+        expected = self._expected_seq
+        delta = psn_delta(pkt.psn, expected & PSN_MASK)
+        window = self._cfg.psn_window_packets
+        if delta > 0:
+            if delta > window:
+                self.drops["psn_out_of_window"] += 1
+                return None
+            self.drops["psn_out_of_order"] += 1
+            if self._nak_sent:
+                return None
+            self._nak_sent = True
+            self.counters.naks_sent += 1
+            return self._aeth_frame(Syndrome.NAK_PSN_SEQUENCE_ERROR, expected)
+        if delta < 0:
+            if -delta > window:
+                self.drops["psn_out_of_window"] += 1
+                return None
+            self.counters.duplicates_received += 1
+            if pkt.ackreq or not self._dup_acked:
+                self._dup_acked = True
+                self.counters.acks_sent += 1
+                return self._aeth_frame(Syndrome.ACK, expected - 1)
+            return None
+        nak = self._place(pkt)
+        if nak is not None:
+            if nak == Syndrome.RNR_NAK:
+                self._nak_sent = True  # the rest of this message is out of order until retried
+                self.counters.rnr_naks_sent += 1
+                return self._aeth_frame(nak, expected)
+            self.counters.naks_sent += 1
+            frame = self._aeth_frame(nak, expected)
+            # Invalid requests and access errors are fatal to an RC QP at both ends.
+            self._fail(_NAK_STATUS[nak], oldest=WcStatus.WR_FLUSH_ERR)
+            return frame
+        self._expected_seq = expected + 1
+        self._nak_sent = False
+        self._dup_acked = False
+        self._unacked_packets += 1
+        if pkt.ackreq or self._unacked_packets >= self._cfg.ack_coalesce_packets:
+            self._unacked_packets = 0
+            self.counters.acks_sent += 1
+            return self._aeth_frame(Syndrome.ACK, expected)
+        return None
+
+    def _place(self, pkt: RocePacket) -> Syndrome | None:
+        """Put an in-order packet's payload where it belongs; a NAK syndrome if it can't."""
+        opcode = pkt.opcode
+        size = len(pkt.payload)
+        begins = opcode in _BEGINS_MESSAGE
+        is_write = opcode in _WRITE_OPCODES
+        if begins == (self._rx_view is not None) or (not begins and is_write != self._rx_is_write):
+            self.drops["bad_opcode_sequence"] += 1
+            return Syndrome.NAK_INVALID_REQUEST
+        if size > self._pmtu or (opcode in _FULL_SEGMENT and size != self._pmtu):
+            self.drops["bad_length"] += 1
+            return Syndrome.NAK_INVALID_REQUEST
+        if begins and is_write:
+            mr = self._mrs.get(pkt.r_key)
+            view = mr.window(pkt.va, pkt.dma_length) if mr is not None else None
+            if view is None:
+                self.drops["remote_access_error"] += 1
+                return Syndrome.NAK_REMOTE_ACCESS_ERROR
+            self._rx_view, self._rx_offset, self._rx_is_write = view, 0, True
+        elif begins:
+            if not self._recvs:
+                self.drops["receiver_not_ready"] += 1
+                return Syndrome.RNR_NAK
+            self._rx_recv = self._recvs.popleft()
+            self._rx_view, self._rx_offset, self._rx_is_write = self._rx_recv.buf, 0, False
+        view = self._rx_view
+        offset = self._rx_offset
+        if offset + size > view.nbytes:
+            self.drops["bad_length"] += 1
+            if not is_write:
+                self._complete(self._rx_recv.wr_id, WcOpcode.RECV, WcStatus.LOC_LEN_ERR, 0)
+                self._rx_recv = None
+            return Syndrome.NAK_INVALID_REQUEST
+        view[offset:offset + size] = pkt.payload
+        self._rx_offset = offset + size
+        if opcode in _ENDS_MESSAGE:
+            if is_write and self._rx_offset != view.nbytes:
+                self.drops["bad_length"] += 1
+                return Syndrome.NAK_INVALID_REQUEST
+            if not is_write:
+                self._complete(self._rx_recv.wr_id, WcOpcode.RECV, WcStatus.SUCCESS,
+                               self._rx_offset)
+                self._rx_recv = None
+            self._rx_view = None
+            self._msn += 1
+            self.counters.messages_received += 1
+        return None
+
+    def _aeth_frame(self, syndrome: int, seq: int) -> bytes:
+        return self._tx.frame(Opcode.ACKNOWLEDGE, self.remote_qpn, seq,
+                              extension=aeth(syndrome, self._msn))
+
+    # ---- congestion notification ----------------------------------------------------
+
+    def cnp_frame(self, now: float) -> bytes | None:
+        """Notification point: a CE-marked request arrived; a CNP unless one went out
+        less than cnp_interval_s ago."""
+        self.counters.ce_received += 1
+        if now - self._last_cnp_s < self._cfg.cnp_interval_s:
+            return None
+        self._last_cnp_s = now
+        self.counters.cnps_sent += 1
+        return self._cnp_tx.frame(Opcode.CNP, self.remote_qpn, 0, becn=True,
+                                  extension=CNP_RESERVED)
+
+    def on_cnp(self, now: float) -> None:
+        self.counters.cnps_received += 1
+        self.cc.on_cnp(now)
+
+    # ---- completion and failure --------------------------------------------------------
+
+    def _complete(self, wr_id: int, opcode: WcOpcode, status: WcStatus, byte_len: int) -> None:
+        self._completions.append(WorkCompletion(wr_id, self.qpn, opcode, status, byte_len))
+
+    def flush(self) -> None:
+        """→ ERROR with every outstanding work request flushed (QP destroyed)."""
+        if self.state is not QpState.ERROR:
+            self._fail(WcStatus.WR_FLUSH_ERR)
+
+    def _fail(self, status: WcStatus, oldest: WcStatus | None = None) -> None:
+        """→ ERROR: the oldest send WR completes with `oldest` (default `status`), all other
+        work is flushed."""
+        self.state = QpState.ERROR
+        self.error_status = status
+        if status is not WcStatus.WR_FLUSH_ERR:
+            self.counters.fatal_errors += 1
+        self._rto_deadline_s = None
+        for i, wr in enumerate(self._send_wrs):
+            self._complete(wr.wr_id, wr.opcode, (oldest or status) if i == 0
+                           else WcStatus.WR_FLUSH_ERR, wr.data.nbytes)
+        self._send_wrs.clear()
+        if self._rx_recv is not None:
+            self._recvs.appendleft(self._rx_recv)
+            self._rx_recv = None
+        for recv in self._recvs:
+            self._complete(recv.wr_id, WcOpcode.RECV, WcStatus.WR_FLUSH_ERR, 0)
+        self._recvs.clear()
+        self._send_seq = self._una_seq = self._next_seq
+
+    def report(self, now: float) -> dict:
+        """JSON-able counters and state of this QP, congestion control advanced to `now`."""
+        if self.cc is not None:
+            self.cc.advance(now)
+        return {
+            "state": str(self.state),
+            "error_status": None if self.error_status is None else str(self.error_status),
+            "priority": self.priority,
+            "cc": None if self.cc is None else {"algorithm": self.cc.name, **self.cc.state()},
+            **asdict(self.counters),
+            "drops": dict(self.drops),
+        }

@@ -1,0 +1,197 @@
+"""An in-memory fabric for NIC cores under a simulated clock, for tests and benchmarks.
+
+A star: every NIC hangs off one port of an output-queued L2 switch that forwards by
+destination MAC. Each switch egress port serializes at its rate through a FIFO that
+can CE-mark (RED-like between Kmin and Kmax, as a DCQCN congestion point) and tail
+drop; its cable adds delay and may lose or hold back (reorder) frames. Events run in
+time order from a heap; NICs are polled exactly when their `next_event` says.
+Randomness comes from the rng passed in, so a seed makes a run repeatable.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable
+
+from rocelab.roce.nic import Nic
+from rocelab.roce.wire import mark_ce
+
+_POLL, _AT_SWITCH, _AT_NIC = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class EcnMarking:
+    """Mark with probability 0 below kmin, rising linearly to pmax at kmax, 1 above kmax."""
+
+    kmin_bytes: int
+    kmax_bytes: int
+    pmax: float
+
+    def probability(self, queue_bytes: int) -> float:
+        if queue_bytes <= self.kmin_bytes:
+            return 0.0
+        if queue_bytes > self.kmax_bytes:
+            return 1.0
+        span_bytes = max(1, self.kmax_bytes - self.kmin_bytes)
+        return self.pmax * (queue_bytes - self.kmin_bytes) / span_bytes
+
+
+@dataclass
+class PortCounters:
+    forwarded_packets: int = 0
+    forwarded_bytes: int = 0
+    ecn_marked: int = 0
+    tail_drops: int = 0
+    lost: int = 0  # by the cable's random loss
+    reordered: int = 0  # held back by reorder_delay_s
+    max_queue_bytes: int = 0
+
+
+class _Port:
+    def __init__(self, nic: Nic, rate_bps: float, delay_s: float, loss: float, reorder: float,
+                 reorder_delay_s: float, ecn: EcnMarking | None, queue_limit_bytes: int | None):
+        self.nic = nic
+        self.rate_bps = rate_bps
+        self.delay_s = delay_s
+        self.loss = loss
+        self.reorder = reorder
+        self.reorder_delay_s = reorder_delay_s
+        self.ecn = ecn
+        self.queue_limit_bytes = queue_limit_bytes
+        self.busy_until_s = 0.0
+        self.in_queue: deque[tuple[float, int]] = deque()  # (departure time, bytes)
+        self.queue_bytes = 0
+        self.counters = PortCounters()
+        self.poll_at_s = float("inf")
+
+
+class FabricSim:
+    """NIC cores on a simulated switch. Attach NICs, post work, then run()."""
+
+    def __init__(self, rng: random.Random, *, overhead_bytes: int = 24):
+        self.now = 0.0
+        self._rng = rng
+        self._overhead_bytes = overhead_bytes
+        self._ports: dict[bytes, _Port] = {}
+        self._events: list[tuple] = []
+        self._seq = 0
+        # Called with (nic, frame) for every frame a NIC transmits.
+        self.on_transmit: Callable[[Nic, bytes], None] | None = None
+
+    def attach(self, nic: Nic, *, rate_bps: float | None = None, delay_s: float = 0.0,
+               loss: float = 0.0, reorder: float = 0.0, reorder_delay_s: float = 0.0,
+               ecn: EcnMarking | None = None, queue_limit_bytes: int | None = None) -> None:
+        """Connect `nic` to a switch port; the port's settings shape traffic *to* the NIC.
+
+        rate_bps defaults to the NIC's port rate; delay_s is the cable's one-way delay.
+        """
+        self._ports[nic.mac] = _Port(nic, rate_bps or nic.port_rate_bps, delay_s, loss, reorder,
+                                     reorder_delay_s, ecn, queue_limit_bytes)
+        self.wake(nic)
+
+    def port_counters(self, nic: Nic) -> PortCounters:
+        return self._ports[nic.mac].counters
+
+    def wake(self, nic: Nic) -> None:
+        """Schedule a poll of `nic` when it next has something to do (after posting work)."""
+        port = self._ports[nic.mac]
+        due = nic.next_event(self.now)
+        if due is not None:
+            due = max(due, self.now)
+            if due < port.poll_at_s:
+                port.poll_at_s = due
+                self._push(due, _POLL, port, None)
+
+    def run(self, until_s: float, stop: Callable[[], bool] | None = None) -> bool:
+        """Run events up to `until_s`; True if `stop()` became true first."""
+        events = self._events
+        while events and events[0][0] <= until_s:
+            when, _, kind, port, frame = heapq.heappop(events)
+            self.now = when
+            if kind == _POLL:
+                if when != port.poll_at_s:
+                    continue  # superseded by an earlier poll
+                port.poll_at_s = float("inf")
+                self._transmit(port, when)
+            elif kind == _AT_SWITCH:
+                self._enqueue(frame, when)
+            else:
+                port.nic.receive(frame, when)
+                self.wake(port.nic)
+            if stop is not None and stop():
+                return True
+        self.now = max(self.now, until_s)
+        return False
+
+    def _push(self, when: float, kind: int, port: _Port, frame: bytes | None) -> None:
+        self._seq += 1
+        heapq.heappush(self._events, (when, self._seq, kind, port, frame))
+
+    def _transmit(self, port: _Port, now: float) -> None:
+        nic = port.nic
+        for frame in nic.poll(now):
+            if self.on_transmit is not None:
+                self.on_transmit(nic, frame)
+            serialization_s = (len(frame) + self._overhead_bytes) * 8 / nic.port_rate_bps
+            self._push(now + serialization_s + port.delay_s, _AT_SWITCH, port, frame)
+        self.wake(nic)
+
+    def _enqueue(self, frame: bytes, now: float) -> None:
+        port = self._ports.get(frame[:6])
+        if port is None:
+            return  # no such MAC: a real L2 switch would flood; nothing listens here
+        queue = port.in_queue
+        while queue and queue[0][0] <= now:
+            port.queue_bytes -= queue.popleft()[1]
+        counters = port.counters
+        size = len(frame) + self._overhead_bytes
+        if port.queue_limit_bytes is not None and port.queue_bytes + size > port.queue_limit_bytes:
+            counters.tail_drops += 1
+            return
+        if port.ecn is not None and self._rng.random() < port.ecn.probability(port.queue_bytes):
+            marked = mark_ce(frame)
+            if marked is not None:
+                frame = marked
+                counters.ecn_marked += 1
+        depart = max(now, port.busy_until_s) + size * 8 / port.rate_bps
+        port.busy_until_s = depart
+        queue.append((depart, size))
+        port.queue_bytes += size
+        counters.max_queue_bytes = max(counters.max_queue_bytes, port.queue_bytes)
+        counters.forwarded_packets += 1
+        counters.forwarded_bytes += len(frame)
+        if port.loss and self._rng.random() < port.loss:
+            counters.lost += 1
+            return
+        arrive = depart + port.delay_s
+        if port.reorder and self._rng.random() < port.reorder:
+            counters.reordered += 1
+            arrive += port.reorder_delay_s
+        self._push(arrive, _AT_NIC, port, frame)
+
+
+def connect_qps(a: Nic, b: Nic, **connect_options) -> tuple[int, int]:
+    """Create a QP on each NIC and connect them to each other (the out-of-band exchange
+    a real application does over TCP). Returns (QPN on a, QPN on b)."""
+    qa, qb = a.create_qp(), b.create_qp()
+    a.connect(qa.qpn, remote_qpn=qb.qpn, remote_ip=b.ip, remote_mac=b.mac,
+              remote_psn=qb.initial_psn, **connect_options)
+    b.connect(qb.qpn, remote_qpn=qa.qpn, remote_ip=a.ip, remote_mac=a.mac,
+              remote_psn=qa.initial_psn, **connect_options)
+    return qa.qpn, qb.qpn
+
+
+def poll_until(nic: Nic, until_s: float, start_s: float = 0.0) -> list[tuple[float, bytes]]:
+    """Poll a NIC with no fabric at every event it asks for, from `start_s` up to
+    `until_s`; the frames it sends with their times (for step-by-step tests)."""
+    sent = []
+    now = start_s
+    while True:
+        due = nic.next_event(now)
+        if due is None or due > until_s:
+            return sent
+        now = max(now, due)
+        sent.extend((now, frame) for frame in nic.poll(now))

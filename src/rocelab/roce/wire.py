@@ -1,0 +1,372 @@
+"""RoCEv2 and 802.1Qbb frames on the wire, packed and parsed with precompiled structs.
+
+This is the NIC's hot path, so it does not use scapy; `rocelab.layers` holds the scapy
+view of the same headers and tests check one against the other. Layout
+(REFERENCE.md, "RoCEv2"): Ethernet [802.1Q] / IPv4 / UDP 4791 / BTH / [RETH | AETH |
+16 reserved bytes of a CNP] / payload / pad to 4 bytes / ICRC.
+
+`parse_frame` never raises anything but `MalformedFrame` (with a counter reason) or
+`NotRoce` (a frame the NIC ignores, such as ARP), whatever the bytes.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import struct
+from enum import IntEnum
+
+from rocelab.roce.icrc import ICRC, ICRC_BYTES, icrc, mask_variant_fields
+
+ETH_P_IPV4 = 0x0800
+ETH_P_8021Q = 0x8100
+ETH_P_MAC_CONTROL = 0x8808
+IPPROTO_UDP = 17
+ROCE_UDP_PORT = 4791
+
+MAC_CONTROL_PAUSE = 0x0001  # 802.3x: one pause time for the whole link
+MAC_CONTROL_PFC = 0x0101  # 802.1Qbb: a pause time per priority
+PRIORITIES = 8
+PAUSE_QUANTUM_BITS = 512
+
+MIN_FRAME_BYTES = 60  # Ethernet minimum without FCS; shorter frames get zero padding
+
+ECN_MASK = 0x03
+ECN_ECT0 = 0x02
+ECN_CE = 0x03
+
+PSN_MASK = 0xFFFFFF
+QPN_MASK = 0xFFFFFF
+DEFAULT_PKEY = 0xFFFF
+_PKEY_BASE_MASK = 0x7FFF  # the top bit is membership (full/limited), not the key
+
+ETH = struct.Struct("!6s6sH")
+VLAN_TAG = struct.Struct("!HH")  # TCI, inner EtherType (after the 0x8100 TPID)
+IPV4 = struct.Struct("!BBHHHBBH4s4s")
+IPV4_WORDS = struct.Struct("!10H")
+UDP = struct.Struct("!HHHH")
+BTH = struct.Struct("!BBHII")
+RETH = struct.Struct("!QII")
+AETH = struct.Struct("!I")
+CNP_RESERVED = bytes(16)
+MAC_CONTROL_OPCODE = struct.Struct("!H")
+PFC_BODY = struct.Struct("!H8H")  # class-enable vector, pause time of priorities 0..7
+
+IPV4_HEADER_BYTES = IPV4.size
+BTH_BYTES = BTH.size
+RETH_BYTES = RETH.size
+AETH_BYTES = AETH.size
+_IPV4_DONT_FRAGMENT = 0x4000
+_IPV4_FRAGMENT_BITS = 0x3FFF  # MF flag + fragment offset
+_BTH_BECN = 0x40000000
+_BTH_ACKREQ = 0x80000000
+_BTH_PADCNT_SHIFT = 4
+_BTH_TVER_MASK = 0x0F
+_PAD = (b"", b"\x00", b"\x00\x00", b"\x00\x00\x00")
+
+
+class Opcode(IntEnum):
+    """BTH opcodes of the RC transport this NIC speaks, plus the RoCEv2 CNP."""
+
+    SEND_FIRST = 0x00
+    SEND_MIDDLE = 0x01
+    SEND_LAST = 0x02
+    SEND_ONLY = 0x04
+    RDMA_WRITE_FIRST = 0x06
+    RDMA_WRITE_MIDDLE = 0x07
+    RDMA_WRITE_LAST = 0x08
+    RDMA_WRITE_ONLY = 0x0A
+    ACKNOWLEDGE = 0x11
+    CNP = 0x81
+
+
+# Bytes between BTH and payload for each opcode the NIC accepts.
+EXTENSION_BYTES = {
+    Opcode.SEND_FIRST: 0,
+    Opcode.SEND_MIDDLE: 0,
+    Opcode.SEND_LAST: 0,
+    Opcode.SEND_ONLY: 0,
+    Opcode.RDMA_WRITE_FIRST: RETH_BYTES,
+    Opcode.RDMA_WRITE_MIDDLE: 0,
+    Opcode.RDMA_WRITE_LAST: 0,
+    Opcode.RDMA_WRITE_ONLY: RETH_BYTES,
+    Opcode.ACKNOWLEDGE: AETH_BYTES,
+    Opcode.CNP: len(CNP_RESERVED),
+}
+_EXTENSION_BY_INT = {int(op): n for op, n in EXTENSION_BYTES.items()}
+_WITH_RETH = frozenset((Opcode.RDMA_WRITE_FIRST, Opcode.RDMA_WRITE_ONLY))
+
+
+class Syndrome(IntEnum):
+    """AETH syndromes (bits 7:5 select ACK / RNR NAK / NAK; the rest is a code)."""
+
+    ACK = 0x1F  # ACK with "unlimited" credit count
+    RNR_NAK = 0x20  # timer field 0: the requester uses its own configured delay
+    NAK_PSN_SEQUENCE_ERROR = 0x60
+    NAK_INVALID_REQUEST = 0x61
+    NAK_REMOTE_ACCESS_ERROR = 0x62
+    NAK_REMOTE_OPERATIONAL_ERROR = 0x63
+
+
+SYNDROME_KIND_MASK = 0xE0
+SYNDROME_KIND_ACK = 0x00
+SYNDROME_KIND_RNR_NAK = 0x20
+SYNDROME_KIND_NAK = 0x60
+
+
+class MalformedFrame(ValueError):
+    """A frame the NIC drops; `reason` is the counter it increments."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class NotRoce(ValueError):
+    """A well-formed frame that is not RoCEv2 or MAC Control (ARP, IPv6, other UDP)."""
+
+
+def mac_to_bytes(mac: str | bytes) -> bytes:
+    """'02:00:00:00:00:01' or 6 bytes → 6 bytes. Raises ValueError."""
+    raw = mac if isinstance(mac, bytes) else bytes.fromhex(mac.replace(":", "").replace("-", ""))
+    if len(raw) != 6:
+        raise ValueError(f"{mac!r} is not a MAC address like 02:00:00:00:00:01")
+    return raw
+
+
+def ip_to_bytes(ip: str | bytes) -> bytes:
+    """'198.18.0.1' or 4 bytes → 4 bytes. Raises ValueError."""
+    if isinstance(ip, bytes):
+        if len(ip) != 4:
+            raise ValueError(f"{ip!r} is not a 4-byte IPv4 address")
+        return ip
+    return ipaddress.IPv4Address(ip).packed
+
+
+def _ones_complement_sum(total: int) -> int:
+    total = (total & 0xFFFF) + (total >> 16)
+    return (total & 0xFFFF) + (total >> 16)
+
+
+def ipv4_checksum(header: bytes | bytearray | memoryview) -> int:
+    """The IPv4 header checksum of `header` (its own checksum field taken as zero)."""
+    words = struct.unpack(f"!{len(header) // 2}H", header)
+    return ~_ones_complement_sum(sum(words) - words[5]) & 0xFFFF
+
+
+class FlowHeaders:
+    """The headers of one direction of one QP, precomputed so a packet costs a few packs.
+
+    Everything but IPv4 total length and checksum, UDP length and the BTH is fixed per
+    QP: MACs, optional 802.1Q tag, addresses, DSCP/ECN, TTL, UDP source port (the ECMP
+    entropy). IPv4 identification is 0 with Don't Fragment set (RFC 6864 atomic datagrams).
+    """
+
+    __slots__ = ("_eth", "_tos", "_ttl", "_src_ip", "_dst_ip", "_sport", "_pkey", "_csum_base")
+
+    def __init__(self, src_mac: bytes, dst_mac: bytes, src_ip: bytes, dst_ip: bytes, *,
+                 dscp: int, ecn: int, ttl: int, udp_sport: int, pkey: int = DEFAULT_PKEY,
+                 vlan_tci: int | None = None):
+        if vlan_tci is None:
+            self._eth = ETH.pack(dst_mac, src_mac, ETH_P_IPV4)
+        else:
+            self._eth = (ETH.pack(dst_mac, src_mac, ETH_P_8021Q)
+                         + VLAN_TAG.pack(vlan_tci, ETH_P_IPV4))
+        self._tos = (dscp << 2) | ecn
+        self._ttl = ttl
+        self._src_ip = src_ip
+        self._dst_ip = dst_ip
+        self._sport = udp_sport
+        self._pkey = pkey
+        # Checksum of every IPv4 word except total length, so a packet adds one word.
+        fixed = IPV4.pack(0x45, self._tos, 0, 0, _IPV4_DONT_FRAGMENT, ttl, IPPROTO_UDP, 0,
+                          src_ip, dst_ip)
+        self._csum_base = sum(IPV4_WORDS.unpack(fixed))
+
+    def frame(self, opcode: int, dest_qpn: int, psn: int, *, ackreq: bool = False,
+              becn: bool = False, extension: bytes = b"",
+              payload: bytes | memoryview = b"") -> bytes:
+        """One RoCEv2 frame with correct lengths, IPv4 checksum, pad count and ICRC."""
+        pad = -len(payload) & 3
+        udp_bytes = 8 + BTH_BYTES + len(extension) + len(payload) + pad + ICRC_BYTES
+        total = IPV4_HEADER_BYTES + udp_bytes
+        csum = ~_ones_complement_sum(self._csum_base + total) & 0xFFFF
+        ip = IPV4.pack(0x45, self._tos, total, 0, _IPV4_DONT_FRAGMENT, self._ttl, IPPROTO_UDP,
+                       csum, self._src_ip, self._dst_ip)
+        udp = UDP.pack(self._sport, ROCE_UDP_PORT, udp_bytes, 0)
+        flags = pad << _BTH_PADCNT_SHIFT
+        psn_word = (_BTH_ACKREQ if ackreq else 0) | (psn & PSN_MASK)
+        bth = BTH.pack(opcode, flags, self._pkey, (_BTH_BECN if becn else 0) | dest_qpn, psn_word)
+        masked = (IPV4.pack(0x45, 0xFF, total, 0, _IPV4_DONT_FRAGMENT, 0xFF, IPPROTO_UDP, 0xFFFF,
+                            self._src_ip, self._dst_ip)
+                  + UDP.pack(self._sport, ROCE_UDP_PORT, udp_bytes, 0xFFFF)
+                  + BTH.pack(opcode, flags, self._pkey, 0xFF000000 | dest_qpn, psn_word))
+        crc = icrc(masked, extension, payload, _PAD[pad])
+        frame = b"".join((self._eth, ip, udp, bth, extension, payload, _PAD[pad], ICRC.pack(crc)))
+        if len(frame) < MIN_FRAME_BYTES:
+            frame += bytes(MIN_FRAME_BYTES - len(frame))
+        return frame
+
+
+def reth(va: int, r_key: int, dma_length: int) -> bytes:
+    return RETH.pack(va, r_key, dma_length)
+
+
+def aeth(syndrome: int, msn: int) -> bytes:
+    return AETH.pack((syndrome << 24) | (msn & 0xFFFFFF))
+
+
+class RocePacket:
+    """A parsed, ICRC-checked RoCEv2 packet. `payload` is a view into the frame, pad removed.
+
+    RETH fields are set on RDMA_WRITE_FIRST/ONLY, AETH fields on ACKNOWLEDGE (else 0).
+    """
+
+    __slots__ = ("src_ip", "dst_ip", "ecn", "dscp", "opcode", "becn", "dest_qpn", "ackreq",
+                 "psn", "va", "r_key", "dma_length", "syndrome", "msn", "payload", "frame_bytes")
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__
+                           if name != "payload")
+        return f"RocePacket({fields}, payload=<{len(self.payload)} bytes>)"
+
+
+class PauseFrame:
+    """A MAC Control pause: `quanta[p]` is the pause time of priority p, None if not enabled.
+
+    An 802.3x global pause (opcode 0x0001) enables all eight priorities with one time.
+    """
+
+    __slots__ = ("quanta",)
+
+    def __init__(self, quanta: tuple[int | None, ...]):
+        self.quanta = quanta
+
+
+def parse_frame(frame: bytes) -> RocePacket | PauseFrame:
+    """Parse and validate one Ethernet frame (no FCS). Raises MalformedFrame or NotRoce."""
+    n = len(frame)
+    if n < ETH.size:
+        raise MalformedFrame("truncated")
+    ethertype = (frame[12] << 8) | frame[13]
+    off = ETH.size
+    if ethertype == ETH_P_8021Q:
+        if n < off + VLAN_TAG.size:
+            raise MalformedFrame("truncated")
+        ethertype = (frame[16] << 8) | frame[17]
+        off += VLAN_TAG.size
+    if ethertype == ETH_P_MAC_CONTROL:
+        return _parse_mac_control(frame, off)
+    if ethertype != ETH_P_IPV4:
+        raise NotRoce("not IPv4")
+    if n < off + IPV4_HEADER_BYTES:
+        raise MalformedFrame("truncated")
+    ver_ihl, tos, total, _ident, frag, _ttl, proto, _csum, src_ip, dst_ip = IPV4.unpack_from(
+        frame, off)
+    ihl = (ver_ihl & 0x0F) * 4
+    if ver_ihl >> 4 != 4 or ihl < IPV4_HEADER_BYTES or total < ihl:
+        raise MalformedFrame("bad_ip_header")
+    if proto != IPPROTO_UDP:
+        raise NotRoce("not UDP")
+    end = off + total
+    if end > n or off + ihl + UDP.size > n:
+        raise MalformedFrame("truncated")
+    if ihl == IPV4_HEADER_BYTES:
+        word_sum = sum(IPV4_WORDS.unpack_from(frame, off))
+    else:
+        word_sum = sum(struct.unpack_from(f"!{ihl // 2}H", frame, off))
+    if _ones_complement_sum(word_sum) != 0xFFFF:
+        raise MalformedFrame("bad_ip_checksum")
+    udp = off + ihl
+    _sport, dport, udp_bytes, _udp_csum = UDP.unpack_from(frame, udp)
+    if dport != ROCE_UDP_PORT:
+        raise NotRoce("not UDP port 4791")
+    if frag & _IPV4_FRAGMENT_BITS:
+        raise MalformedFrame("ip_fragment")
+    if udp_bytes != total - ihl:
+        raise MalformedFrame("bad_udp_length")
+    bth = udp + UDP.size
+    if bth + BTH_BYTES + ICRC_BYTES > end:
+        raise MalformedFrame("truncated")
+    view = memoryview(frame)
+    icrc_at = end - ICRC_BYTES
+    masked = mask_variant_fields(view[off:bth + BTH_BYTES], ihl)
+    if icrc(masked, view[bth + BTH_BYTES:icrc_at]) != ICRC.unpack_from(frame, icrc_at)[0]:
+        raise MalformedFrame("bad_icrc")
+    opcode, flags, pkey, qpn_word, psn_word = BTH.unpack_from(frame, bth)
+    extension = _EXTENSION_BY_INT.get(opcode)
+    if extension is None:
+        raise MalformedFrame("bad_opcode")
+    if flags & _BTH_TVER_MASK:
+        raise MalformedFrame("bad_transport_version")
+    if pkey & _PKEY_BASE_MASK != DEFAULT_PKEY & _PKEY_BASE_MASK:
+        raise MalformedFrame("bad_pkey")  # only the default partition exists here
+    data = bth + BTH_BYTES + extension
+    pad = (flags >> _BTH_PADCNT_SHIFT) & 3
+    if data + pad > icrc_at:
+        raise MalformedFrame("truncated")
+    pkt = RocePacket()
+    pkt.src_ip = src_ip
+    pkt.dst_ip = dst_ip
+    pkt.ecn = tos & ECN_MASK
+    pkt.dscp = tos >> 2
+    pkt.opcode = opcode
+    pkt.becn = bool(qpn_word & _BTH_BECN)
+    pkt.dest_qpn = qpn_word & QPN_MASK
+    pkt.ackreq = bool(psn_word & _BTH_ACKREQ)
+    pkt.psn = psn_word & PSN_MASK
+    pkt.va = pkt.r_key = pkt.dma_length = pkt.syndrome = pkt.msn = 0
+    if opcode in _WITH_RETH:
+        pkt.va, pkt.r_key, pkt.dma_length = RETH.unpack_from(frame, bth + BTH_BYTES)
+    elif opcode == Opcode.ACKNOWLEDGE:
+        word = AETH.unpack_from(frame, bth + BTH_BYTES)[0]
+        pkt.syndrome = word >> 24
+        pkt.msn = word & 0xFFFFFF
+    pkt.payload = view[data:icrc_at - pad]
+    pkt.frame_bytes = n
+    return pkt
+
+
+def _parse_mac_control(frame: bytes, off: int) -> PauseFrame:
+    if len(frame) < off + MAC_CONTROL_OPCODE.size:
+        raise MalformedFrame("truncated")
+    (opcode,) = MAC_CONTROL_OPCODE.unpack_from(frame, off)
+    body = off + MAC_CONTROL_OPCODE.size
+    if opcode == MAC_CONTROL_PFC:
+        if len(frame) < body + PFC_BODY.size:
+            raise MalformedFrame("truncated")
+        enable, *times = PFC_BODY.unpack_from(frame, body)
+        return PauseFrame(tuple(t if enable >> p & 1 else None for p, t in enumerate(times)))
+    if opcode == MAC_CONTROL_PAUSE:
+        if len(frame) < body + 2:
+            raise MalformedFrame("truncated")
+        (time,) = struct.unpack_from("!H", frame, body)
+        return PauseFrame((time,) * PRIORITIES)
+    raise MalformedFrame("unsupported_mac_control")
+
+
+def pause_duration_s(quanta: int, port_rate_bps: float) -> float:
+    """How long `quanta` pause quanta last on a port of this speed (512 bit times each)."""
+    return quanta * PAUSE_QUANTUM_BITS / port_rate_bps
+
+
+def _ip_offset(frame: bytes | bytearray) -> int | None:
+    """Where the IPv4 header starts, or None if the frame is not (tagged) IPv4."""
+    if len(frame) < ETH.size + IPV4_HEADER_BYTES:
+        return None
+    ethertype = (frame[12] << 8) | frame[13]
+    if ethertype == ETH_P_8021Q and len(frame) >= 18 + IPV4_HEADER_BYTES:
+        return 18 if (frame[16] << 8) | frame[17] == ETH_P_IPV4 else None
+    return ETH.size if ethertype == ETH_P_IPV4 else None
+
+
+def mark_ce(frame: bytes) -> bytes | None:
+    """The frame with IPv4 ECN set to CE and its checksum fixed (the ICRC skips TOS), or
+    None if it is not ECN-capable IPv4 (what a switch must then drop or leave alone)."""
+    off = _ip_offset(frame)
+    if off is None or frame[off + 1] & ECN_MASK == 0:
+        return None
+    ihl = (frame[off] & 0x0F) * 4
+    marked = bytearray(frame)
+    marked[off + 1] |= ECN_CE
+    struct.pack_into("!H", marked, off + 10, ipv4_checksum(marked[off:off + ihl]))
+    return bytes(marked)
