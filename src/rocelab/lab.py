@@ -15,9 +15,10 @@ from rocelab.topology import SAFE_NAME, SAFE_NAME_HINT, Fabric, load_topology
 from rocelab.yamlfile import load_yaml
 
 DATAPLANES = ("kernel", "switchd")
+NICS = ("emulated", "none")
 DEFAULT_DATAPLANE = "kernel"
 DEFAULT_TDF = 1000
-LAB_KEYS = frozenset({"name", "description", "topology", "dataplane", "tdf", "profile"})
+LAB_KEYS = frozenset({"name", "description", "topology", "dataplane", "tdf", "profile", "nic"})
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,7 @@ class Lab:
     dataplane: str
     tdf: int
     profile: Path | None
+    nic: str = "none"  # emulated: nicd on every host
 
 
 def _find_topology(ref: str) -> Path | None:
@@ -86,6 +88,9 @@ def _load_lab_file(path: Path) -> Lab:
         if not profile.is_file():
             problems.add("profile", f"{data['profile']!r} is not a QoS profile",
                          f"profiles: {', '.join(sorted(p.stem for p in paths.profiles_dir().glob('*.json')))}")
+    nic = data.get("nic", "none")
+    if nic not in NICS:
+        problems.add("nic", f"{nic!r} is not a NIC backend", f"expected one of: {', '.join(NICS)}")
     problems.raise_if_any()
     fabric = load_topology(topo)
-    return Lab(name, doc.name, fabric, dataplane, tdf, profile)
+    return Lab(name, doc.name, fabric, dataplane, tdf, profile, nic)

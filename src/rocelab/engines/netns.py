@@ -9,15 +9,21 @@ lab or node name, so two labs can never claim the same namespace.
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 from pyroute2 import IPRoute
 from pyroute2 import netns as pyroute2_netns
+from pyroute2.ethtool import Ethtool
 
+from rocelab import control
+from rocelab import paths
 from rocelab import state as lab_state
 from rocelab.errors import InputError, Problem
 from rocelab.lab import Lab
@@ -42,6 +48,17 @@ KERNEL_SWITCH_SYSCTLS = {
     "net/ipv4/conf/all/rp_filter": "0",
     "net/ipv4/conf/default/rp_filter": "0",
 }
+
+
+# Offloads off on every veth when user-space agents forward: an AF_PACKET socket must see
+# the frames the wire would carry (no 64 KB TSO super-frames, no unfinished checksums).
+AGENT_OFFLOADS_OFF = ("tx-checksum-ip-generic", "tx-scatter-gather", "tx-generic-segmentation",
+                      "tx-tcp-segmentation", "rx-gro")
+AGENT_START_TIMEOUT_S = 15.0
+
+
+class AgentFailed(RuntimeError):
+    pass
 
 
 class LabAlreadyUp(InputError):
@@ -78,6 +95,34 @@ def _write_sysctls(ns: str, values: dict[str, str]) -> None:
             Path("/proc/sys", key).write_text(value)
     finally:
         pyroute2_netns.popns()
+
+
+def _offloads_off(ns: str, ifnames: list[str]) -> None:
+    pyroute2_netns.pushns(ns)
+    try:
+        with Ethtool() as ethtool:
+            for ifname in ifnames:
+                features = ethtool.get_features(ifname)
+                for name in AGENT_OFFLOADS_OFF:
+                    if name in features.features:
+                        features.features[name].enable = False
+                ethtool.set_features(ifname, features)
+    finally:
+        pyroute2_netns.popns()
+
+
+def _wait_ready(lab: str, node: str, module: str, proc: subprocess.Popen) -> None:
+    """Until the agent's control socket answers; its log tail if it dies or hangs."""
+    sock = control.socket_path(lab, node)
+    deadline = time.monotonic() + AGENT_START_TIMEOUT_S
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            control.request(sock, "ping", timeout_s=1.0)
+            return
+        except control.AgentUnreachable:
+            time.sleep(0.02)
+    tail = control.log_path(lab, node).read_text(errors="replace")[-2000:]
+    raise AgentFailed(f"{module} on {node} did not start (exit {proc.poll()}); its log:\n{tail}")
 
 
 def _netns_inode(ns: str) -> int | None:
@@ -148,7 +193,7 @@ class NetnsEngine:
         record = plan(lab)
         lab_state.save(record)
         try:
-            self._apply(lab.fabric, record, lab.dataplane)
+            self._apply(lab, record)
         except BaseException:
             self.down(record)
             raise
@@ -156,7 +201,8 @@ class NetnsEngine:
         lab_state.save(record)
         return record
 
-    def _apply(self, fabric: Fabric, record: LabState, dataplane: str) -> None:
+    def _apply(self, lab: Lab, record: LabState) -> None:
+        fabric, dataplane = lab.fabric, lab.dataplane
         ns_of = {n.name: n.netns for n in record.nodes}
         for node in fabric.nodes:
             pyroute2_netns.create(ns_of[node.name])
@@ -176,6 +222,44 @@ class NetnsEngine:
         finally:
             for ipr in handles.values():
                 ipr.close()
+        agents = []
+        if dataplane == "switchd":
+            for node in fabric.nodes:
+                _offloads_off(ns_of[node.name], [p.name for p in node.ports])
+            agents += [(node, "rocelab.switchd") for node in fabric.switches]
+        if lab.nic == "emulated":
+            agents += [(node, "rocelab.nicd") for node in fabric.hosts]
+        # Start every agent first, then wait for all: their Python start-ups overlap.
+        started = [self._spawn_agent(lab, node, ns_of[node.name], module) for node, module in agents]
+        record.processes += [{"node": node.name, "pid": proc.pid, "what": module.rsplit(".", 1)[-1]}
+                             for (node, module), proc in zip(agents, started)]
+        lab_state.save(record)
+        for (node, module), proc in zip(agents, started):
+            _wait_ready(lab.name, node.name, module, proc)
+
+    def _spawn_agent(self, lab: Lab, node: Node, ns: str, module: str) -> subprocess.Popen:
+        """Start an agent inside the node's namespace with its configuration file."""
+        folder = paths.STATE_DIR / lab.name
+        folder.mkdir(parents=True, exist_ok=True)
+        config = {
+            "lab": lab.name, "node": node.name, "role": node.role, "tdf": lab.tdf,
+            "socket": str(control.socket_path(lab.name, node.name)),
+            "profile": str(lab.profile) if lab.profile else None,
+            "ports": [{"name": p.name, "mac": p.mac, "address": str(p.address),
+                       "peer_mac": lab.fabric.peer(p).mac,
+                       "rate_bps": lab.fabric.links[p.link].rate_bps / lab.tdf,
+                       "delay_s": lab.fabric.links[p.link].delay_s * lab.tdf} for p in node.ports],
+        }
+        config_file = folder / f"{node.name}.json"
+        config_file.write_text(json.dumps(config, indent=1))
+        with control.log_path(lab.name, node.name).open("wb") as log:
+
+            def enter() -> None:
+                pyroute2_netns.setns(ns, flags=0)
+                os.setsid()  # its own session: a Ctrl-C at the shell that ran `up` does not stop it
+
+            return subprocess.Popen([sys.executable, "-m", module, str(config_file)], stdin=subprocess.DEVNULL,
+                                    stdout=log, stderr=subprocess.STDOUT, preexec_fn=enter, close_fds=True)
 
     def _configure(self, ipr: IPRoute, node: Node, fabric: Fabric) -> None:
         index = {}
@@ -207,6 +291,7 @@ class NetnsEngine:
             except OSError:
                 if (NETNS_DIR / ns).exists():
                     raise
+        shutil.rmtree(paths.STATE_DIR / record.name, ignore_errors=True)
         lab_state.remove(record.name)
 
     def exec(self, record: LabState, node: str, argv: list[str]) -> int:

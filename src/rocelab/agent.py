@@ -1,0 +1,107 @@
+"""The thin shell every node agent (switchd, nicd) shares: AF_PACKET ports, a control
+socket and one single-threaded event loop around a pure data-plane core.
+
+The core is anything with `receive(port, frame, now)`, `poll(now) → [(port, frame)]` and
+`next_event(now) → time | None`; the loop sleeps exactly until the core's next event or
+until a frame, a control request or a netlink event arrives. No threads: a control
+request never races the data plane.
+"""
+
+from __future__ import annotations
+
+import errno
+import select
+import signal
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Protocol
+
+from rocelab.control import ControlServer
+
+ETH_P_ALL = 0x0003
+SOL_PACKET = 263
+PACKET_IGNORE_OUTGOING = 23  # Linux ≥ 4.20: do not hand our own transmissions back to us
+RCVBUF_BYTES = 8 << 20
+MAX_FRAME = 65536
+BATCH = 64  # frames read from one port before the others get a turn
+IDLE_WAIT_S = 0.05  # the longest sleep with nothing due: bounds how late a stop is seen
+
+
+class Core(Protocol):
+    def receive(self, port: str, frame: bytes, now: float) -> None: ...
+
+    def poll(self, now: float) -> Iterable[tuple[str, bytes]]: ...
+
+    def next_event(self, now: float) -> float | None: ...
+
+
+def open_port(ifname: str) -> socket.socket:
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+    sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+    sock.setsockopt(socket.SOL_SOCKET, 33, RCVBUF_BYTES)  # SO_RCVBUFFORCE: root may exceed rmem_max
+    sock.bind((ifname, ETH_P_ALL))
+    sock.setblocking(False)
+    return sock
+
+
+@dataclass
+class LoopStats:
+    rx_frames: int = 0
+    tx_frames: int = 0
+    tx_errors: dict[str, int] = field(default_factory=dict)  # errno name → count
+
+
+@dataclass
+class Loop:
+    core: Core
+    ports: dict[str, socket.socket]
+    control: ControlServer
+    watchers: dict[int, Callable[[], None]] = field(default_factory=dict)  # fd → callback
+    clock: Callable[[], float] = time.monotonic
+    stats: LoopStats = field(default_factory=LoopStats)
+    stopping: bool = False
+
+    def stop(self, *_: object) -> None:
+        self.stopping = True
+
+    def run(self) -> None:
+        signal.signal(signal.SIGTERM, self.stop)
+        signal.signal(signal.SIGINT, self.stop)
+        by_fd = {s.fileno(): name for name, s in self.ports.items()}
+        core, ports, control, stats = self.core, self.ports, self.control, self.stats
+        listener = control.listener
+        while not self.stopping:
+            now = self.clock()
+            due = core.next_event(now)
+            wait_s = IDLE_WAIT_S if due is None else min(max(due - now, 0.0), IDLE_WAIT_S)
+            readable, _, _ = select.select([*ports.values(), listener, *control.clients, *self.watchers],
+                                           [], [], wait_s)
+            for item in readable:
+                fd = item if isinstance(item, int) else item.fileno()
+                name = by_fd.get(fd)
+                if name is not None:
+                    sock = ports[name]
+                    for _ in range(BATCH):
+                        try:
+                            frame = sock.recv(MAX_FRAME)
+                        except BlockingIOError:
+                            break
+                        stats.rx_frames += 1
+                        core.receive(name, frame, self.clock())
+                elif item is listener:
+                    control.accept()
+                elif fd in self.watchers:
+                    self.watchers[fd]()
+                elif item in control.clients:
+                    control.serve(item)
+            self._transmit()
+
+    def _transmit(self) -> None:
+        for name, frame in self.core.poll(self.clock()):
+            try:
+                self.ports[name].send(frame)
+                self.stats.tx_frames += 1
+            except OSError as exc:  # a full peer backlog or a downed link: count, never stop
+                key = errno.errorcode.get(exc.errno, str(exc.errno))
+                self.stats.tx_errors[key] = self.stats.tx_errors.get(key, 0) + 1

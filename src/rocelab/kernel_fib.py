@@ -1,0 +1,67 @@
+"""The switch's forwarding table as its namespace's kernel holds it, read over netlink.
+
+As in SONiC, the control plane and the data plane meet at the kernel FIB: whatever fills
+the routing table (rocelab's static ECMP routes, FRR) is read here and compiled by
+switchd. Connected subnets become one /32 per neighbour entry, since the emulated ASIC
+forwards to a next-hop MAC and does no ARP. Runs inside the switch's namespace.
+"""
+
+from __future__ import annotations
+
+from pyroute2 import IPRoute
+from pyroute2.netlink.rtnl import RTMGRP_IPV4_IFADDR, RTMGRP_IPV4_ROUTE, RTMGRP_LINK, RTMGRP_NEIGH
+
+from rocelab.switch.fib import Fib, NextHop
+
+MAIN_TABLE = 254
+RTN_UNICAST = 1
+AF_INET = 2
+
+
+def port_macs(ipr: IPRoute, names: list[str]) -> dict[str, str]:
+    """MAC of each named interface."""
+    macs = {}
+    for link in ipr.get_links():
+        name = link.get_attr("IFLA_IFNAME")
+        if name in names:
+            macs[name] = link.get_attr("IFLA_ADDRESS")
+    return macs
+
+
+def read_fib(ipr: IPRoute, ports: list[str]) -> Fib:
+    ifname = {link["index"]: link.get_attr("IFLA_IFNAME") for link in ipr.get_links()}
+    neighbours: dict[tuple[str, str], str] = {}  # (port, ip) → mac
+    for neigh in ipr.get_neighbours(family=AF_INET):
+        mac = neigh.get_attr("NDA_LLADDR")
+        port = ifname.get(neigh["ifindex"])
+        if mac and port in ports:
+            neighbours[(port, neigh.get_attr("NDA_DST"))] = mac
+    local = frozenset(addr.get_attr("IFA_ADDRESS") for addr in ipr.get_addr(family=AF_INET)
+                      if ifname.get(addr["index"]) in ports)
+
+    routes: dict[str, list[NextHop]] = {}
+    for (port, ip), mac in neighbours.items():
+        routes[f"{ip}/32"] = [NextHop(port, mac)]
+    for route in ipr.get_routes(family=AF_INET, table=MAIN_TABLE):
+        if route["type"] != RTN_UNICAST:
+            continue
+        prefix = f"{route.get_attr('RTA_DST') or '0.0.0.0'}/{route['dst_len']}"
+        legs = route.get_attr("RTA_MULTIPATH") or [route]
+        hops = []
+        for leg in legs:
+            gateway = leg.get_attr("RTA_GATEWAY")
+            port = ifname.get(leg.get_attr("RTA_OIF") if leg is route else leg["oif"])
+            mac = neighbours.get((port, gateway)) if gateway else None
+            if mac:
+                hops.append(NextHop(port, mac))
+        if hops:  # a connected route has no gateway: its /32s above carry it
+            routes[prefix] = hops
+    return Fib(routes, local)
+
+
+def watch() -> IPRoute:
+    """A netlink socket that becomes readable when routes, neighbours, links or addresses
+    change; drain it with .get() and read the FIB again."""
+    events = IPRoute()
+    events.bind(groups=RTMGRP_IPV4_ROUTE | RTMGRP_NEIGH | RTMGRP_LINK | RTMGRP_IPV4_IFADDR)
+    return events

@@ -1,0 +1,115 @@
+"""switchd: one emulated switch ASIC, as a process inside a switch node's namespace.
+
+    python -m rocelab.switchd CONFIG_JSON      (started by the engine, never by hand)
+
+The thin shell around rocelab.switch.pipeline.Switch: AF_PACKET ports, the FIB read from
+the namespace's kernel (and re-read whenever netlink says routes, neighbours, links or
+addresses changed), the QoS profile from a SONiC config_db.json, and a control socket:
+
+    ping                                   → {}
+    counters                               → {"counters": …, "loop": …, "tdf": N}
+    clear                                  → zero every counter
+    reload {"profile": PATH}               → a new profile (counters restart)
+    impair {"port", "delay_s", "jitter_s", "loss_pct"}  → link impairment out of a port,
+                                             on top of the cable's own (dilated) delay
+    fib                                    → the compiled forwarding table, as read
+
+Kernel IP forwarding stays off in the namespace, so no packet bypasses the pipeline.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from pyroute2 import IPRoute
+
+from rocelab import kernel_fib
+from rocelab.agent import Loop, open_port
+from rocelab.control import ControlServer
+from rocelab.qos.model import QosProfile
+from rocelab.qos.sonic import load_config_db
+from rocelab.switch.fib import Fib
+from rocelab.switch.pipeline import PortSpec, Switch
+
+UNCONFIGURED = QosProfile("built-in: no QoS profile (every DSCP lossy in TC 0)", {}, {})
+
+
+def load_profile(path: str | None) -> QosProfile:
+    return load_config_db(path) if path else UNCONFIGURED
+
+
+class Switchd:
+    def __init__(self, config: dict):
+        self.config = config
+        self.specs = [PortSpec(p["name"], p["mac"], p["rate_bps"], p["delay_s"]) for p in config["ports"]]
+        self.cable_delay_s = {p["name"]: p["delay_s"] for p in config["ports"]}
+        self.names = [p.name for p in self.specs]
+        self.ipr = IPRoute()
+        self.fib: Fib = kernel_fib.read_fib(self.ipr, self.names)
+        self.profile = load_profile(config["profile"])
+        self.rng = random.Random(config.get("seed", 0))
+        self.switch = Switch(config["node"], self.specs, self.profile, self.fib, self.rng)
+        self.events = kernel_fib.watch()
+        self.loop = Loop(self.switch, {n: open_port(n) for n in self.names},
+                         ControlServer(Path(config["socket"]), self.handle),
+                         watchers={self.events.fileno(): self.refresh_fib})
+
+    def refresh_fib(self) -> None:
+        self.events.get()
+        self.fib = kernel_fib.read_fib(self.ipr, self.names)
+        self.switch.set_fib(self.fib)
+
+    def handle(self, req: dict) -> dict:
+        op = req["op"]
+        now = time.monotonic()
+        if op == "ping":
+            return {}
+        if op == "counters":
+            stats = self.loop.stats
+            return {"counters": self.switch.counters(now), "tdf": self.config["tdf"],
+                    "profile": self.profile.source,
+                    "loop": {"rx_frames": stats.rx_frames, "tx_frames": stats.tx_frames,
+                             "tx_errors": stats.tx_errors}}
+        if op == "clear":
+            self.switch.clear_counters(now)
+            return {}
+        if op == "reload":
+            self.profile = load_profile(req.get("profile"))
+            self.switch = Switch(self.config["node"], self.specs, self.profile, self.fib, self.rng)
+            self.loop.core = self.switch
+            return {"profile": self.profile.source}
+        if op == "impair":
+            port = req["port"]
+            if port not in self.cable_delay_s:
+                raise ValueError(f"no port {port!r}; ports: {', '.join(self.names)}")
+            delay_s = self.cable_delay_s[port] + float(req.get("delay_s", 0.0))
+            self.switch.set_impairment(port, delay_s=delay_s, jitter_s=float(req.get("jitter_s", 0.0)),
+                                       loss_pct=float(req.get("loss_pct", 0.0)))
+            self.specs = [replace(s, delay_s=delay_s, jitter_s=float(req.get("jitter_s", 0.0)),
+                                  loss_pct=float(req.get("loss_pct", 0.0))) if s.name == port else s
+                          for s in self.specs]
+            return {}
+        if op == "fib":
+            return {"routes": {prefix: [[h.port, h.mac] for h in hops] for prefix, hops in self.fib.routes.items()},
+                    "local": sorted(self.fib.local)}
+        raise ValueError(f"unknown op {op!r}; ops: ping, counters, clear, reload, impair, fib")
+
+    def run(self) -> None:
+        try:
+            self.loop.run()
+        finally:
+            self.loop.control.close()
+
+
+def main(argv: list[str]) -> None:
+    config = json.loads(Path(argv[1]).read_text())
+    Switchd(config).run()
+
+
+if __name__ == "__main__":
+    main(sys.argv)
