@@ -39,8 +39,17 @@ from rocelab.switch.pipeline import PortSpec, Switch
 UNCONFIGURED = QosProfile("built-in: no QoS profile (every DSCP lossy in TC 0)", {}, {})
 
 
-def load_profile(path: str | None) -> QosProfile:
-    return load_config_db(path) if path else UNCONFIGURED
+def load_profile(path: str | None, tdf: int) -> QosProfile:
+    """The profile with its times dilated: a PFC watchdog's 200 ms detection time is 200 ms
+    of production time, so 200 ms × TDF on the emulated clock. Bytes stay as written."""
+    profile = load_config_db(path) if path else UNCONFIGURED
+    ports = {
+        name: replace(port, pfc_wd=replace(port.pfc_wd, detection_time_ms=port.pfc_wd.detection_time_ms * tdf,
+                                           restoration_time_ms=port.pfc_wd.restoration_time_ms * tdf))
+        if port.pfc_wd else port
+        for name, port in profile.ports.items()
+    }
+    return replace(profile, ports=ports)
 
 
 class Switchd:
@@ -51,7 +60,7 @@ class Switchd:
         self.names = [p.name for p in self.specs]
         self.ipr = IPRoute()
         self.fib: Fib = kernel_fib.read_fib(self.ipr, self.names)
-        self.profile = load_profile(config["profile"])
+        self.profile = load_profile(config["profile"], config["tdf"])
         self.rng = random.Random(config.get("seed", 0))
         self.switch = Switch(config["node"], self.specs, self.profile, self.fib, self.rng)
         self.events = kernel_fib.watch()
@@ -79,7 +88,7 @@ class Switchd:
             self.switch.clear_counters(now)
             return {}
         if op == "reload":
-            self.profile = load_profile(req.get("profile"))
+            self.profile = load_profile(req.get("profile"), self.config["tdf"])
             self.switch = Switch(self.config["node"], self.specs, self.profile, self.fib, self.rng)
             self.loop.core = self.switch
             return {"profile": self.profile.source}

@@ -16,18 +16,24 @@ CLI = [sys.executable, "-m", "rocelab"]
 ERRORS = sorted((ROOT / "tests" / "errors").glob("*.yml"))
 
 
-def namespaces() -> set[str]:
-    return {p.name for p in NETNS_DIR.iterdir()} if NETNS_DIR.is_dir() else set()
+def namespaces_of(path: Path) -> set[str]:
+    """Namespaces of the lab a topology file would make (others' tests may run alongside)."""
+    import yaml
+
+    try:
+        name = str(yaml.safe_load(path.read_text())["name"])
+    except Exception:  # an unparsable file names no lab: any namespace would be a leak
+        name = ""
+    return {p.name for p in NETNS_DIR.iterdir() if p.name.startswith(f"{name}.")} if NETNS_DIR.is_dir() else set()
 
 
 @pytest.mark.parametrize("path", ERRORS, ids=lambda p: p.stem)
 def test_bad_topology_exits_2_names_the_file_and_leaves_nothing(path):
-    before = namespaces()
     result = subprocess.run([*CLI, "up", str(path)], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 2
     assert f"tests/errors/{path.name}" in result.stderr
     assert "Traceback" not in result.stderr
-    assert namespaces() == before
+    assert namespaces_of(path) == set()
 
 
 def test_unknown_lab_exits_2_listing_what_exists():

@@ -1,0 +1,80 @@
+"""The forwarding table as plain data, and longest-prefix match with ECMP over it.
+
+switchd fills a `Fib` from the kernel's routing table (pyroute2) and hands a new one to
+`Switch.set_fib` whenever the kernel's routes change; the core never reads the kernel.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import struct
+import zlib
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence
+
+from rocelab.switch.frames import mac_bytes
+
+
+@dataclass(frozen=True)
+class NextHop:
+    """Where a route sends a packet: out of `port` (a PortSpec name) to the neighbour `mac`."""
+
+    port: str
+    mac: str
+
+
+@dataclass(frozen=True)
+class Fib:
+    """`routes`: prefix ("198.18.0.0/24") → next hops; more than one is an ECMP group.
+    `local`: the switch's own addresses; packets to them are counted `to_self`."""
+
+    routes: Mapping[str, Sequence[NextHop]]
+    local: frozenset[str] = field(default_factory=frozenset)
+
+
+# src, dst, protocol, source port, destination port: RoCE's entropy is the UDP source port.
+_FIVE_TUPLE = struct.Struct("!IIBHH")
+
+
+def ecmp_hash(src: int, dst: int, proto: int, sport: int, dport: int) -> int:
+    """A fast deterministic hash of the 5-tuple, so one flow always takes one path."""
+    return zlib.crc32(_FIVE_TUPLE.pack(src, dst, proto, sport, dport))
+
+
+class RouteTable:
+    """A compiled `Fib`: one dict per prefix length, searched longest first.
+
+    Next hops come out as (port name, next-hop MAC bytes) pairs. Raises ValueError for a
+    prefix or address that does not parse, or a next hop out of a port the switch lacks.
+    """
+
+    def __init__(self, fib: Fib, port_names: Iterable[str]):
+        ports = set(port_names)
+        by_length: dict[int, dict[int, tuple[tuple[str, bytes], ...]]] = {}
+        for prefix, next_hops in fib.routes.items():
+            net = ipaddress.IPv4Network(prefix, strict=False)
+            hops = []
+            for hop in next_hops:
+                if hop.port not in ports:
+                    raise ValueError(f"route {prefix} leaves by {hop.port!r}, which is not "
+                                     f"a port of this switch ({', '.join(sorted(ports))})")
+                hops.append((hop.port, mac_bytes(hop.mac)))
+            by_length.setdefault(net.prefixlen, {})[int(net.network_address)] = tuple(hops)
+        self._tables = [(_mask(length), by_length[length])
+                        for length in sorted(by_length, reverse=True)]
+        self._local = frozenset(int(ipaddress.IPv4Address(a)) for a in fib.local)
+
+    def is_local(self, dst: int) -> bool:
+        return dst in self._local
+
+    def lookup(self, dst: int) -> tuple[tuple[str, bytes], ...]:
+        """The next hops of the longest prefix holding `dst`; empty when none does."""
+        for mask, table in self._tables:
+            hops = table.get(dst & mask)
+            if hops is not None:
+                return hops
+        return ()
+
+
+def _mask(prefix_length: int) -> int:
+    return (0xFFFFFFFF << (32 - prefix_length)) & 0xFFFFFFFF

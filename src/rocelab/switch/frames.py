@@ -1,0 +1,95 @@
+"""Wire formats the switch core reads and writes: Ethernet, 802.1Q, IPv4, 802.1Qbb PFC.
+
+One precompiled `struct.Struct` per header (STYLE.md rule 9); tests check each against
+scapy's layer. Everything here works on bytes, bytearray and memoryview alike.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Mapping
+
+from rocelab.qos.model import PRIORITIES
+
+ETH_P_IPV4 = 0x0800
+ETH_P_8021Q = 0x8100
+ETH_P_MAC_CONTROL = 0x8808
+PFC_OPCODE = 0x0101
+
+ETH_HEADER_BYTES = 14
+VLAN_TAG_BYTES = 4
+IPV4_HEADER_BYTES = 20  # without options
+L4_PORTS_BYTES = 4  # UDP/TCP source and destination port
+MIN_FRAME_BYTES = 60  # without FCS
+# A jumbo MTU of 9216 plus Ethernet and one VLAN tag; anything longer is not a frame a
+# port would accept.
+MAX_FRAME_BYTES = 9216 + ETH_HEADER_BYTES + VLAN_TAG_BYTES
+
+PFC_DST_MAC = bytes.fromhex("0180c2000001")
+PFC_XOFF_QUANTA = 0xFFFF  # the longest pause one frame can ask for
+PFC_QUANTUM_BITS = 512  # one quantum = 512 bit times at the port's speed
+
+IPPROTO_TCP = 6
+IPPROTO_UDP = 17
+
+# IPv4 header after its version/IHL byte: TOS, total length, flags/fragment offset, TTL,
+# protocol, source, destination (identification and checksum skipped).
+IPV4 = struct.Struct("!xBH2xHBB2xII")
+# The same, followed by the L4 source and destination ports of an option-less header.
+IPV4_L4 = struct.Struct("!xBH2xHBB2xIIHH")
+L4_PORTS = struct.Struct("!HH")
+# dst MAC, src MAC, EtherType, opcode, class-enable vector, 8 pause times (priority 0 first)
+PFC = struct.Struct("!6s6sHHH8H")
+
+# IPv4 flags/fragment-offset field: more-fragments flag and offset. Any fragment is hashed
+# on its addresses alone, so all pieces of a datagram take one path.
+IPV4_FRAGMENT_MASK = 0x3FFF
+ECN_MASK = 0x03
+ECN_CE = 0x03
+
+
+def mac_bytes(mac: str | bytes) -> bytes:
+    """'02:00:00:00:00:01' (or 6 raw bytes) → 6 bytes. Raises ValueError."""
+    if isinstance(mac, bytes):
+        raw = mac
+    else:
+        raw = bytes.fromhex(mac.replace(":", "").replace("-", ""))
+    if len(raw) != 6:
+        raise ValueError(f"{mac!r} is not a MAC address like 02:00:00:00:00:01")
+    return raw
+
+
+# RFC 1624 incremental checksum update: a TTL decrement changes the word TTL|protocol by
+# −0x0100, so ~m + m' = 0xFEFF. Setting CE on an ECT(0)/ECT(1) packet adds 1 or 2 to the
+# word version|IHL|TOS, adding as much to ~m + m'.
+TTL_DECREMENT_DELTA = 0xFEFF
+
+
+def build_pfc(src_mac: bytes, quanta: Mapping[int, int]) -> bytes:
+    """A 60-byte 802.1Qbb frame asking the peer to pause each priority for its quanta
+    (0 = XON: resume now). Priorities not in `quanta` are left disabled."""
+    times = [0] * PRIORITIES
+    enable = 0
+    for priority, q in quanta.items():
+        if not 0 <= priority < PRIORITIES or not 0 <= q <= 0xFFFF:
+            raise ValueError(f"PFC priority {priority} quanta {q} out of range")
+        enable |= 1 << priority
+        times[priority] = q
+    frame = PFC.pack(PFC_DST_MAC, src_mac, ETH_P_MAC_CONTROL, PFC_OPCODE, enable, *times)
+    return frame + bytes(MIN_FRAME_BYTES - len(frame))
+
+
+def parse_pfc(frame: bytes | bytearray | memoryview) -> dict[int, int] | None:
+    """{priority: quanta} for each enabled class of an untagged PFC frame, or None when
+    the frame is not one (too short, another EtherType or MAC Control opcode)."""
+    if len(frame) < PFC.size:
+        return None
+    _dst, _src, ethertype, opcode, enable, *times = PFC.unpack_from(frame)
+    if ethertype != ETH_P_MAC_CONTROL or opcode != PFC_OPCODE:
+        return None
+    return {p: times[p] for p in range(PRIORITIES) if enable >> p & 1}
+
+
+def pause_duration_s(quanta: int, rate_bps: float) -> float:
+    """How long `quanta` pauses a port of this speed: one quantum is 512 bit times."""
+    return quanta * PFC_QUANTUM_BITS / rate_bps

@@ -1,0 +1,622 @@
+"""The emulated switch ASIC's packet pipeline, pure: no sockets, no sleeps, no threads.
+
+    ingress → classify → route → admit → mark → [egress queue] → schedule + shape → link
+
+switchd (the shell) owns the sockets and the clock. It hands every received frame to
+`Switch.receive(port, frame, now)`, sends whatever `Switch.poll(now)` returns, and sleeps
+until `Switch.next_event(now)`. Time is float seconds from the caller; randomness comes
+from the injected `random.Random`, so a run under a simulated clock is reproducible.
+
+Forwarding decisions (classification, route, ECMP member) are cached per ingress port and
+flow (TOS, protocol, addresses, L4 ports); `set_fib` empties the caches.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from dataclasses import dataclass
+from typing import Sequence
+
+from rocelab.qos.model import PRIORITIES, QosProfile, port_qos
+from rocelab.registry import Registry
+from rocelab.switch.counters import (
+    BAD_IPV4_CHECKSUM, BAD_IPV4_HEADER, IMPAIRMENT_LOSS, MAC_CONTROL_UNSUPPORTED, NO_ROUTE,
+    NOT_FOR_US, NOT_IPV4, OVERSIZED, PFCWD_DROP, TO_SELF, TRUNCATED, TTL_EXPIRED, WRED_DROP,
+    TAIL_DROP, count_drop, drops_json,
+)
+from rocelab.switch.fib import Fib, RouteTable, ecmp_hash
+from rocelab.switch.frames import (
+    ECN_CE, ECN_MASK, ETH_HEADER_BYTES, ETH_P_8021Q, ETH_P_IPV4, ETH_P_MAC_CONTROL,
+    IPPROTO_TCP, IPPROTO_UDP, IPV4, IPV4_FRAGMENT_MASK, IPV4_HEADER_BYTES, IPV4_L4,
+    L4_PORTS, L4_PORTS_BYTES, MAX_FRAME_BYTES, PFC_XOFF_QUANTA, TTL_DECREMENT_DELTA,
+    VLAN_TAG_BYTES, build_pfc, mac_bytes, parse_pfc, pause_duration_s,
+)
+from rocelab.switch.mmu import DEFAULT_LOSSY_PROFILE, PgBuffer, Pool, QueueBuffer
+from rocelab.switch.pfc import STORM_DETECTED, STORM_RESTORED, PauseTimers, QueueWatchdog
+from rocelab.switch.scheduler import PortScheduler, scheduler_registry
+from rocelab.switch.shaper import DEFAULT_BURST_BYTES, Link, TokenBucket
+from rocelab.switch.wred import DROP, MARK, Wred
+
+INF = float("inf")
+# A cache this large is flushed rather than grown: a scan of random flows must not eat memory.
+FLOW_CACHE_MAX = 1 << 16
+# The shortest untagged frame the fast path takes: Ethernet + a 20-byte IPv4 header.
+_MIN_IPV4_FRAME = ETH_HEADER_BYTES + IPV4_HEADER_BYTES
+_IP = ETH_HEADER_BYTES  # offset of the IPv4 header in an untagged frame
+_IP_TOS, _IP_TTL, _IP_CHECKSUM = _IP + 1, _IP + 8, _IP + 10
+
+
+@dataclass(frozen=True)
+class PortSpec:
+    """A front-panel port as the shell sees it. `rate_bps` is the emulated (dilated) rate;
+    delay, jitter and loss impair the link out of this port."""
+
+    name: str
+    mac: str
+    rate_bps: float
+    delay_s: float = 0.0
+    jitter_s: float = 0.0
+    loss_pct: float = 0.0
+    burst_bytes: int = DEFAULT_BURST_BYTES
+
+
+class _Pg(PgBuffer):
+    """An ingress PG: the MMU's accounting plus what PFC generation needs."""
+
+    __slots__ = ("index", "port", "lossless", "priorities", "xoff_frame", "xon_frame",
+                 "refresh_at_s", "rx_packets", "rx_bytes", "drops")
+
+    def __init__(self, index, port, profile, pool, priorities):
+        super().__init__(profile, pool)
+        self.index = index
+        self.port = port
+        self.lossless = profile.lossless and bool(priorities)
+        self.priorities = priorities  # PFC priorities this PG pauses: its TCs in pfc_enable
+        self.xoff_frame = build_pfc(port.mac, {p: PFC_XOFF_QUANTA for p in priorities})
+        self.xon_frame = build_pfc(port.mac, {p: 0 for p in priorities})
+        self.refresh_at_s = INF
+        self.rx_packets = self.rx_bytes = 0
+        self.drops: dict[str, list[int]] = {}
+
+
+class _Queue(QueueBuffer):
+    """An egress queue: buffer accounting, its packets, scheduling and pause state."""
+
+    __slots__ = ("index", "port", "items", "paused_until_s", "priorities", "scheduler_type",
+                 "weight", "quantum_bytes", "deficit_bytes", "discipline", "wred", "watchdog",
+                 "dropping", "tx_packets", "tx_bytes", "ecn_marked_packets", "ecn_marked_bytes",
+                 "drops")
+
+    def __init__(self, index, port, queue_qos, buffer_profile, pool, watchdog):
+        super().__init__(buffer_profile, pool)
+        scheduler = queue_qos and queue_qos.scheduler
+        self.index = index
+        self.port = port
+        # each entry: (frame to send, size_bytes, ingress _Pg to release on dequeue)
+        self.items: deque[tuple[bytearray, int, _Pg]] = deque()
+        self.paused_until_s = 0.0
+        self.priorities: list[int] = []  # PFC priorities that pause this queue
+        self.scheduler_type = scheduler.type if scheduler else "DWRR"
+        self.weight = scheduler.weight if scheduler else 1
+        self.quantum_bytes = self.deficit_bytes = 0
+        self.discipline = None  # set by the port's PortScheduler
+        self.wred = Wred(queue_qos.wred) if queue_qos and queue_qos.wred else None
+        self.watchdog = watchdog
+        self.dropping = False  # stormed with action drop
+        self.tx_packets = self.tx_bytes = 0
+        self.ecn_marked_packets = self.ecn_marked_bytes = 0
+        self.drops: dict[str, list[int]] = {}
+
+
+class _Port:
+    """A port both ways: its ingress PGs and PFC receiver, its egress queues and link.
+    PGs and queues without a buffer profile use the MMU's built-in lossy default."""
+
+    __slots__ = ("name", "mac", "rate_bps", "qos", "pfc_enable", "pgs", "queues", "scheduler",
+                 "bucket", "link", "backlog_packets", "next_tx_s", "flows", "pause",
+                 "pfc_refresh_s", "pfc_rx_frames", "pfc_tx_frames", "rx_packets", "rx_bytes",
+                 "drops")
+
+    def __init__(self, spec: PortSpec, profile: QosProfile, pools: dict[str, Pool],
+                 schedulers: Registry, rng: random.Random):
+        self.name = spec.name
+        self.mac = mac_bytes(spec.mac)
+        self.rate_bps = spec.rate_bps
+        self.qos = qos = port_qos(profile, spec.name)
+        self.pfc_enable = frozenset(qos.pfc_enable)
+        self.bucket = TokenBucket(spec.rate_bps, spec.burst_bytes)
+        self.link = Link(spec.delay_s, spec.jitter_s, spec.loss_pct, rng)
+        self.pgs = []
+        for pg in range(PRIORITIES):
+            buffer_profile = qos.pgs.get(pg, DEFAULT_LOSSY_PROFILE)
+            priorities = tuple(tc for tc in range(PRIORITIES)
+                               if qos.tc_to_pg[tc] == pg and tc in self.pfc_enable)
+            self.pgs.append(_Pg(pg, self, buffer_profile, _pool(pools, buffer_profile),
+                                priorities if buffer_profile.lossless else ()))
+        self.queues = []
+        for q in range(PRIORITIES):
+            queue_qos = qos.queues.get(q)
+            buffer_profile = (queue_qos and queue_qos.buffer) or DEFAULT_LOSSY_PROFILE
+            watchdog = QueueWatchdog(qos.pfc_wd) if qos.pfc_wd else None
+            self.queues.append(_Queue(q, self, queue_qos, buffer_profile,
+                                      _pool(pools, buffer_profile), watchdog))
+        for priority in sorted(self.pfc_enable):
+            self.queues[qos.pfc_priority_to_queue[priority]].priorities.append(priority)
+        self.scheduler = PortScheduler(self.queues, schedulers)
+        self.backlog_packets = 0
+        self.next_tx_s = INF  # earliest time the port may have something to send
+        self.flows: dict[tuple, tuple] = {}
+        self.pause = PauseTimers()
+        # Refresh our XOFF at half the pause it asks for, so the peer's never runs out.
+        self.pfc_refresh_s = pause_duration_s(PFC_XOFF_QUANTA, spec.rate_bps) / 2
+        self.pfc_rx_frames = [0] * PRIORITIES
+        self.pfc_tx_frames = [0] * PRIORITIES
+        self.rx_packets = self.rx_bytes = 0
+        self.drops: dict[str, list[int]] = {}
+
+
+def _pool(pools: dict[str, Pool], profile) -> Pool | None:
+    if not profile.pool:
+        return None
+    try:
+        return pools[profile.pool]
+    except KeyError:
+        raise ValueError(f"buffer profile {profile.name!r} names pool {profile.pool!r}, "
+                         f"which the profile lacks ({', '.join(sorted(pools))})") from None
+
+
+class Switch:
+    """One emulated switch. See the module docstring for how a shell drives it."""
+
+    def __init__(self, name: str, ports: Sequence[PortSpec], profile: QosProfile, fib: Fib,
+                 rng: random.Random, schedulers: Registry | None = None):
+        names = [p.name for p in ports]
+        if len(set(names)) != len(names):
+            raise ValueError(f"switch {name}: port names repeat: {names}")
+        self.name = name
+        self._rng = rng
+        pools = {pool_name: Pool(pool) for pool_name, pool in profile.pools.items()}
+        schedulers = schedulers or scheduler_registry()
+        self._ports = [_Port(spec, profile, pools, schedulers, rng) for spec in ports]
+        self._port_by_name = {p.name: p for p in self._ports}
+        self._xoff_pgs: set[_Pg] = set()  # PGs that have paused their peer
+        self._watched: set[_Queue] = set()  # queues whose PFC watchdog has a timer running
+        self._next_timer_s = INF
+        self._pfc_sent = False  # during poll: a PFC frame was queued on some link
+        self.set_fib(fib)
+
+    def set_fib(self, fib: Fib) -> None:
+        """Replace the forwarding table (switchd follows the kernel's route changes)."""
+        self._routes = RouteTable(fib, self._port_by_name)
+        for port in self._ports:
+            port.flows.clear()
+
+    def set_impairment(self, port_name: str, delay_s: float, jitter_s: float, loss_pct: float) -> None:
+        """Change the link impairments out of a port while the switch runs (a lab step)."""
+        self._port_by_name[port_name].link.impair(delay_s, jitter_s, loss_pct)
+
+    # ---- ingress ---------------------------------------------------------------------
+
+    def receive(self, port_name: str, frame: bytes | bytearray | memoryview,
+                now: float) -> None:
+        """Take one frame received on `port_name` (the frame is copied if queued, so the
+        caller may reuse its buffer). Never raises on the frame's content: whatever is not
+        forwarded is counted under a drop reason. An unknown port is a KeyError."""
+        port = self._port_by_name[port_name]
+        size = len(frame)
+        port.rx_packets += 1
+        port.rx_bytes += size
+        if _MIN_IPV4_FRAME <= size <= MAX_FRAME_BYTES and frame[12] == 8 and frame[13] == 0:
+            self._ipv4(port, frame, size, now)
+        else:
+            self._not_plain_ipv4(port, frame, size, now)
+
+    def _not_plain_ipv4(self, port: _Port, frame, size: int, now: float) -> None:
+        if size > MAX_FRAME_BYTES:
+            return count_drop(port.drops, OVERSIZED, size)
+        if size < ETH_HEADER_BYTES:
+            return count_drop(port.drops, TRUNCATED, size)
+        ethertype = frame[12] << 8 | frame[13]
+        if ethertype == ETH_P_MAC_CONTROL:
+            return self._receive_pfc(port, frame, size, now)
+        if ethertype == ETH_P_8021Q:
+            if size < ETH_HEADER_BYTES + VLAN_TAG_BYTES:
+                return count_drop(port.drops, TRUNCATED, size)
+            if frame[16] << 8 | frame[17] != ETH_P_IPV4:
+                return count_drop(port.drops, NOT_IPV4, size)
+            # A routed port sends untagged: drop the tag here, once, off the fast path.
+            untagged = bytes(frame[:12]) + bytes(frame[16:])
+            if len(untagged) < _MIN_IPV4_FRAME:
+                return count_drop(port.drops, TRUNCATED, size)
+            return self._ipv4(port, untagged, len(untagged), now)
+        if ethertype == ETH_P_IPV4:
+            return count_drop(port.drops, TRUNCATED, size)
+        count_drop(port.drops, NOT_IPV4, size)
+
+    def _ipv4(self, port: _Port, frame, size: int, now: float) -> None:
+        """Validate, classify, route, admit, mark and enqueue an untagged IPv4 frame."""
+        if frame[0:6] != port.mac and not frame[0] & 1:
+            return count_drop(port.drops, NOT_FOR_US, size)
+        if frame[_IP] == 0x45 and size >= _MIN_IPV4_FRAME + L4_PORTS_BYTES:
+            ihl = IPV4_HEADER_BYTES
+            tos, total_len, frag, ttl, proto, src, dst, sport, dport = \
+                IPV4_L4.unpack_from(frame, _IP)
+        else:
+            fields = _unusual_ipv4(frame, size)
+            if type(fields) is str:
+                return count_drop(port.drops, fields, size)
+            ihl, tos, total_len, frag, ttl, proto, src, dst, sport, dport = fields
+        if total_len > size - ETH_HEADER_BYTES:
+            return count_drop(port.drops, TRUNCATED, size)
+        if total_len < ihl:
+            return count_drop(port.drops, BAD_IPV4_HEADER, size)
+        # 2^16 ≡ 1 (mod 0xFFFF): the header read as one integer is congruent to the sum of
+        # its 16-bit words, and a valid header's one's complement sum is 0xFFFF ≡ 0.
+        if int.from_bytes(frame[_IP:_IP + ihl], "big") % 0xFFFF:
+            return count_drop(port.drops, BAD_IPV4_CHECKSUM, size)
+        if (proto != IPPROTO_UDP and proto != IPPROTO_TCP) or frag & IPV4_FRAGMENT_MASK \
+                or total_len < ihl + L4_PORTS_BYTES:
+            sport = dport = 0  # no L4 header to hash on (or a fragment: keep pieces together)
+
+        key = (tos, proto, src, dst, sport, dport)
+        entry = port.flows.get(key)
+        if entry is None:
+            entry = self._resolve(port, key)
+        egress, queue, pg, macs, lossless = entry
+        if egress is None:
+            return count_drop(port.drops, queue, size)  # `queue` holds the reason
+        if ttl <= 1:
+            return count_drop(port.drops, TTL_EXPIRED, size)
+        if queue.dropping:
+            return count_drop(queue.drops, PFCWD_DROP, size)
+
+        # mark: WRED on the queue's depth as this packet arrives
+        wred = queue.wred
+        verdict = 0
+        if wred is not None and queue.depth_bytes >= wred.min_bytes:
+            verdict = wred.decide(queue.depth_bytes, tos & ECN_MASK, self._rng)
+            if verdict == DROP:
+                return count_drop(queue.drops, WRED_DROP, size)
+        # admit: egress queue limit (lossy only), then the ingress PG
+        if not lossless and not queue.fits(size):
+            return count_drop(queue.drops, TAIL_DROP, size)
+        reason = pg.admit(size, lossless)
+        if reason is not None:
+            return count_drop(pg.drops, reason, size)
+        queue.add(size)
+        pg.rx_packets += 1
+        pg.rx_bytes += size
+
+        out = bytearray(frame)
+        out[0:12] = macs
+        out[_IP_TTL] = ttl - 1
+        delta = TTL_DECREMENT_DELTA
+        if verdict == MARK:
+            out[_IP_TOS] = tos | ECN_CE
+            delta += ECN_CE - (tos & ECN_MASK)
+            queue.ecn_marked_packets += 1
+            queue.ecn_marked_bytes += size
+        # RFC 1624 eqn. 3: HC' = ~(~HC + ~m + m'), where ~m + m' sums to `delta`
+        x = (~(frame[_IP_CHECKSUM] << 8 | frame[_IP_CHECKSUM + 1]) & 0xFFFF) + delta
+        x = (x & 0xFFFF) + (x >> 16)
+        x = ~((x & 0xFFFF) + (x >> 16)) & 0xFFFF
+        out[_IP_CHECKSUM] = x >> 8
+        out[_IP_CHECKSUM + 1] = x & 0xFF
+        if not queue.items:
+            queue.discipline.activate(queue)
+        queue.items.append((out, size, pg))
+        egress.backlog_packets += 1
+
+        if lossless and pg.should_pause():
+            self._send_xoff(pg, now)
+        if egress.next_tx_s > now:  # the port may have been idle or blocked: wake it
+            start = egress.bucket.busy_until_s
+            if start < now:
+                start = now
+            if start < egress.next_tx_s:
+                egress.next_tx_s = start
+
+    def _resolve(self, port: _Port, key: tuple) -> tuple:
+        """Classify and route a flow the cache has not seen; cache the answer."""
+        tos, proto, src, dst, sport, dport = key
+        if len(port.flows) >= FLOW_CACHE_MAX:
+            port.flows.clear()
+        if self._routes.is_local(dst):
+            entry = (None, TO_SELF, None, b"", False)
+        else:
+            hops = self._routes.lookup(dst)
+            if not hops:
+                entry = (None, NO_ROUTE, None, b"", False)
+            else:
+                hop_port, hop_mac = hops[ecmp_hash(src, dst, proto, sport, dport) % len(hops)]
+                egress = self._port_by_name[hop_port]
+                qos = port.qos
+                tc = qos.dscp_to_tc[tos >> 2]
+                pg = port.pgs[qos.tc_to_pg[tc]]
+                queue = egress.queues[egress.qos.tc_to_queue[tc]]
+                lossless = pg.lossless and tc in port.pfc_enable
+                entry = (egress, queue, pg, hop_mac + egress.mac, lossless)
+        port.flows[key] = entry
+        return entry
+
+    # ---- PFC -------------------------------------------------------------------------
+
+    def _receive_pfc(self, port: _Port, frame, size: int, now: float) -> None:
+        """Honour a peer's PFC frame on this port's egress queues; never forwarded.
+        Frames for priorities outside the port's pfc_enable are counted, not honoured."""
+        quanta = parse_pfc(frame)
+        if quanta is None:
+            return count_drop(port.drops, MAC_CONTROL_UNSUPPORTED, size)
+        watch = False
+        for priority, q in quanta.items():
+            port.pfc_rx_frames[priority] += 1
+            if priority not in port.pfc_enable:
+                continue
+            queue = port.queues[port.qos.pfc_priority_to_queue[priority]]
+            watchdog = queue.watchdog
+            if watchdog is not None:
+                if q:
+                    watchdog.on_pause(now, queue.paused_until_s > now)
+                else:
+                    watchdog.on_resume()
+                self._watched.add(queue)
+                watch = True
+                if watchdog.ignores_pause:
+                    continue
+            port.pause.pause(priority, now, pause_duration_s(q, port.rate_bps))
+            queue.paused_until_s = max(port.pause.until_s[p] for p in queue.priorities)
+        if port.backlog_packets:
+            port.next_tx_s = now  # an XON may have unblocked a queue: look again
+        if watch:
+            self._reschedule_timers()
+
+    def _send_pfc(self, port: _Port, frame: bytes, priorities: tuple[int, ...],
+                  now: float) -> None:
+        for p in priorities:
+            port.pfc_tx_frames[p] += 1
+        self._pfc_sent = True
+        if not port.link.send(frame, now):
+            count_drop(port.drops, IMPAIRMENT_LOSS, len(frame))
+
+    def _send_xoff(self, pg: _Pg, now: float) -> None:
+        pg.xoff_active = True
+        pg.refresh_at_s = now + pg.port.pfc_refresh_s
+        self._xoff_pgs.add(pg)
+        self._send_pfc(pg.port, pg.xoff_frame, pg.priorities, now)
+        self._reschedule_timers()
+
+    def _send_xon(self, pg: _Pg, now: float) -> None:
+        pg.xoff_active = False
+        pg.refresh_at_s = INF
+        self._xoff_pgs.discard(pg)
+        self._send_pfc(pg.port, pg.xon_frame, pg.priorities, now)
+        self._reschedule_timers()
+
+    def _reschedule_timers(self) -> None:
+        t = INF
+        for pg in self._xoff_pgs:
+            if pg.refresh_at_s < t:
+                t = pg.refresh_at_s
+        for queue in self._watched:
+            due = queue.watchdog.due_s()
+            if due is not None and due < t:
+                t = due
+        self._next_timer_s = t
+
+    def _run_timers(self, now: float) -> None:
+        """Refresh XOFFs about to run out (or resume, if the PG has drained meanwhile) and
+        step the PFC watchdogs."""
+        for pg in [pg for pg in self._xoff_pgs if pg.refresh_at_s <= now]:
+            if pg.should_resume():
+                self._send_xon(pg, now)
+            else:
+                pg.refresh_at_s = now + pg.port.pfc_refresh_s
+                self._send_pfc(pg.port, pg.xoff_frame, pg.priorities, now)
+        for queue in list(self._watched):
+            watchdog = queue.watchdog
+            due = watchdog.due_s()
+            if due is None:
+                self._watched.discard(queue)
+            elif due <= now:
+                transition = watchdog.evaluate(now, queue.paused_until_s)
+                if transition == STORM_DETECTED and watchdog.ignores_pause:
+                    self._ignore_pause(queue, now)
+                elif transition == STORM_RESTORED:
+                    queue.dropping = False
+                if watchdog.due_s() is None:
+                    self._watched.discard(queue)
+        self._reschedule_timers()
+
+    def _ignore_pause(self, queue: _Queue, now: float) -> None:
+        """A stormed queue (action drop or forward) stops honouring its pause; with drop
+        it also discards what it holds and whatever arrives for it."""
+        port = queue.port
+        for p in queue.priorities:
+            port.pause.pause(p, now, 0.0)
+        queue.paused_until_s = now
+        if queue.watchdog.drops:
+            queue.dropping = True
+            while queue.items:
+                _frame, size, pg = queue.items.popleft()
+                port.backlog_packets -= 1
+                self._release(queue, size, pg, now)
+                count_drop(queue.drops, PFCWD_DROP, size)
+        if port.backlog_packets:
+            port.next_tx_s = now
+
+    # ---- egress ----------------------------------------------------------------------
+
+    def _release(self, queue: _Queue, size: int, pg: _Pg, now: float) -> None:
+        """A packet has left `queue`: free its buffer, and resume its PG's peer if due."""
+        queue.release(size)
+        pg.release(size)
+        if pg.xoff_active and pg.should_resume():
+            self._send_xon(pg, now)
+
+    def poll(self, now: float) -> list[tuple[str, bytes | bytearray]]:
+        """Frames whose time has come, as (egress port name, frame), in send order: data
+        paced to each port's rate and delayed by its link, and PFC frames."""
+        out: list[tuple[str, bytes | bytearray]] = []
+        self._pfc_sent = False
+        if self._next_timer_s <= now:
+            self._run_timers(now)
+        for port in self._ports:
+            link = port.link
+            if link.frames and link.frames[0][0] <= now:  # PFC first: it preempts data
+                link.deliver(now, port.name, out)
+            if port.next_tx_s <= now:
+                self._transmit(port, now, out)
+                if link.frames and link.frames[0][0] <= now:
+                    link.deliver(now, port.name, out)
+        if self._pfc_sent:  # an XON freed by a dequeue on a port already visited
+            for port in self._ports:
+                link = port.link
+                if link.frames and link.frames[0][0] <= now:
+                    link.deliver(now, port.name, out)
+        return out
+
+    def _transmit(self, port: _Port, now: float, out: list) -> None:
+        """Send from the port's queues while its token bucket allows."""
+        bucket = port.bucket
+        start = bucket.start_s(now, port.next_tx_s)
+        s_per_byte = bucket.s_per_byte
+        pick = port.scheduler.pick
+        link = port.link
+        impaired = link.impaired
+        name = port.name
+        release = self._release
+        while start <= now and port.backlog_packets:
+            queue = pick(now)
+            if queue is None:
+                break
+            frame, size, pg = queue.items.popleft()
+            port.backlog_packets -= 1
+            release(queue, size, pg, now)
+            queue.tx_packets += 1
+            queue.tx_bytes += size
+            start += size * s_per_byte
+            if not impaired:
+                out.append((name, frame))
+            elif not link.send(frame, now):
+                count_drop(port.drops, IMPAIRMENT_LOSS, size)
+        bucket.busy_until_s = start
+        if not port.backlog_packets:
+            port.next_tx_s = INF
+        elif start > now:
+            port.next_tx_s = start
+        else:  # every queue with packets is paused: wake when the first pause runs out
+            port.next_tx_s = min(q.paused_until_s for q in port.queues if q.items)
+
+    def next_event(self, now: float) -> float | None:
+        """The earliest time `poll` has something to do (≥ now), or None if nothing is
+        pending at all. The shell may sleep until then unless a frame arrives first."""
+        t = self._next_timer_s
+        for port in self._ports:
+            if port.next_tx_s < t:
+                t = port.next_tx_s
+            frames = port.link.frames
+            if frames and frames[0][0] < t:
+                t = frames[0][0]
+        if t == INF:
+            return None
+        return t if t > now else now
+
+    # ---- counters --------------------------------------------------------------------
+
+    def counters(self, now: float) -> dict:
+        """Every counter as plain JSON-able data (layout: `rocelab.switch` docstring)."""
+        ports = {}
+        totals: dict[str, list[int]] = {}
+        for port in self._ports:
+            queues = [_queue_counters(q) for q in port.queues]
+            pgs = [_pg_counters(pg) for pg in port.pgs]
+            for holder in [port, *port.queues, *port.pgs]:
+                for reason, (n, b) in holder.drops.items():
+                    entry = totals.setdefault(reason, [0, 0])
+                    entry[0] += n
+                    entry[1] += b
+            ports[port.name] = {
+                "rx_packets": port.rx_packets,
+                "rx_bytes": port.rx_bytes,
+                "tx_packets": sum(q.tx_packets for q in port.queues),
+                "tx_bytes": sum(q.tx_bytes for q in port.queues),
+                "drops": drops_json(port.drops),
+                "pfc_rx_frames": list(port.pfc_rx_frames),
+                "pfc_tx_frames": list(port.pfc_tx_frames),
+                "paused_time_s": [port.pause.paused_time_s(p, now) for p in range(PRIORITIES)],
+                "queues": queues,
+                "pgs": pgs,
+            }
+        return {"switch": self.name, "time_s": now, "drops": drops_json(totals),
+                "ports": ports}
+
+    def clear_counters(self, now: float) -> None:
+        """Zero every counter and restart watermarks from the current occupancy."""
+        for port in self._ports:
+            port.rx_packets = port.rx_bytes = 0
+            port.drops.clear()
+            port.pfc_rx_frames = [0] * PRIORITIES
+            port.pfc_tx_frames = [0] * PRIORITIES
+            port.pause.clear(now)
+            for q in port.queues:
+                q.tx_packets = q.tx_bytes = q.ecn_marked_packets = q.ecn_marked_bytes = 0
+                q.drops.clear()
+                q.reset_watermarks()
+                if q.watchdog is not None:
+                    q.watchdog.storms_detected = q.watchdog.storms_restored = 0
+            for pg in port.pgs:
+                pg.rx_packets = pg.rx_bytes = 0
+                pg.drops.clear()
+                pg.reset_watermarks()
+
+
+def _unusual_ipv4(frame, size: int) -> tuple | str:
+    """Parse an IPv4 header the fast path does not take (options, or too short for the
+    L4 ports): its fields, or the drop reason."""
+    vihl = frame[_IP]
+    ihl = (vihl & 0x0F) * 4
+    if vihl >> 4 != 4 or ihl < IPV4_HEADER_BYTES:
+        return BAD_IPV4_HEADER
+    if size < _IP + ihl:
+        return TRUNCATED
+    tos, total_len, frag, ttl, proto, src, dst = IPV4.unpack_from(frame, _IP)
+    if size >= _IP + ihl + L4_PORTS_BYTES:
+        sport, dport = L4_PORTS.unpack_from(frame, _IP + ihl)
+    else:
+        sport = dport = 0
+    return ihl, tos, total_len, frag, ttl, proto, src, dst, sport, dport
+
+
+def _queue_counters(q: _Queue) -> dict:
+    wd = q.watchdog
+    return {
+        "tx_packets": q.tx_packets,
+        "tx_bytes": q.tx_bytes,
+        "ecn_marked_packets": q.ecn_marked_packets,
+        "ecn_marked_bytes": q.ecn_marked_bytes,
+        "depth_bytes": q.depth_bytes,
+        "watermark_bytes": q.watermark_bytes,
+        "shared_watermark_bytes": q.shared_watermark_bytes,
+        "drops": drops_json(q.drops),
+        "pfcwd": None if wd is None else {
+            "stormed": wd.stormed,
+            "storms_detected": wd.storms_detected,
+            "storms_restored": wd.storms_restored,
+        },
+    }
+
+
+def _pg_counters(pg: _Pg) -> dict:
+    return {
+        "rx_packets": pg.rx_packets,
+        "rx_bytes": pg.rx_bytes,
+        "lossless": pg.lossless,
+        "xoff": pg.xoff_active,
+        "reserved_bytes": pg.reserved_used_bytes,
+        "shared_bytes": pg.shared_used_bytes,
+        "headroom_bytes": pg.headroom_used_bytes,
+        "shared_watermark_bytes": pg.shared_watermark_bytes,
+        "headroom_watermark_bytes": pg.headroom_watermark_bytes,
+        "drops": drops_json(pg.drops),
+    }

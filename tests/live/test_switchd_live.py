@@ -1,0 +1,145 @@
+"""switchd for real: shaping, PFC received and sent, lossy drops, and garbage on the wire."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from scapy.contrib.mac_control import MACControlClassBasedFlowControl
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+from scapy.packet import Raw, fuzz
+from scapy.volatile import RandString
+
+from rocelab import control
+from rocelab.engines.netns import pids_in
+
+from nsutil import InNetns, blast, capture, in_netns, raw_socket
+
+pytestmark = pytest.mark.root
+ROOT = Path(__file__).resolve().parents[2]
+PROFILES = ROOT / "profiles"
+RATE_BPS = 100e9 / 1000  # 100G at TDF 1000
+
+
+def counters(lab: str, node: str) -> dict:
+    return control.request(control.socket_path(lab, node), "counters")["counters"]
+
+
+def udp_frame(spec, src: str, dst: str, dscp: int, size: int, sport: int = 4791) -> bytes:
+    fabric = spec.fabric
+    src_port = fabric.node(src).ports[0]
+    pkt = (Ether(src=src_port.mac, dst=fabric.peer(src_port).mac)
+           / IP(src=str(fabric.host_address(src)), dst=str(fabric.host_address(dst)), tos=dscp << 2 | 2)
+           / UDP(sport=sport, dport=4791))
+    return bytes(pkt / Raw(b"\x00" * (size - len(pkt))))
+
+
+def test_a_port_is_shaped_to_its_emulated_rate(bring_up):
+    spec, record = bring_up("incast-1x5", dataplane="switchd", profile=PROFILES / "lossy.json")
+    frame = udp_frame(spec, "h1", "h2", 0, 4096)
+    rx = InNetns(record.node("h2").netns, capture, "eth1", 4.0)
+    time.sleep(0.3)
+    in_netns(record.node("h1").netns, blast, "eth1", frame, 1.5 * RATE_BPS, 3.0)
+    frames = [(t, f) for t, f in rx.result() if f[12:14] == b"\x08\x00" and f[23] == 17]
+    # Skip the first half second: the egress queue fills while the shaper settles.
+    start = frames[0][0] + 0.5
+    window = [(t, f) for t, f in frames if t >= start]
+    rate_bps = sum(len(f) for _, f in window[1:]) * 8 / (window[-1][0] - window[0][0])
+    assert rate_bps == pytest.approx(RATE_BPS, rel=0.03)
+
+
+def test_a_pfc_frame_pauses_exactly_its_priority(bring_up):
+    spec, record = bring_up("incast-1x5", dataplane="switchd", profile=PROFILES / "roce-lossless.json")
+    h2 = spec.fabric.node("h2").ports[0]
+    pause = bytes(Ether(src=h2.mac, dst="01:80:c2:00:00:01", type=0x8808)
+                  / MACControlClassBasedFlowControl(c3_enabled=1, c3_pause_time=0xFFFF))
+    lossless = udp_frame(spec, "h1", "h2", 26, 1024)
+    lossy = udp_frame(spec, "h1", "h2", 0, 1024, sport=5000)
+    rx = InNetns(record.node("h2").netns, capture, "eth1", 1.0)
+    time.sleep(0.2)
+
+    def send_pause_then_traffic():
+        raw_socket("eth1").send(pause)
+        return None
+
+    in_netns(record.node("h2").netns, send_pause_then_traffic)
+
+    def send_both():
+        sock = raw_socket("eth1")
+        for _ in range(20):
+            sock.send(lossless)
+            sock.send(lossy)
+        return time.monotonic()
+
+    sent_at = in_netns(record.node("h1").netns, send_both)
+    frames = rx.result()
+    # 65535 quanta × 512 bit times at 100 Mb/s = 0.3355 s: nothing on priority 3 meanwhile.
+    hold_s = 0xFFFF * 512 / RATE_BPS
+    dscp = [(t, f[15] >> 2) for t, f in frames if f[12:14] == b"\x08\x00"]
+    early_lossless = [t for t, d in dscp if d == 26 and t < sent_at + hold_s - 0.05]
+    lossy_seen = [t for t, d in dscp if d == 0]
+    late_lossless = [t for t, d in dscp if d == 26]
+    assert early_lossless == []
+    assert len(lossy_seen) == 20
+    assert len(late_lossless) == 20
+    eth2 = counters(spec.name, "leaf1")["ports"]["eth2"]
+    assert eth2["pfc_rx_frames"][3] == 1
+    assert eth2["paused_time_s"][3] > 0.25
+
+
+def test_lossy_incast_drops_and_sends_no_pfc(bring_up):
+    spec, record = bring_up("incast-1x5", dataplane="switchd", profile=PROFILES / "lossy.json")
+    seen_by_h1 = InNetns(record.node("h1").netns, capture, "eth1", 2.5)
+    time.sleep(0.2)
+    senders = [InNetns(record.node(h).netns, blast, "eth1", udp_frame(spec, h, "h5", 26, 4096, sport=6000 + i),
+                       RATE_BPS, 1.5) for i, h in enumerate(("h1", "h2"))]
+    for s in senders:
+        s.result()
+    time.sleep(0.5)
+    leaf = counters(spec.name, "leaf1")
+    assert sum(n["packets"] for n in leaf["drops"].values()) > 0
+    assert "tail_drop" in leaf["drops"]
+    assert all(sum(p["pfc_tx_frames"]) == 0 for p in leaf["ports"].values())
+    pfc_on_wire = [f for _, f in seen_by_h1.result() if f[12:14] == b"\x88\x08"]
+    assert pfc_on_wire == []
+
+
+def test_garbage_on_every_port_is_counted_and_never_stops_switchd(bring_up):
+    spec, record = bring_up("leaf-spine-2x2", dataplane="switchd", profile=PROFILES / "roce-lossless.json")
+    fabric = spec.fabric
+    before = {s.name: counters(spec.name, s.name) for s in fabric.switches}
+    good = udp_frame(spec, "h1", "h4", 26, 128)
+    garbage = [
+        good[:20],                                      # truncated inside the IPv4 header
+        good[:14] + b"\x45" + good[15:24] + b"\xde\xad" + good[26:],  # bad IPv4 checksum
+        bytes(Ether(type=0x86DD) / Raw(b"\x60" + b"\x00" * 60)),      # not IPv4
+        good[:16] + b"\xfd\xe8" + good[18:] + b"\x00" * 8000,  # IPv4 total length 65000 ≠ frame
+    ]
+
+    def inject(iface, frames, n_fuzz):
+        sock = raw_socket(iface)
+        for f in frames:
+            sock.send(f)
+        for _ in range(n_fuzz):
+            sock.send(bytes(fuzz(Ether(dst="02:52:4c:00:00:00") / IP(dst="198.18.0.1") / UDP()))[:1500])
+            sock.send(bytes(RandString(64)))
+        return len(frames) + 2 * n_fuzz
+
+    sent = {}
+    for switch in fabric.switches:
+        for port in switch.ports:
+            peer = fabric.peer(port)  # inject from the far end of the cable into this port
+            sent[(switch.name, port.name)] = in_netns(record.node(peer.node).netns, inject, peer.name, garbage, 30)
+    time.sleep(0.5)
+    for switch in fabric.switches:
+        after = counters(spec.name, switch.name)
+        for port in switch.ports:
+            got = after["ports"][port.name]["rx_packets"] - before[switch.name]["ports"][port.name]["rx_packets"]
+            assert got >= sent[(switch.name, port.name)]
+        assert sum(d["packets"] for d in after["drops"].values()) > 0
+    agents = {p["pid"] for p in record.processes}
+    assert agents <= set(pids_in(record.namespaces))
+    assert os.system(f"ip netns exec {record.node('h1').netns} ping -c2 -W2 -q 198.19.4.2 >/dev/null") == 0
