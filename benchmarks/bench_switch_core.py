@@ -23,7 +23,8 @@ from rocelab.qos.model import (
     BufferPool, BufferProfile, PortQos, QosProfile, QueueQos, Scheduler, WredProfile,
 )
 from rocelab.switch import Fib, NextHop, PortSpec, Switch
-from rocelab.switch.frames import ETH_P_MAC_CONTROL, parse_pfc, pause_duration_s
+from rocelab.ethernet import ETH_P_MAC_CONTROL, pause_duration_s
+from rocelab.switch.frames import parse_pfc
 
 FRAME_BYTES = 4096
 RATE_BPS = 100e6  # 100G at time dilation 1000

@@ -3,7 +3,6 @@ is told when a file is wrong."""
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 

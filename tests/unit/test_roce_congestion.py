@@ -12,13 +12,8 @@ from scapy.packet import raw
 
 from rocelab.roce import Nic, NicConfig, dilate
 from rocelab.roce.sim import EcnMarking, FabricSim, connect_qps, poll_until
-from rocelab.roce.wire import (
-    Opcode,
-    PauseFrame,
-    mark_ce,
-    parse_frame,
-    pause_duration_s,
-)
+from rocelab.ethernet import pause_duration_s
+from rocelab.roce.wire import Opcode, PauseFrame, mark_ce, parse_frame
 
 SWITCH_MAC = "02:00:00:00:ff:ff"
 

@@ -14,20 +14,9 @@ from scapy.packet import Padding, Raw, raw
 from rocelab.layers import RETH
 from rocelab.roce import Nic, NicConfig
 from rocelab.roce.sim import EcnMarking, FabricSim, connect_qps
+from rocelab.ethernet import ECN_CE
 from rocelab.roce.wire import (
-    BTH as BTH_STRUCT,
-    ECN_CE,
-    FlowHeaders,
-    MalformedFrame,
-    NotRoce,
-    Opcode,
-    PauseFrame,
-    RocePacket,
-    Syndrome,
-    aeth,
-    mark_ce,
-    parse_frame,
-    reth,
+    BTH as BTH_STRUCT, FlowHeaders, MalformedFrame, NotRoce, Opcode, PauseFrame, RocePacket, Syndrome, aeth, mark_ce, parse_frame, reth,
 )
 
 SRC_MAC = bytes.fromhex("020000000001")

@@ -12,7 +12,8 @@ from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import ARP, Ether
 from scapy.packet import fuzz
 
-from rocelab.switch.frames import IPV4, IPV4_L4, build_pfc, mac_bytes, parse_pfc
+from rocelab.ethernet import mac_bytes
+from rocelab.switch.frames import IPV4, IPV4_L4, build_pfc, parse_pfc
 from test_switch_support import (
     PORTS, host_mac, lossless_profile, make_switch, pfc_from_peer, roce, run, switch_mac,
 )

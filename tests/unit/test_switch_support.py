@@ -17,7 +17,8 @@ from rocelab.qos.model import (
     WredProfile,
 )
 from rocelab.switch import Fib, NextHop, PortSpec, Switch
-from rocelab.switch.frames import build_pfc, mac_bytes
+from rocelab.ethernet import mac_bytes
+from rocelab.switch.frames import build_pfc
 
 RATE_BPS = 100e6  # 100G dilated by 1000
 PORTS = ("eth1", "eth2", "eth3", "eth4")

@@ -25,19 +25,9 @@ from dataclasses import asdict, fields
 from rocelab.roce.cc import CcRegistry, builtin_cc_registry
 from rocelab.roce.config import NicConfig
 from rocelab.roce.qp import MemoryRegion, QpCounters, QpState, QueuePair, WorkCompletion
+from rocelab.ethernet import ECN_CE, mac_bytes, pause_duration_s
 from rocelab.roce.wire import (
-    ECN_CE,
-    PRIORITIES,
-    PSN_MASK,
-    QPN_MASK,
-    MalformedFrame,
-    NotRoce,
-    Opcode,
-    PauseFrame,
-    ip_to_bytes,
-    mac_to_bytes,
-    parse_frame,
-    pause_duration_s,
+    PRIORITIES, PSN_MASK, QPN_MASK, MalformedFrame, NotRoce, Opcode, PauseFrame, ip_to_bytes, parse_frame,
 )
 
 _FIRST_QPN = 0x11  # QP0 and QP1 are InfiniBand's management QPs; rxe also starts here
@@ -59,7 +49,7 @@ class Nic:
     def __init__(self, mac: str | bytes, ip: str | bytes, port_rate_bps: float,
                  config: NicConfig | None = None, *, rng: random.Random,
                  cc_registry: CcRegistry | None = None):
-        self.mac = mac_to_bytes(mac)
+        self.mac = mac_bytes(mac)
         self.ip = ip_to_bytes(ip)
         if port_rate_bps <= 0:
             raise ValueError(f"port_rate_bps={port_rate_bps} must be positive")
@@ -134,7 +124,7 @@ class Nic:
         algorithm = cc_algorithm or self.config.cc_algorithm
         cc = self._cc_registry.create(algorithm, self.port_rate_bps, self.config.cc)
         qp.connect(remote_qpn=remote_qpn, remote_ip=ip_to_bytes(remote_ip),
-                   remote_mac=mac_to_bytes(remote_mac), remote_psn=remote_psn,
+                   remote_mac=mac_bytes(remote_mac), remote_psn=remote_psn,
                    udp_sport=udp_sport, dscp=dscp, pmtu_bytes=pmtu_bytes, cc=cc)
         self._connected.append(qp)
 

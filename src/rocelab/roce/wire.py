@@ -15,24 +15,17 @@ import ipaddress
 import struct
 from enum import IntEnum
 
+from rocelab.ethernet import ECN_CE, ECN_MASK, ETH_P_MAC_CONTROL, IPPROTO_UDP, MAC_CONTROL_PAUSE, MAC_CONTROL_PFC, MIN_FRAME_BYTES
 from rocelab.roce.icrc import ICRC, ICRC_BYTES, icrc, mask_variant_fields
 
 ETH_P_IPV4 = 0x0800
 ETH_P_8021Q = 0x8100
-ETH_P_MAC_CONTROL = 0x8808
-IPPROTO_UDP = 17
 ROCE_UDP_PORT = 4791
 
-MAC_CONTROL_PAUSE = 0x0001  # 802.3x: one pause time for the whole link
-MAC_CONTROL_PFC = 0x0101  # 802.1Qbb: a pause time per priority
 PRIORITIES = 8
-PAUSE_QUANTUM_BITS = 512
 
-MIN_FRAME_BYTES = 60  # Ethernet minimum without FCS; shorter frames get zero padding
 
-ECN_MASK = 0x03
 ECN_ECT0 = 0x02
-ECN_CE = 0x03
 
 PSN_MASK = 0xFFFFFF
 QPN_MASK = 0xFFFFFF
@@ -123,14 +116,6 @@ class MalformedFrame(ValueError):
 
 class NotRoce(ValueError):
     """A well-formed frame that is not RoCEv2 or MAC Control (ARP, IPv6, other UDP)."""
-
-
-def mac_to_bytes(mac: str | bytes) -> bytes:
-    """'02:00:00:00:00:01' or 6 bytes → 6 bytes. Raises ValueError."""
-    raw = mac if isinstance(mac, bytes) else bytes.fromhex(mac.replace(":", "").replace("-", ""))
-    if len(raw) != 6:
-        raise ValueError(f"{mac!r} is not a MAC address like 02:00:00:00:00:01")
-    return raw
 
 
 def ip_to_bytes(ip: str | bytes) -> bytes:
@@ -342,11 +327,6 @@ def _parse_mac_control(frame: bytes, off: int) -> PauseFrame:
         (time,) = struct.unpack_from("!H", frame, body)
         return PauseFrame((time,) * PRIORITIES)
     raise MalformedFrame("unsupported_mac_control")
-
-
-def pause_duration_s(quanta: int, port_rate_bps: float) -> float:
-    """How long `quanta` pause quanta last on a port of this speed (512 bit times each)."""
-    return quanta * PAUSE_QUANTUM_BITS / port_rate_bps
 
 
 def _ip_offset(frame: bytes | bytearray) -> int | None:

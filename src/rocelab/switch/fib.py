@@ -12,7 +12,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
-from rocelab.switch.frames import mac_bytes
+from rocelab.ethernet import mac_bytes
 
 
 @dataclass(frozen=True)

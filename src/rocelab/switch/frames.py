@@ -9,28 +9,24 @@ from __future__ import annotations
 import struct
 from typing import Mapping
 
+from rocelab.ethernet import ETH_P_MAC_CONTROL, MAC_CONTROL_PFC, MIN_FRAME_BYTES
 from rocelab.qos.model import PRIORITIES
 
 ETH_P_IPV4 = 0x0800
 ETH_P_8021Q = 0x8100
-ETH_P_MAC_CONTROL = 0x8808
-PFC_OPCODE = 0x0101
 
 ETH_HEADER_BYTES = 14
 VLAN_TAG_BYTES = 4
 IPV4_HEADER_BYTES = 20  # without options
 L4_PORTS_BYTES = 4  # UDP/TCP source and destination port
-MIN_FRAME_BYTES = 60  # without FCS
 # A jumbo MTU of 9216 plus Ethernet and one VLAN tag; anything longer is not a frame a
 # port would accept.
 MAX_FRAME_BYTES = 9216 + ETH_HEADER_BYTES + VLAN_TAG_BYTES
 
 PFC_DST_MAC = bytes.fromhex("0180c2000001")
 PFC_XOFF_QUANTA = 0xFFFF  # the longest pause one frame can ask for
-PFC_QUANTUM_BITS = 512  # one quantum = 512 bit times at the port's speed
 
 IPPROTO_TCP = 6
-IPPROTO_UDP = 17
 
 # IPv4 header after its version/IHL byte: TOS, total length, flags/fragment offset, TTL,
 # protocol, source, destination (identification and checksum skipped).
@@ -44,19 +40,6 @@ PFC = struct.Struct("!6s6sHHH8H")
 # IPv4 flags/fragment-offset field: more-fragments flag and offset. Any fragment is hashed
 # on its addresses alone, so all pieces of a datagram take one path.
 IPV4_FRAGMENT_MASK = 0x3FFF
-ECN_MASK = 0x03
-ECN_CE = 0x03
-
-
-def mac_bytes(mac: str | bytes) -> bytes:
-    """'02:00:00:00:00:01' (or 6 raw bytes) → 6 bytes. Raises ValueError."""
-    if isinstance(mac, bytes):
-        raw = mac
-    else:
-        raw = bytes.fromhex(mac.replace(":", "").replace("-", ""))
-    if len(raw) != 6:
-        raise ValueError(f"{mac!r} is not a MAC address like 02:00:00:00:00:01")
-    return raw
 
 
 # RFC 1624 incremental checksum update: a TTL decrement changes the word TTL|protocol by
@@ -75,7 +58,7 @@ def build_pfc(src_mac: bytes, quanta: Mapping[int, int]) -> bytes:
             raise ValueError(f"PFC priority {priority} quanta {q} out of range")
         enable |= 1 << priority
         times[priority] = q
-    frame = PFC.pack(PFC_DST_MAC, src_mac, ETH_P_MAC_CONTROL, PFC_OPCODE, enable, *times)
+    frame = PFC.pack(PFC_DST_MAC, src_mac, ETH_P_MAC_CONTROL, MAC_CONTROL_PFC, enable, *times)
     return frame + bytes(MIN_FRAME_BYTES - len(frame))
 
 
@@ -85,11 +68,6 @@ def parse_pfc(frame: bytes | bytearray | memoryview) -> dict[int, int] | None:
     if len(frame) < PFC.size:
         return None
     _dst, _src, ethertype, opcode, enable, *times = PFC.unpack_from(frame)
-    if ethertype != ETH_P_MAC_CONTROL or opcode != PFC_OPCODE:
+    if ethertype != ETH_P_MAC_CONTROL or opcode != MAC_CONTROL_PFC:
         return None
     return {p: times[p] for p in range(PRIORITIES) if enable >> p & 1}
-
-
-def pause_duration_s(quanta: int, rate_bps: float) -> float:
-    """How long `quanta` pauses a port of this speed: one quantum is 512 bit times."""
-    return quanta * PFC_QUANTUM_BITS / rate_bps

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 
 from rocelab.qos.model import WredProfile
-from rocelab.switch.frames import ECN_CE
+from rocelab.ethernet import ECN_CE
 
 PASS, MARK, DROP = 0, 1, 2
 
