@@ -12,6 +12,7 @@ import json as jsonlib
 import shlex
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from invoke import Exit, task
 from rich.console import Console
 
 from rocelab import calc as calc_mod
-from rocelab import paths, report
+from rocelab import control, paths, report, views
 from rocelab import state as lab_state
 from rocelab.cli import TaskCollection
 from rocelab.engines import builtin_engines
@@ -27,8 +28,9 @@ from rocelab.errors import EXIT_USAGE, InputError, Problem
 from rocelab.lab import load_lab
 from rocelab.registry import UnknownName
 
-console = Console()
-err_console = Console(stderr=True)
+# Wide enough for SONiC's 14-column interface view when output goes to a file or pipe.
+console = Console(width=None if sys.stdout.isatty() else 160)
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 
 
 def _front_door(optional_positionals: tuple[str, ...] = ()):
@@ -145,6 +147,60 @@ def graph(c, lab=None, out=None):
     console.print(f"picture: {target}")
 
 
+def _agents(record: lab_state.LabState, node: str | None) -> list[dict]:
+    agents = [p for p in record.processes if node in (None, p["node"])]
+    if node and not agents:
+        with_agents = ", ".join(p["node"] for p in record.processes) or "none (a kernel data plane lab)"
+        raise InputError([Problem(node, "", f"runs no agent in {record.name}", f"nodes with counters: {with_agents}")])
+    return agents
+
+
+@task(positional=["what", "node"], help={
+    "what": "counters", "node": "one node (default: every node with an agent)", "lab": "the lab (default: the one up)",
+    "view": f"only these switch views, comma-separated: {', '.join(views.VIEWS)}",
+    "interval": "seconds between the two samples that give interface rates (default 1)",
+    "json": "print one JSON document"})
+@_front_door(optional_positionals=("node",))
+def show(c, what, node=None, lab=None, view=None, interval=1.0, json=False):
+    """SONiC-style counter views of switchd and nicd: `invoke show counters leaf1`."""
+    if what != "counters":
+        raise InputError([Problem(what, "", "is not something show knows", "try: invoke show counters [NODE]")])
+    chosen = tuple(v.strip() for v in view.split(",")) if view else views.VIEWS
+    unknown = [v for v in chosen if v not in views.VIEWS]
+    if unknown:
+        raise InputError([Problem("--view", "", f"{', '.join(unknown)} is not a view", f"views: {', '.join(views.VIEWS)}")])
+    record = _running(lab, "show counters")
+    agents = _agents(record, node)
+
+    def sample() -> dict[str, dict]:
+        return {a["node"]: control.request(control.socket_path(record.name, a["node"]), "counters")
+                for a in agents}
+
+    rates = {n.name: {i.name: 0.0 for i in n.interfaces} for n in record.nodes}
+    for a in agents:
+        config = jsonlib.loads((control.socket_path(record.name, a["node"]).with_suffix(".json")).read_text())
+        rates[a["node"]] = {p["name"]: p["rate_bps"] for p in config["ports"]}
+    before = None
+    if not json and "interfaces" in chosen and any(a["what"] == "switchd" for a in agents):
+        before = sample()
+        time.sleep(interval)
+    now = sample()
+    if json:
+        print(jsonlib.dumps({"lab": record.name, "tdf": record.tdf,
+                             "nodes": {name: {"agent": next(a["what"] for a in agents if a["node"] == name),
+                                              "counters": reply["counters"]} for name, reply in now.items()}},
+                            indent=1))
+        return
+    for a in agents:
+        reply = now[a["node"]]
+        if a["what"] == "switchd":
+            console.print(views.switch_views(a["node"], reply["counters"],
+                                             before[a["node"]]["counters"] if before else None, interval,
+                                             rates[a["node"]], record.tdf, chosen))
+        else:
+            console.print(views.nic_view(a["node"], reply["counters"], record.tdf))
+
+
 @task(help={"params": "model parameters (e.g. 175B, 7e9)", "dtype": "fp32, bf16, fp16, fp8 or bytes per parameter",
             "gpus": "number of GPUs (ranks)", "nic_speed": "NIC line rate (e.g. 400G)",
             "usd_per_gpu_hour": "price of one GPU-hour", "gpus_per_server": "GPUs per server (default 8)",
@@ -175,4 +231,4 @@ def test(c, k=None, unit=False):
     raise Exit(code=subprocess.call(argv, cwd=paths.project_root()))
 
 
-ns = TaskCollection(up, down, status, exec_, graph, calc, test)
+ns = TaskCollection(up, down, status, exec_, graph, show, calc, test)

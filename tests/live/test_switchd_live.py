@@ -143,3 +143,22 @@ def test_garbage_on_every_port_is_counted_and_never_stops_switchd(bring_up):
     agents = {p["pid"] for p in record.processes}
     assert agents <= set(pids_in(record.namespaces))
     assert os.system(f"ip netns exec {record.node('h1').netns} ping -c2 -W2 -q 198.19.4.2 >/dev/null") == 0
+
+
+def test_show_counters_gives_sonic_views_and_json(bring_up):
+    import json
+    import subprocess
+    import sys
+
+    spec, record = bring_up("incast-1x5", dataplane="switchd", profile=PROFILES / "roce-lossless.json")
+    in_netns(record.node("h1").netns, blast, "eth1", udp_frame(spec, "h1", "h2", 26, 1000), RATE_BPS / 10, 0.3)
+    cli = [sys.executable, "-m", "rocelab", "show", "counters", "leaf1", "--lab", spec.name]
+    doc = json.loads(subprocess.run([*cli, "--json"], capture_output=True, text=True, check=True).stdout)
+    ports = doc["nodes"]["leaf1"]["counters"]["ports"]
+    assert ports["eth2"]["queues"][3]["tx_packets"] == ports["eth1"]["rx_packets"] > 0
+    text = subprocess.run([*cli, "--interval", "0.2"], capture_output=True, text=True, check=True).stdout
+    for heading in ("RX_OK", "TX_DRP", "Counter/pkts", "Port Rx", "PFC3", "EcnMarked/pkts",
+                    "Ingress headroom per PG", "drops by reason"):
+        assert heading in text
+    bad = subprocess.run([*cli, "--view", "nope"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "interfaces" in bad.stderr

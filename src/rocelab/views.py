@@ -1,0 +1,185 @@
+"""Counter views in the shape of SONiC's CLI, so what a learner reads here reads the same
+on a production switch (REFERENCE.md, "What SONiC's counter views look like"):
+
+    interfaces   portstat      `show interfaces counters`
+    queues       queuestat     `show queue counters`
+    pfc          pfcstat       `show pfc counters` (plus pause time, rocelab's own)
+    wred         queuestat     `show queue wredcounters`
+    watermarks   watermarkstat `show priority-group watermark shared|headroom`, `show queue watermark unicast`
+    drops        rocelab's drop reasons per port (SONiC splits these across several views)
+
+Plain tables, numbers right-aligned with thousands separators, N/A where there is no value.
+Rates are emulated (what the dilated link carries) and production-equivalent (× TDF).
+"""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from rocelab.qos.model import PRIORITIES
+from rocelab.switch.counters import (
+    BAD_IPV4_CHECKSUM, BAD_IPV4_HEADER, MAC_CONTROL_UNSUPPORTED, OVERSIZED, TRUNCATED,
+)
+from rocelab.units import format_rate
+
+VIEWS = ("interfaces", "queues", "pfc", "wred", "watermarks", "drops")
+RX_ERRORS = frozenset({TRUNCATED, OVERSIZED, BAD_IPV4_HEADER, BAD_IPV4_CHECKSUM, MAC_CONTROL_UNSUPPORTED})
+
+
+def _table(title: str, columns: list[str]) -> Table:
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for i, col in enumerate(columns):
+        table.add_column(col, justify="left" if i == 0 else "right")
+    return table
+
+
+def _n(value: float | int | None) -> str:
+    return "N/A" if value is None else f"{value:,}"
+
+
+def _drop_packets(drops: dict, keep=lambda reason: True) -> int:
+    return sum(d["packets"] for reason, d in drops.items() if keep(reason))
+
+
+def interfaces(node: str, now: dict, before: dict | None, interval_s: float, rates: dict[str, float],
+               tdf: int) -> Table:
+    table = _table(f"{node}: interface counters (BPS production-equivalent: emulated × TDF {tdf}, "
+                   f"over {interval_s:g} s)",
+                   ["IFACE", "STATE", "RX_OK", "RX_BPS", "RX_UTIL", "RX_ERR", "RX_DRP", "RX_OVR",
+                    "TX_OK", "TX_BPS", "TX_UTIL", "TX_ERR", "TX_DRP", "TX_OVR"])
+    for name, port in now["ports"].items():
+        pgs_drops = sum(_drop_packets(pg["drops"]) for pg in port["pgs"])
+        queue_drops = sum(_drop_packets(q["drops"]) for q in port["queues"])
+        rx_err = _drop_packets(port["drops"], lambda r: r in RX_ERRORS)
+        rx_drp = _drop_packets(port["drops"], lambda r: r not in RX_ERRORS and r != "impairment_loss") + pgs_drops
+        tx_drp = queue_drops + _drop_packets(port["drops"], lambda r: r == "impairment_loss")
+        rx_bps = tx_bps = None
+        if before is not None:
+            old = before["ports"][name]
+            rx_bps = (port["rx_bytes"] - old["rx_bytes"]) * 8 / interval_s
+            tx_bps = (port["tx_bytes"] - old["tx_bytes"]) * 8 / interval_s
+
+        def bps(v):
+            return "N/A" if v is None else f"{format_rate(v * tdf)}b/s"
+
+        def util(v):
+            return "N/A" if v is None else f"{100 * v / rates[name]:.1f}%"
+
+        table.add_row(name, "U", _n(port["rx_packets"]), bps(rx_bps), util(rx_bps), _n(rx_err), _n(rx_drp), "N/A",
+                      _n(port["tx_packets"]), bps(tx_bps), util(tx_bps), "N/A", _n(tx_drp), "N/A")
+    return table
+
+
+def queues(node: str, now: dict) -> Table:
+    table = _table(f"{node}: queue counters", ["Port", "TxQ", "Counter/pkts", "Counter/bytes", "Drop/pkts", "Drop/bytes"])
+    for name, port in now["ports"].items():
+        for q, queue in enumerate(port["queues"]):
+            drops = queue["drops"]
+            table.add_row(name, f"UC{q}", _n(queue["tx_packets"]), _n(queue["tx_bytes"]),
+                          _n(_drop_packets(drops)), _n(sum(d["bytes"] for d in drops.values())),
+                          end_section=q == PRIORITIES - 1)
+    return table
+
+
+def pfc(node: str, now: dict, tdf: int) -> Group:
+    prio = [f"PFC{p}" for p in range(PRIORITIES)]
+    rx, tx = _table(f"{node}: PFC counters", ["Port Rx", *prio]), _table("", ["Port Tx", *prio])
+    paused = _table(f"{node}: time paused by received PFC, µs (emulated / production-equivalent)",
+                    ["Port", *prio])
+    for name, port in now["ports"].items():
+        rx.add_row(name, *(_n(v) for v in port["pfc_rx_frames"]))
+        tx.add_row(name, *(_n(v) for v in port["pfc_tx_frames"]))
+        paused.add_row(name, *(f"{s * 1e6:,.0f} / {s * 1e6 / tdf:,.1f}" if s else "0"
+                               for s in port["paused_time_s"]))
+    return Group(rx, tx, paused)
+
+
+def wred(node: str, now: dict) -> Table:
+    table = _table(f"{node}: WRED and ECN counters",
+                   ["Port", "TxQ", "WredDrp/pkts", "WredDrp/bytes", "EcnMarked/pkts", "EcnMarked/bytes"])
+    for name, port in now["ports"].items():
+        for q, queue in enumerate(port["queues"]):
+            wred_drop = queue["drops"].get("wred_drop", {"packets": 0, "bytes": 0})
+            table.add_row(name, f"UC{q}", _n(wred_drop["packets"]), _n(wred_drop["bytes"]),
+                          _n(queue["ecn_marked_packets"]), _n(queue["ecn_marked_bytes"]),
+                          end_section=q == PRIORITIES - 1)
+    return table
+
+
+def watermarks(node: str, now: dict) -> Group:
+    pgs = [f"PG{p}" for p in range(PRIORITIES)]
+    ucs = [f"UC{q}" for q in range(PRIORITIES)]
+    shared = _table(f"{node}: Ingress shared pool occupancy per PG (bytes):", ["Port", *pgs])
+    headroom = _table(f"{node}: Ingress headroom per PG (bytes):", ["Port", *pgs])
+    egress = _table(f"{node}: Egress shared pool occupancy per unicast queue (bytes):", ["Port", *ucs])
+    for name, port in now["ports"].items():
+        shared.add_row(name, *(_n(pg["shared_watermark_bytes"]) for pg in port["pgs"]))
+        headroom.add_row(name, *(_n(pg["headroom_watermark_bytes"]) for pg in port["pgs"]))
+        egress.add_row(name, *(_n(q["shared_watermark_bytes"]) for q in port["queues"]))
+    return Group(shared, headroom, egress)
+
+
+def drops(node: str, now: dict) -> Table:
+    table = _table(f"{node}: drops by reason", ["Port", "Where", "Reason", "Packets", "Bytes"])
+    for name, port in now["ports"].items():
+        places = [("port", port["drops"])]
+        places += [(f"PG{i}", pg["drops"]) for i, pg in enumerate(port["pgs"])]
+        places += [(f"UC{i}", q["drops"]) for i, q in enumerate(port["queues"])]
+        for where, reasons in places:
+            for reason, d in sorted(reasons.items()):
+                table.add_row(name, where, reason, _n(d["packets"]), _n(d["bytes"]))
+    if not table.row_count:
+        table.add_row("all", "", "no drops", "0", "0")
+    return table
+
+
+def switch_views(node: str, now: dict, before: dict | None, interval_s: float, rates: dict[str, float],
+                 tdf: int, chosen: tuple[str, ...] = VIEWS) -> Group:
+    parts = {
+        "interfaces": lambda: interfaces(node, now, before, interval_s, rates, tdf),
+        "queues": lambda: queues(node, now),
+        "pfc": lambda: pfc(node, now, tdf),
+        "wred": lambda: wred(node, now),
+        "watermarks": lambda: watermarks(node, now),
+        "drops": lambda: drops(node, now),
+    }
+    return Group(*(parts[v]() for v in chosen))
+
+
+def nic_view(node: str, counters: dict, tdf: int) -> Group:
+    """A host's emulated NIC: port totals, PFC it honoured, and one row per QP."""
+    totals = _table(f"{node}: NIC counters", ["Counter", "Value"])
+    for key, value in counters.items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            totals.add_row(key, _n(round(value, 6) if isinstance(value, float) else value))
+    for reason, d in sorted(counters.get("drops", {}).items()):
+        totals.add_row(f"drop: {reason}", _n(d if isinstance(d, int) else d.get("packets")))
+    parts = [totals]
+    pfc_counters = counters.get("pfc")
+    if pfc_counters:
+        prio = [f"PFC{p}" for p in range(PRIORITIES)]
+        table = _table(f"{node}: PFC received", ["", *prio])
+        for key, values in pfc_counters.items():
+            table.add_row(key, *(_n(round(v, 6) if isinstance(v, float) else v) for v in values))
+        parts.append(table)
+    qps = counters.get("qps") or {}
+    if qps:
+        table = _table(f"{node}: queue pairs", ["QPN", "state", "rate (emulated / production)", "alpha",
+                                                "tx pkts", "retransmitted", "CNPs rx", "NAKs rx"])
+        for qpn, qp in qps.items():
+            cc = qp.get("cc") or {}
+            rate = cc.get("rate_bps")
+            table.add_row(str(qpn), str(qp.get("state", "")),
+                          "N/A" if rate is None else f"{format_rate(rate)}b/s / {format_rate(rate * tdf)}b/s",
+                          "N/A" if cc.get("alpha") is None else f"{cc['alpha']:.3f}",
+                          _n(qp.get("tx_packets")), _n(qp.get("retransmitted_packets")),
+                          _n(qp.get("cnps_received")), _n(qp.get("naks_received")))
+        parts.append(table)
+    return Group(*parts)
+
+
+def title(text: str) -> Text:
+    return Text(text, style="bold")
