@@ -5,6 +5,8 @@ them agreeing (REFERENCE.md, 802.1Qbb PFC frame)."""
 
 from __future__ import annotations
 
+import struct
+
 ETH_P_MAC_CONTROL = 0x8808
 MAC_CONTROL_PAUSE = 0x0001  # 802.3x: one pause time for the whole link
 MAC_CONTROL_PFC = 0x0101  # 802.1Qbb: a pause time per priority
@@ -26,3 +28,13 @@ def mac_bytes(mac: str | bytes) -> bytes:
 def pause_duration_s(quanta: int, rate_bps: float) -> float:
     """How long `quanta` pauses a port of this speed: one quantum is 512 bit times."""
     return quanta * PFC_QUANTUM_BITS / rate_bps
+
+
+def internet_checksum(data: bytes) -> int:
+    """RFC 1071: the 16-bit one's complement of the one's complement sum (ICMP, IPv4)."""
+    if len(data) % 2:
+        data += b"\x00"
+    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF

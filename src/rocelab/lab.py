@@ -16,7 +16,8 @@ from rocelab.yamlfile import load_yaml
 
 DATAPLANES = ("kernel", "switchd")
 NICS = ("emulated", "none")
-DEFAULT_DATAPLANE = "kernel"
+DEFAULT_DATAPLANE = "switchd"
+DEFAULT_PROFILE = "roce-lossless"  # for a bare topology on switchd: rocelab is about lossless RoCE
 DEFAULT_TDF = 1000
 LAB_KEYS = frozenset({"name", "description", "topology", "dataplane", "tdf", "profile", "nic"})
 
@@ -51,7 +52,8 @@ def load_lab(ref: str) -> Lab:
         raise InputError([Problem(ref, "", "is neither a lab nor a topology",
                                   f"labs: {', '.join(labs) or 'none'}; topologies: {', '.join(topos) or 'none'}")])
     fabric = load_topology(topo)
-    return Lab(fabric.name, fabric.source, fabric, DEFAULT_DATAPLANE, DEFAULT_TDF, None)
+    return Lab(fabric.name, fabric.source, fabric, DEFAULT_DATAPLANE, DEFAULT_TDF,
+               paths.profiles_dir() / f"{DEFAULT_PROFILE}.json")
 
 
 def _load_lab_file(path: Path) -> Lab:

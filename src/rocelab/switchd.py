@@ -19,8 +19,10 @@ Kernel IP forwarding stays off in the namespace, so no packet bypasses the pipel
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import random
+import struct
 import sys
 import time
 from dataclasses import replace
@@ -31,10 +33,67 @@ from pyroute2 import IPRoute
 from rocelab import kernel_fib
 from rocelab.agent import Loop, open_port
 from rocelab.control import ControlServer
+from rocelab.ethernet import internet_checksum, mac_bytes
 from rocelab.qos.model import QosProfile
 from rocelab.qos.sonic import load_config_db
 from rocelab.switch.fib import Fib
 from rocelab.switch.pipeline import PortSpec, Switch
+
+ICMP_TIME_EXCEEDED = 11
+ICMP_QUOTED_PAYLOAD_BYTES = 8  # RFC 792: the original IP header plus 64 bits of its data
+_ETH = struct.Struct("!6s6sH")
+_IPV4 = struct.Struct("!BBHHHBBH4s4s")
+_ICMP = struct.Struct("!BBHI")
+
+
+def icmp_time_exceeded(frame: bytes, port_mac: bytes, port_ip: bytes) -> bytes | None:
+    """The ICMP time-exceeded reply a router's CPU sends for a TTL-expired packet, out of
+    the port it came in on (so traceroute shows every switch); None for what cannot be
+    answered (too short, not IPv4, or itself an ICMP error, per RFC 1812)."""
+    if len(frame) < 34:
+        return None
+    dst_mac, src_mac, ethertype = _ETH.unpack_from(frame)
+    ip = 14
+    if ethertype == 0x8100 and len(frame) >= 38:
+        ethertype, ip = struct.unpack_from("!H", frame, 16)[0], 18
+    if ethertype != 0x0800 or frame[ip] >> 4 != 4:
+        return None
+    ihl = (frame[ip] & 0x0F) * 4
+    if frame[ip + 9] == 1 and len(frame) > ip + ihl and frame[ip + ihl] in (3, 4, 5, 11, 12):
+        return None
+    quoted = frame[ip:ip + ihl + ICMP_QUOTED_PAYLOAD_BYTES]
+    icmp = _ICMP.pack(ICMP_TIME_EXCEEDED, 0, 0, 0) + quoted
+    icmp = icmp[:2] + struct.pack("!H", internet_checksum(icmp)) + icmp[4:]
+    header = _IPV4.pack(0x45, 48 << 2, 20 + len(icmp), 0, 0, 64, 1, 0, port_ip, frame[ip + 12:ip + 16])
+    header = header[:10] + struct.pack("!H", internet_checksum(header)) + header[12:]
+    return _ETH.pack(src_mac, port_mac, 0x0800) + header + icmp
+
+
+class CpuPort:
+    """What the ASIC traps to the CPU, answered the way a router's kernel would. Wraps the
+    pipeline so the loop sees one core; replies leave by the port the packet came in on."""
+
+    def __init__(self, switch: Switch, ports: list[dict]):
+        self.switch = switch
+        self.addresses = {p["name"]: (mac_bytes(p["mac"]), ipaddress.IPv4Interface(p["address"]).ip.packed)
+                          for p in ports}
+
+    def receive(self, port: str, frame: bytes, now: float) -> None:
+        self.switch.receive(port, frame, now)
+
+    def poll(self, now: float) -> list:
+        out = self.switch.poll(now)
+        trapped = self.switch.trapped
+        while trapped:
+            port, frame = trapped.popleft()
+            reply = icmp_time_exceeded(frame, *self.addresses[port])
+            if reply is not None:
+                out.append((port, reply))
+        return out
+
+    def next_event(self, now: float) -> float | None:
+        return 0.0 if self.switch.trapped else self.switch.next_event(now)
+
 
 UNCONFIGURED = QosProfile("built-in: no QoS profile (every DSCP lossy in TC 0)", {}, {})
 
@@ -64,7 +123,8 @@ class Switchd:
         self.rng = random.Random(config.get("seed", 0))
         self.switch = Switch(config["node"], self.specs, self.profile, self.fib, self.rng)
         self.events = kernel_fib.watch()
-        self.loop = Loop(self.switch, {n: open_port(n) for n in self.names},
+        self.cpu = CpuPort(self.switch, config["ports"])
+        self.loop = Loop(self.cpu, {n: open_port(n) for n in self.names},
                          ControlServer(Path(config["socket"]), self.handle),
                          watchers={self.events.fileno(): self.refresh_fib})
 
@@ -90,7 +150,7 @@ class Switchd:
         if op == "reload":
             self.profile = load_profile(req.get("profile"), self.config["tdf"])
             self.switch = Switch(self.config["node"], self.specs, self.profile, self.fib, self.rng)
-            self.loop.core = self.switch
+            self.cpu.switch = self.switch
             return {"profile": self.profile.source}
         if op == "impair":
             port = req["port"]

@@ -37,17 +37,19 @@ def ping(ns: str, address: str) -> bool:
     return run_in(ns, ["ping", "-c1", "-W2", "-q", address], capture_output=True).returncode == 0
 
 
+@pytest.mark.parametrize("dataplane", ["kernel", "switchd"])
 @pytest.mark.parametrize("topology", ["leaf-spine-2x2", "leaf-spine-4x4"])
-def test_every_host_reaches_every_other_host(bring_up, topology):
-    spec, record = bring_up(topology)
+def test_every_host_reaches_every_other_host(bring_up, topology, dataplane):
+    spec, record = bring_up(topology, dataplane=dataplane)
     hosts = spec.fabric.hosts
     unreachable = [(a.name, b.name) for a, b in itertools.permutations(hosts, 2)
                    if not ping(record.node(a.name).netns, str(spec.fabric.host_address(b.name)))]
     assert unreachable == []
 
 
-def test_cross_leaf_path_is_host_leaf_spine_leaf_host(bring_up):
-    spec, record = bring_up("leaf-spine-2x2")
+@pytest.mark.parametrize("dataplane", ["kernel", "switchd"])
+def test_cross_leaf_path_is_host_leaf_spine_leaf_host(bring_up, dataplane):
+    spec, record = bring_up("leaf-spine-2x2", dataplane=dataplane)
     fabric = spec.fabric
     owner = {str(p.address.ip): n.name for n in fabric.nodes for p in n.ports}
     out = run_in(record.node("h1").netns, ["traceroute", "-n", "-q1", "-w2", str(fabric.host_address("h4"))],

@@ -37,6 +37,7 @@ from rocelab.switch.shaper import DEFAULT_BURST_BYTES, Link, TokenBucket
 from rocelab.switch.wred import DROP, MARK, Wred
 
 INF = float("inf")
+TRAP_QUEUE_MAX = 64
 # A cache this large is flushed rather than grown: a scan of random flows must not eat memory.
 FLOW_CACHE_MAX = 1 << 16
 # The shortest untagged frame the fast path takes: Ethernet + a 20-byte IPv4 header.
@@ -178,6 +179,9 @@ class Switch:
         schedulers = schedulers or scheduler_registry()
         self._ports = [_Port(spec, profile, pools, schedulers, rng) for spec in ports]
         self._port_by_name = {p.name: p for p in self._ports}
+        # TTL-expired packets trapped to the CPU, as an ASIC does, so the shell can answer
+        # with ICMP time exceeded (traceroute); bounded like a CoPP-policed trap queue.
+        self.trapped: deque[tuple[str, bytes]] = deque()
         self._xoff_pgs: set[_Pg] = set()  # PGs that have paused their peer
         self._watched: set[_Queue] = set()  # queues whose PFC watchdog has a timer running
         self._next_timer_s = INF
@@ -265,6 +269,8 @@ class Switch:
         if egress is None:
             return count_drop(port.drops, queue, size)  # `queue` holds the reason
         if ttl <= 1:
+            if len(self.trapped) < TRAP_QUEUE_MAX:
+                self.trapped.append((port.name, bytes(frame[:size])))
             return count_drop(port.drops, TTL_EXPIRED, size)
         if queue.dropping:
             return count_drop(queue.drops, PFCWD_DROP, size)

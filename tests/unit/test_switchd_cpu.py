@@ -1,0 +1,34 @@
+"""switchd's CPU port: TTL-expired packets answered with ICMP time exceeded."""
+
+from __future__ import annotations
+
+from scapy.layers.inet import ICMP, IP, UDP, IPerror, UDPerror
+from scapy.layers.l2 import Ether
+
+from rocelab.ethernet import mac_bytes
+from rocelab.switchd import icmp_time_exceeded
+
+PORT_MAC = "02:52:4c:00:03:01"
+PORT_IP = bytes([198, 19, 1, 1])
+
+
+def test_ttl_expired_packet_gets_time_exceeded_from_the_ingress_port():
+    probe = bytes(Ether(src="02:52:4c:00:05:01", dst=PORT_MAC)
+                  / IP(src="198.19.1.2", dst="198.19.4.2", ttl=1) / UDP(sport=33434, dport=33435) / (b"x" * 32))
+    reply = Ether(icmp_time_exceeded(probe, mac_bytes(PORT_MAC), PORT_IP))
+    assert reply[Ether].dst == "02:52:4c:00:05:01" and reply[Ether].src == PORT_MAC
+    assert reply[IP].src == "198.19.1.1" and reply[IP].dst == "198.19.1.2"
+    assert reply[ICMP].type == 11 and reply[ICMP].code == 0
+    assert reply[IPerror].dst == "198.19.4.2" and reply[UDPerror].dport == 33435
+    rebuilt = Ether(bytes(reply))
+    del rebuilt[IP].chksum, rebuilt[ICMP].chksum
+    rebuilt = Ether(bytes(rebuilt))
+    assert rebuilt[IP].chksum == reply[IP].chksum and rebuilt[ICMP].chksum == reply[ICMP].chksum
+
+
+def test_icmp_errors_and_garbage_are_not_answered():
+    error = bytes(Ether() / IP(src="198.19.1.2", dst="198.19.4.2", ttl=1) / ICMP(type=3, code=3) / (b"\x00" * 28))
+    assert icmp_time_exceeded(error, mac_bytes(PORT_MAC), PORT_IP) is None
+    assert icmp_time_exceeded(b"\x00" * 20, mac_bytes(PORT_MAC), PORT_IP) is None
+    arp_like = bytes(Ether(type=0x0806) / (b"\x00" * 40))
+    assert icmp_time_exceeded(arp_like, mac_bytes(PORT_MAC), PORT_IP) is None
