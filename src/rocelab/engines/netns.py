@@ -38,7 +38,6 @@ NUD_PERMANENT = 0x80
 COMMON_SYSCTLS = {
     "net/ipv6/conf/all/disable_ipv6": "1",
     "net/ipv6/conf/default/disable_ipv6": "1",
-    "net/ipv4/icmp_ratelimit": "0",  # traceroute through the fabric answers at every hop
 }
 # Kernel data plane ("traditional DC" baseline): forward, hash ECMP on the 5-tuple so the
 # UDP source port of a RoCE flow picks its path as a switch ASIC's hash would.
@@ -47,6 +46,7 @@ KERNEL_SWITCH_SYSCTLS = {
     "net/ipv4/fib_multipath_hash_policy": "1",
     "net/ipv4/conf/all/rp_filter": "0",
     "net/ipv4/conf/default/rp_filter": "0",
+    "net/ipv4/icmp_ratelimit": "0",  # traceroute through the fabric answers at every hop
 }
 
 
@@ -245,6 +245,7 @@ class NetnsEngine:
             "lab": lab.name, "node": node.name, "role": node.role, "tdf": lab.tdf,
             "socket": str(control.socket_path(lab.name, node.name)),
             "profile": str(lab.profile) if lab.profile else None,
+            "roce": dict(lab.roce),
             "ports": [{"name": p.name, "mac": p.mac, "address": str(p.address),
                        "peer_mac": lab.fabric.peer(p).mac,
                        "rate_bps": lab.fabric.links[p.link].rate_bps / lab.tdf,
