@@ -14,6 +14,7 @@ from scapy.layers.l2 import Dot1Q, Ether
 from scapy.packet import Raw
 
 from rocelab.errors import InputError
+from rocelab.ethernet import mac_bytes
 from rocelab.layers import RETH
 from rocelab.probes import Flow, ProbeReport, QpKey, Tally, decode_pcap, render
 from rocelab.probes.capture import (
@@ -89,7 +90,7 @@ def stamps():
 
 
 def tally_of(frames, own_mac: str | None = OWN_MAC) -> Tally:
-    tally = Tally(bytes.fromhex(own_mac.replace(":", "")) if own_mac else None)
+    tally = Tally(mac_bytes(own_mac) if own_mac else None)
     for i, frame in enumerate(frames):
         tally.count(START_S + i * 0.001, frame)
     return tally
@@ -186,7 +187,7 @@ def test_json_round_trip(report):
 
 def test_written_pcap_decodes_to_the_same_counts(tmp_path):
     path = tmp_path / "probe.pcap"
-    tally = Tally(bytes.fromhex(OWN_MAC.replace(":", "")))
+    tally = Tally(mac_bytes(OWN_MAC))
     writer = open_pcap(path)
     for sec, nsec, timestamp_s, frame in stamps():
         tally.count(timestamp_s, frame)
@@ -194,7 +195,8 @@ def test_written_pcap_decodes_to_the_same_counts(tmp_path):
     writer.close()
     live, decoded = tally.report("live").to_json(), decode_pcap(path, OWN_MAC).to_json()
     assert decoded.pop("capture") == {"source": str(path), "mac": OWN_MAC, "first_frame_s": START_S,
-                                      "last_frame_s": START_S + (len(SCENARIO) - 1) * 1e-3, "kernel_drops": None}
+                                      "last_frame_s": START_S + (len(SCENARIO) - 1) * 1e-3, "kernel_drops": None,
+                                      "link_downs": None}
     live.pop("capture")
     assert decoded == live
 

@@ -87,7 +87,7 @@ def plan(lab: Lab) -> LabState:
     return LabState(lab.name, "netns", lab.source, lab.dataplane, lab.tdf, "creating", nodes)
 
 
-def _write_sysctls(ns: str, values: dict[str, str]) -> None:
+def write_sysctls(ns: str, values: dict[str, str]) -> None:
     # /proc/sys/net is per network namespace of the thread that opens it.
     pyroute2_netns.pushns(ns)
     try:
@@ -209,7 +209,7 @@ class NetnsEngine:
             sysctls = dict(COMMON_SYSCTLS)
             if node.is_switch and dataplane == "kernel":
                 sysctls |= KERNEL_SWITCH_SYSCTLS
-            _write_sysctls(ns_of[node.name], sysctls)
+            write_sysctls(ns_of[node.name], sysctls)
         handles = {n.name: IPRoute(netns=ns_of[n.name]) for n in fabric.nodes}
         try:
             for link in fabric.links:
