@@ -35,6 +35,7 @@ import yaml
 from rocelab.errors import Problems
 from rocelab.units import cable_delay_s, parse_delay, parse_rate
 from rocelab.yamlfile import YamlDoc, load_yaml, yaml_path
+from rocelab.yamlfile import at as _at
 
 ROLES = ("host", "leaf", "spine")
 SWITCH_ROLES = frozenset({"leaf", "spine"})
@@ -191,12 +192,6 @@ class Fabric:
 
 def load_topology(path: Path) -> Fabric:
     return resolve(validate(load_yaml(path)))
-
-
-def _at(doc: YamlDoc, *path: str | int) -> str:
-    """A YAML path with the line it stands on, for error messages."""
-    line = doc.line(*path)
-    return yaml_path(*path) + (f" (line {line})" if line else "")
 
 
 def _link_options(raw: Any, where: tuple, problems: Problems, base: LinkOptions | None,

@@ -56,3 +56,11 @@ def yaml_path(*path: str | int) -> str:
     for step in path:
         out += f"[{step}]" if isinstance(step, int) else (f".{step}" if out else str(step))
     return out
+
+
+def at(doc: YamlDoc, *path: str | int) -> str:
+    """A YAML path with the line it stands on, for error messages."""
+    where, line = yaml_path(*path), doc.line(*path)
+    if line is None:
+        return where
+    return f"{where} (line {line})" if where else f"line {line}"

@@ -1,0 +1,560 @@
+"""The fabric description: the topology with its real cables, each switch's QoS config as
+the switch holds it, and what the hosts' NICs do.
+
+A description is a directory holding `fabric.yml`, or a YAML file of that form:
+
+    name: fabric-good
+    topology: topology.yml        # a topology file (path relative to this file), or the
+                                  # topology inline: {defaults: …, nodes: …, links: …}
+    devices:                      # one entry per switch of the topology, by node name
+      leaf1: {sonic: leaf1/config_db.json}     # a whole config_db.json saved on the switch
+      spine1:
+        eos: spine1.cfg           # an EOS running-config
+        segment_bytes: 208        # optional: bytes per EOS threshold "segment" on this platform
+        buffer:                   # the platform's PFC buffer figures (EOS configs hold none)
+          pool_size_bytes: 12MiB  #   ingress pool the lossless PGs draw from
+          dynamic_th: -5          #   or static_th_bytes: the PFC threshold
+          xoff_bytes: 56KiB       #   headroom per lossless PG
+          xon_bytes: 18KiB        #   optional, as are xon_offset_bytes, pg_size_bytes and
+                                  #   shared_headroom_bytes (a shared headroom pool)
+    hosts:                        # what every host's NIC does
+      roce_dscp: 26               #   DSCP of RoCE data
+      roce_priority: 3            #   802.1p priority of RoCE data: the one its PFC pauses
+      cnp_dscp: 48                #   DSCP of CNPs
+      roce_mtu: 4096              #   RDMA path MTU: 256, 512, 1024, 2048 or 4096
+    budgets:                      # optional, for the dynamic checks
+      allreduce_step_time_s: 20ms
+
+An EOS device's `buffer` becomes the profile's pool and, on every port, the buffer profile
+of the PG of each no-drop priority, so the checks and switchd treat EOS and SONiC devices
+alike. MTUs: a SONiC port's is PORT.<port>.mtu (default 9100), an EOS interface's its `mtu`
+(default 1500); both are IP MTUs.
+
+Steps (STYLE.md 1): load fabric.yml → validate it → load the topology and every device
+file → check that devices and switches match. Problems from every file are collected and
+raised once as an InputError; each names its file, the path or line, and what was expected.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal, Mapping, Protocol
+
+from rocelab.errors import InputError, Problem, Problems
+from rocelab.paths import display
+from rocelab.qos import load_config_db
+from rocelab.qos.eos import (
+    EOS_DEFAULT_MTU_BYTES,
+    EOS_SEGMENT_BYTES,
+    EosConfig,
+    lab_to_eos,
+    load_eos,
+)
+from rocelab.qos.model import BufferPool, BufferProfile, PortQos, QosProfile
+from rocelab.qos.ports import lab_to_sonic, sonic_to_lab
+from rocelab.topology import SAFE_NAME, SAFE_NAME_HINT, Fabric, load_topology, resolve, validate
+from rocelab.units import parse_bytes, parse_delay
+from rocelab.yamlfile import YamlDoc, load_yaml
+from rocelab.yamlfile import at as _at
+
+FABRIC_FILE = "fabric.yml"
+FORMATS = ("sonic", "eos")
+ROCE_MTUS = (256, 512, 1024, 2048, 4096)
+SONIC_DEFAULT_MTU_BYTES = 9100
+PLATFORM_POOL = "platform_ingress_pool"
+PLATFORM_PG_PROFILE = "platform_lossless_pg"
+
+_TOP_KEYS = ("name", "description", "topology", "devices", "hosts", "budgets")
+_HOST_KEYS = ("roce_dscp", "roce_priority", "cnp_dscp", "roce_mtu")
+_BUDGET_KEYS = ("allreduce_step_time_s",)
+_BUFFER_KEYS = ("pool_size_bytes", "shared_headroom_bytes", "pg_size_bytes", "dynamic_th",
+                "static_th_bytes", "xoff_bytes", "xon_bytes", "xon_offset_bytes")
+# BUFFER_PROFILE / BUFFER_POOL field → the `buffer` key that stands for it on an EOS device
+_BUFFER_FIELDS = {"size": "pg_size_bytes", "dynamic_th": "dynamic_th",
+                  "static_th": "static_th_bytes", "xoff": "xoff_bytes", "xon": "xon_bytes",
+                  "xon_offset": "xon_offset_bytes"}
+_POOL_FIELDS = {"size": "pool_size_bytes", "xoff": "shared_headroom_bytes"}
+
+
+# ---------------------------------------------------------------- the resolved description
+
+
+class Origin(Protocol):
+    """Where a device's QoS values come from, as text a user can find: the file and the
+    config_db table/key, or the file and line. `port` is the PortQos the value belongs to."""
+
+    def dscp_to_tc(self, port: PortQos, dscp: int) -> str: ...
+
+    def tc_to_queue(self, port: PortQos, tc: int) -> str: ...
+
+    def pfc_enable(self, port: PortQos) -> str: ...
+
+    def pg_buffer(self, port: PortQos, pg: int, field: str) -> str: ...
+
+    def wred(self, port: PortQos, queue: int, field: str) -> str: ...
+
+    def scheduler(self, port: PortQos, queue: int) -> str: ...
+
+    def pfc_wd(self, port: PortQos) -> str: ...
+
+    def mtu(self, port: PortQos) -> str: ...
+
+    def pool(self, name: str, field: str) -> str: ...
+
+
+@dataclass(frozen=True)
+class Device:
+    """One switch's QoS configuration, as loaded from its file."""
+
+    name: str
+    format: Literal["sonic", "eos"]
+    file: str
+    profile: QosProfile
+    origin: Origin
+    configured_mtu_bytes: Mapping[str, int]  # SONiC port name → MTU the file sets
+    default_mtu_bytes: int
+    unlisted: PortQos  # what a port the file does not mention gets
+
+    def port(self, lab_port: str) -> PortQos:
+        sonic = lab_to_sonic(lab_port)
+        return self.profile.ports.get(sonic) or replace(self.unlisted, port=sonic)
+
+    def mtu_bytes(self, lab_port: str) -> int:
+        return self.configured_mtu_bytes.get(lab_to_sonic(lab_port), self.default_mtu_bytes)
+
+    def port_name(self, lab_port: str) -> str:
+        """The port as this device's config names it."""
+        return lab_to_sonic(lab_port) if self.format == "sonic" else lab_to_eos(lab_port)
+
+    def label(self, lab_port: str) -> str:
+        return f"{self.port_name(lab_port)} ({lab_port})"
+
+
+@dataclass(frozen=True)
+class HostSide:
+    roce_dscp: int
+    roce_priority: int
+    cnp_dscp: int
+    roce_mtu_bytes: int
+
+
+@dataclass(frozen=True)
+class Budgets:
+    allreduce_step_time_s: float | None = None
+
+
+@dataclass(frozen=True)
+class FabricSpec:
+    name: str
+    source: str  # the fabric.yml (or YAML file) as the user would type it
+    fabric: Fabric
+    devices: Mapping[str, Device]  # by switch name, in topology order
+    hosts: HostSide
+    budgets: Budgets = field(default_factory=Budgets)
+
+
+# ---------------------------------------------------------------- where values come from
+
+
+def _quote(key: object) -> str:
+    return f'"{key}"'
+
+
+@dataclass(frozen=True)
+class SonicOrigin:
+    file: str
+    configured_mtu_bytes: Mapping[str, int]
+
+    def _map(self, table: str, name: str | None, port: str, field_name: str, key: int) -> str:
+        if name is None:
+            return (f"{self.file}: PORT_QOS_MAP.{port} names no {field_name} (SONiC's default "
+                    "applies)")
+        return f"{self.file}: {table}.{name}.{_quote(key)}"
+
+    def dscp_to_tc(self, port: PortQos, dscp: int) -> str:
+        return self._map("DSCP_TO_TC_MAP", port.map_names.dscp_to_tc_map, port.port,
+                         "dscp_to_tc_map", dscp)
+
+    def tc_to_queue(self, port: PortQos, tc: int) -> str:
+        return self._map("TC_TO_QUEUE_MAP", port.map_names.tc_to_queue_map, port.port,
+                         "tc_to_queue_map", tc)
+
+    def pfc_enable(self, port: PortQos) -> str:
+        return f"{self.file}: PORT_QOS_MAP.{port.port}.pfc_enable"
+
+    def pg_buffer(self, port: PortQos, pg: int, field: str) -> str:
+        profile = port.pgs.get(pg)
+        if profile is None:
+            return f"{self.file}: no BUFFER_PG entry for {port.port} PG {pg}"
+        return f"{self.file}: BUFFER_PROFILE.{profile.name}.{field} (BUFFER_PG {port.port} PG {pg})"
+
+    def wred(self, port: PortQos, queue: int, field: str) -> str:
+        qos = port.queues.get(queue)
+        if qos is None or qos.wred is None:
+            return f"{self.file}: QUEUE {port.port} queue {queue} has no wred_profile"
+        return (f"{self.file}: WRED_PROFILE.{qos.wred.name}.{field} (QUEUE {port.port} queue "
+                f"{queue})")
+
+    def scheduler(self, port: PortQos, queue: int) -> str:
+        qos = port.queues.get(queue)
+        if qos is None or qos.scheduler is None:
+            return f"{self.file}: QUEUE {port.port} queue {queue} has no scheduler"
+        return f"{self.file}: SCHEDULER.{qos.scheduler.name} (QUEUE {port.port} queue {queue})"
+
+    def pfc_wd(self, port: PortQos) -> str:
+        if port.pfc_wd is None:
+            return f"{self.file}: PFC_WD has no entry for {port.port}"
+        return f"{self.file}: PORT_QOS_MAP.{port.port}.pfcwd_sw_enable"
+
+    def mtu(self, port: PortQos) -> str:
+        if port.port in self.configured_mtu_bytes:
+            return f"{self.file}: PORT.{port.port}.mtu"
+        return (f"{self.file}: PORT.{port.port} sets no mtu (SONiC's default "
+                f"{SONIC_DEFAULT_MTU_BYTES})")
+
+    def pool(self, name: str, field: str) -> str:
+        return f"{self.file}: BUFFER_POOL.{name}.{field}"
+
+
+@dataclass(frozen=True)
+class EosOrigin:
+    file: str
+    config: EosConfig
+    device: str
+    fabric_file: str
+    buffer_lines: Mapping[str, int]  # `buffer` key in fabric.yml → line
+
+    def _line(self, *key: object) -> str | None:
+        line = self.config.line(*key)
+        return None if line is None else f"{self.file} line {line}"
+
+    def _interface(self, port: PortQos) -> str:
+        return lab_to_eos(sonic_to_lab(port.port))
+
+    def _buffer(self, key: str) -> str:
+        where = f"{self.fabric_file}: devices.{self.device}.buffer"
+        if not self.buffer_lines:
+            return f"{where} is not given (EOS configs hold no buffer model: give the platform's)"
+        line = self.buffer_lines.get(key)
+        return f"{where}.{key}" + (f" (line {line})" if line else " (not given)")
+
+    def dscp_to_tc(self, port: PortQos, dscp: int) -> str:
+        if port.dscp_to_tc != self.config.default_port.dscp_to_tc:
+            trust = self._line("trust", port.port)
+            if trust:
+                return f"{trust} (the port does not trust DSCP)"
+        return self._line("dscp", dscp) or f"{self.file}: no `qos map dscp {dscp}` (EOS's default)"
+
+    def tc_to_queue(self, port: PortQos, tc: int) -> str:
+        return self._line("tc-queue", tc) or (
+            f"{self.file}: no `qos map traffic-class {tc} to tx-queue` (EOS's default: the "
+            "tx-queue of the same number)")
+
+    def pfc_enable(self, port: PortQos) -> str:
+        return self._line("pfc", port.port) or (
+            f"{self.file}: interface {self._interface(port)} has no `priority-flow-control on`")
+
+    def pg_buffer(self, port: PortQos, pg: int, field: str) -> str:
+        return self._buffer(_BUFFER_FIELDS[field])
+
+    def wred(self, port: PortQos, queue: int, field: str) -> str:
+        return self._line("ecn", port.port, queue) or (
+            f"{self.file}: interface {self._interface(port)} tx-queue {queue} has no "
+            "`random-detect ecn`")
+
+    def scheduler(self, port: PortQos, queue: int) -> str:
+        return self._line("scheduler", port.port, queue) or (
+            f"{self.file}: interface {self._interface(port)} tx-queue {queue} has no "
+            "`priority strict`")
+
+    def pfc_wd(self, port: PortQos) -> str:
+        return self._line("watchdog", port.port) or (
+            f"{self.file}: no `priority-flow-control pause watchdog default timeout`")
+
+    def mtu(self, port: PortQos) -> str:
+        return self._line("mtu", port.port) or (
+            f"{self.file}: interface {self._interface(port)} sets no mtu (EOS's default "
+            f"{EOS_DEFAULT_MTU_BYTES})")
+
+    def pool(self, name: str, field: str) -> str:
+        return self._buffer(_POOL_FIELDS[field])
+
+
+# ---------------------------------------------------------------- fabric.yml
+
+
+@dataclass(frozen=True)
+class _DeviceEntry:
+    name: str
+    format: Literal["sonic", "eos"]
+    path: Path
+    segment_bytes: int
+    buffer: tuple[BufferPool, BufferProfile] | None
+    buffer_lines: Mapping[str, int]
+
+
+class _Reader:
+    """Typed getters over fabric.yml that record a problem at the value's path and line."""
+
+    def __init__(self, doc: YamlDoc):
+        self.doc = doc
+        self.problems = Problems(doc.name)
+
+    def bad(self, path: tuple[str | int, ...], message: str, hint: str = "") -> None:
+        self.problems.add(_at(self.doc, *path), message, hint)
+
+    def mapping(self, value: Any, path: tuple[str | int, ...], keys: tuple[str, ...],
+                what: str) -> dict:
+        if not isinstance(value, dict):
+            self.bad(path, f"is {'empty' if value is None else 'not a mapping'} (expected a "
+                           f"mapping of {what})")
+            return {}
+        for key in value:
+            if key not in keys:
+                self.bad((*path, str(key)), f"unknown key {key!r}",
+                         f"expected one of: {', '.join(keys)}")
+        return value
+
+    def integer(self, data: dict, path: tuple[str | int, ...], lo: int, hi: int,
+                required: bool = True, choices: tuple[int, ...] = ()) -> int | None:
+        key = path[-1]
+        if key not in data:
+            if required:
+                self.bad(path[:-1], f"has no `{key}`",
+                         f"give a whole number from {lo} to {hi}")
+            return None
+        value = data[key]
+        ok = isinstance(value, int) and not isinstance(value, bool) and lo <= value <= hi
+        if not ok or (choices and value not in choices):
+            expected = (f"one of {', '.join(map(str, choices))}" if choices
+                        else f"a whole number from {lo} to {hi}")
+            self.bad(path, f"{value!r} is not valid (expected {expected})")
+            return None
+        return value
+
+    def size(self, data: dict, path: tuple[str | int, ...], required: bool = False) -> int | None:
+        key = path[-1]
+        if key not in data:
+            if required:
+                self.bad(path[:-1], f"has no `{key}`", "give a size like 45056 or 44KiB")
+            return None
+        try:
+            return parse_bytes(data[key])
+        except ValueError as e:
+            self.bad(path, str(e))
+            return None
+
+
+def _buffer(reader: _Reader, raw: Any, path: tuple[str | int, ...]
+            ) -> tuple[tuple[BufferPool, BufferProfile] | None, dict[str, int]]:
+    data = reader.mapping(raw, path, _BUFFER_KEYS, "platform buffer figures")
+    if not data:
+        return None, {}
+    lines = {key: line for key in data if (line := reader.doc.line(*path, key))}
+    pool_size = reader.size(data, (*path, "pool_size_bytes"), required=True)
+    xoff = reader.size(data, (*path, "xoff_bytes"), required=True)
+    dynamic_th = reader.integer(data, (*path, "dynamic_th"), -8, 7, required=False)
+    static_th = reader.size(data, (*path, "static_th_bytes"))
+    if (dynamic_th is None) == (static_th is None):
+        reader.bad(path, "needs exactly one of `dynamic_th` and `static_th_bytes`",
+                   "the PFC threshold: dynamic_th like -5, or a fixed static_th_bytes")
+    if pool_size is None or xoff is None or (dynamic_th is None) == (static_th is None):
+        return None, lines
+    pool = BufferPool(PLATFORM_POOL, "ingress", "dynamic" if dynamic_th is not None else "static",
+                      pool_size, reader.size(data, (*path, "shared_headroom_bytes")) or 0)
+    profile = BufferProfile(PLATFORM_PG_PROFILE, PLATFORM_POOL,
+                            reader.size(data, (*path, "pg_size_bytes")) or 0,
+                            dynamic_th=dynamic_th, static_th_bytes=static_th,
+                            xon_bytes=reader.size(data, (*path, "xon_bytes")),
+                            xoff_bytes=xoff,
+                            xon_offset_bytes=reader.size(data, (*path, "xon_offset_bytes")))
+    return (pool, profile), lines
+
+
+def _device_entries(reader: _Reader, raw: Any, base: Path) -> list[_DeviceEntry]:
+    if not isinstance(raw, dict):
+        reader.bad(("devices",), "is not a mapping of switch names to their QoS config")
+        return []
+    entries = []
+    for name, spec in raw.items():
+        path = ("devices", str(name))
+        keys = ("sonic", "eos", "segment_bytes", "buffer")
+        if not reader.mapping(spec, path, keys, "`sonic: FILE` or `eos: FILE`"):
+            continue
+        formats = [f for f in FORMATS if f in spec]
+        if len(formats) != 1:
+            reader.bad(path, "needs exactly one of `sonic: FILE` (a config_db.json) and "
+                             "`eos: FILE` (a running-config)")
+            continue
+        fmt = formats[0]
+        file = spec[fmt]
+        if not isinstance(file, str) or not (base / file).is_file():
+            reader.bad((*path, fmt), f"{file!r} is not a file",
+                       f"paths are relative to {display(base)}/")
+            continue
+        if fmt == "sonic" and ({"segment_bytes", "buffer"} & set(spec)):
+            reader.bad(path, "`segment_bytes` and `buffer` are for EOS devices",
+                       "a config_db.json holds its own buffer model")
+        segment_bytes = reader.integer(spec, (*path, "segment_bytes"), 1, 65536, required=False)
+        buffer, lines = _buffer(reader, spec["buffer"], (*path, "buffer")) \
+            if "buffer" in spec else (None, {})
+        entries.append(_DeviceEntry(str(name), fmt, base / file,
+                                    segment_bytes or EOS_SEGMENT_BYTES, buffer, lines))
+    return entries
+
+
+def _hosts(reader: _Reader, raw: Any) -> HostSide | None:
+    data = reader.mapping(raw, ("hosts",), _HOST_KEYS, "the hosts' RoCE settings")
+    values = (
+        reader.integer(data, ("hosts", "roce_dscp"), 0, 63),
+        reader.integer(data, ("hosts", "roce_priority"), 0, 7),
+        reader.integer(data, ("hosts", "cnp_dscp"), 0, 63),
+        reader.integer(data, ("hosts", "roce_mtu"), 256, 4096, choices=ROCE_MTUS),
+    )
+    return None if None in values else HostSide(*values)
+
+
+def _budgets(reader: _Reader, raw: Any) -> Budgets:
+    if raw is None:
+        return Budgets()
+    data = reader.mapping(raw, ("budgets",), _BUDGET_KEYS, "budget names to values")
+    step = data.get("allreduce_step_time_s")
+    if step is None:
+        return Budgets()
+    try:
+        step_s = parse_delay(step)
+    except ValueError as e:
+        reader.bad(("budgets", "allreduce_step_time_s"), str(e))
+        return Budgets()
+    return Budgets(allreduce_step_time_s=step_s)
+
+
+# ---------------------------------------------------------------- device files
+
+
+def _sonic_port_mtus(path: Path, problems: Problems) -> dict[str, int]:
+    """PORT.<port>.mtu of a config_db.json that load_config_db has already read."""
+    ports = json.loads(path.read_text(encoding="utf-8")).get("PORT", {})
+    mtus = {}
+    for name, fields in ports.items() if isinstance(ports, dict) else ():
+        value = fields.get("mtu") if isinstance(fields, dict) else None
+        try:
+            sonic_to_lab(name)
+        except ValueError:
+            continue  # a port rocelab has no interface for
+        if value is None:
+            continue
+        if isinstance(value, str) and value.isdigit() and 68 <= int(value) <= 65535:
+            mtus[name] = int(value)
+        else:
+            problems.add(f"PORT.{name}.mtu", f"{value!r} is not an MTU (expected a byte count "
+                                             'string like "9100")')
+    return mtus
+
+
+def _with_platform_buffers(profile: QosProfile, pool: BufferPool, pg: BufferProfile
+                           ) -> QosProfile:
+    """Give each port's no-drop priorities' PGs the platform's lossless buffer profile."""
+    ports = {name: replace(qos, pgs={qos.tc_to_pg[p]: pg for p in sorted(qos.pfc_enable)})
+             for name, qos in profile.ports.items()}
+    return replace(profile, pools={pool.name: pool}, ports=ports)
+
+
+def _load_device(entry: _DeviceEntry, fabric_file: str) -> Device:
+    source = display(entry.path)
+    if entry.format == "sonic":
+        profile = load_config_db(source)
+        problems = Problems(source)
+        mtus = _sonic_port_mtus(entry.path, problems)
+        problems.raise_if_any()
+        return Device(entry.name, "sonic", source, profile, SonicOrigin(source, mtus), mtus,
+                      SONIC_DEFAULT_MTU_BYTES, PortQos(port=""))
+    config = load_eos(source, segment_bytes=entry.segment_bytes)
+    profile = config.profile
+    if entry.buffer:
+        profile = _with_platform_buffers(profile, *entry.buffer)
+    origin = EosOrigin(source, config, entry.name, fabric_file, entry.buffer_lines)
+    return Device(entry.name, "eos", source, profile, origin, config.mtu_bytes,
+                  EOS_DEFAULT_MTU_BYTES, config.default_port)
+
+
+# ---------------------------------------------------------------- load
+
+
+def fabric_file(path: Path) -> Path:
+    """The fabric.yml of a description given as a directory or a file."""
+    return path / FABRIC_FILE if path.is_dir() else path
+
+
+def load_fabric_spec(path: Path) -> FabricSpec:
+    """Load a fabric description (module docstring). Raises InputError listing every
+    problem in fabric.yml, the topology and the device files."""
+    file = fabric_file(path)
+    if path.is_dir() and not file.is_file():
+        raise InputError([Problem(display(path), "", f"holds no {FABRIC_FILE}",
+                                  f"a fabric description is a directory with {FABRIC_FILE}, "
+                                  "or a YAML file of that form")])
+    doc = load_yaml(file)
+    reader = _Reader(doc)
+    data = reader.mapping(doc.data, (), _TOP_KEYS, "name, topology, devices, hosts, budgets")
+    if not isinstance(doc.data, dict):
+        reader.problems.raise_if_any()  # nothing below makes sense without it
+    name = data.get("name")
+    if not isinstance(name, str) or not SAFE_NAME.match(name):
+        reader.bad(("name",), f"{name!r} is not a safe fabric name", SAFE_NAME_HINT)
+    for key in ("topology", "devices", "hosts"):
+        if key not in data:
+            reader.bad((), f"has no `{key}`",
+                       f"a fabric description needs {', '.join(_TOP_KEYS[2:5])}")
+    base = file.parent
+    entries = _device_entries(reader, data.get("devices", {}), base)
+    hosts = _hosts(reader, data.get("hosts", {})) if "hosts" in data else None
+    budgets = _budgets(reader, data.get("budgets"))
+
+    problems: list[Problem] = []
+    fabric = None
+    topology = data.get("topology")
+    try:
+        if isinstance(topology, str):
+            if (base / topology).is_file():
+                fabric = load_topology(base / topology)
+            else:
+                reader.bad(("topology",), f"{topology!r} is not a file",
+                           f"paths are relative to {display(base)}/")
+        elif isinstance(topology, dict):
+            # Inline: validate it as a topology whose paths and lines are those of fabric.yml.
+            fabric = resolve(validate(YamlDoc(doc.name, {"name": name, "topology": topology},
+                                              doc.root)))
+        elif topology is not None:
+            reader.bad(("topology",), "is neither a file name nor a mapping",
+                       "name a topology file, or give {defaults, nodes, links} inline")
+    except InputError as e:
+        problems += e.problems
+
+    devices: dict[str, Device] = {}
+    for entry in entries:
+        try:
+            devices[entry.name] = _load_device(entry, doc.name)
+        except InputError as e:
+            problems += e.problems
+    if fabric is not None and isinstance(data.get("devices"), dict):
+        _match_devices(reader, fabric, [str(n) for n in data["devices"]])
+    problems = reader.problems.items + problems
+    if problems:
+        raise InputError(problems)
+    ordered = {n.name: devices[n.name] for n in fabric.switches}
+    return FabricSpec(name, doc.name, fabric, ordered, hosts, budgets)
+
+
+def _match_devices(reader: _Reader, fabric: Fabric, names: list[str]) -> None:
+    switches = [n.name for n in fabric.switches]
+    for name in names:
+        if name not in switches:
+            reader.bad(("devices", name), f"{name!r} is not a switch of the topology",
+                       f"switches: {', '.join(switches)}")
+    missing = [s for s in switches if s not in names]
+    if missing:
+        reader.bad(("devices",), f"has no QoS config for {', '.join(missing)}",
+                   "every switch needs one: `sonic: FILE` or `eos: FILE`")

@@ -1,0 +1,440 @@
+"""Static checks of a fabric description: pure functions of a FabricSpec, no root, no lab.
+
+Each check looks at one switch at a time and returns findings; a finding names the device,
+port and priority, the configured value, the required value, and the file with its
+config_db table/key or running-config line. Checks (REFERENCE.md for the why):
+
+- dscp-maps: every DSCP that matters (the hosts' RoCE and CNP DSCPs, and any DSCP some
+  switch port maps into one of its pfc_enable priorities) lands in the same TC and queue on
+  every cabled port of every switch. The class most ports give is the reference. PG numbers
+  are local buffer accounting and are not compared.
+- roce-lossless: on every hop of every host-to-host path (ECMP included), the RoCE DSCP's
+  TC is in pfc_enable on the ingress port (which sends PFC) and on the egress port (which
+  honours it); where a host is cabled, that TC is the hosts' roce_priority, the one the NIC
+  pauses.
+- cnp-strict: on every hop, the CNP DSCP's egress queue is scheduled STRICT, so congestion
+  notifications do not queue behind the congestion they report.
+- ecn-before-pfc: every lossless queue marks ECN, with Kmin below the PFC trigger of the
+  lossless PGs feeding it. Worst case (rocelab.headroom): one PG feeds the queue, so queue
+  depth = PG occupancy, while every lossless PG of the switch's cabled ports sits at its
+  threshold (T = α·S/(1 + n·α)); the empty-buffer trigger α·S is quoted beside it. Lossy
+  traffic buffered in the same pool lowers the trigger further.
+- headroom: every lossless PG's xoff ≥ rocelab.headroom.required_headroom_bytes for its
+  link's speed and cable length and the hosts' RoCE MTU.
+- mtu: every cabled port's MTU (the smaller of the device's and the topology link's) ≥
+  RoCE MTU + 60 (IPv4 20 + UDP 8 + BTH 12 + RETH 16 + ICRC 4). MTUs here are IP MTUs, as
+  Linux, SONiC and EOS count them: the Ethernet header (14) and FCS (4) are not in them.
+- buffer-pool: the reservations of each pool's PGs and queues fit the pool: Σ (size + xoff)
+  ≤ pool size (a pool's size holds its reservations, Broadcom's convention). With a shared
+  headroom pool (the pool's xoff), PGs' xoff come from it: Σ size + pool xoff ≤ pool size.
+- pfc-watchdog: every port with pfc_enable has a PFC watchdog guarding all its lossless
+  priorities.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from rocelab.fabric_spec import Device, FabricSpec
+from rocelab.headroom import ROCE_IP_OVERHEAD_BYTES, headroom, xoff_trigger_bytes
+from rocelab.qos.model import PortQos
+from rocelab.registry import Registry
+from rocelab.topology import Link, Port
+from rocelab.units import PROPAGATION_M_PER_S
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing wrong on one device: what, where, configured vs required, and the source."""
+
+    check: str
+    device: str
+    port: str | None  # "Ethernet8 (eth3)": the device's name for it, then rocelab's
+    priority: int | None
+    what: str
+    configured: str
+    required: str
+    source: str
+
+    def __str__(self) -> str:
+        where = self.device
+        if self.port:
+            where += f" {self.port}"
+        if self.priority is not None:
+            where += f" priority {self.priority}"
+        return (f"{where}: {self.what}: configured {self.configured}; required "
+                f"{self.required}\n    from {self.source}")
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    summary: str
+    run: Callable[[FabricSpec, Device], list[Finding]]
+
+
+@dataclass(frozen=True)
+class _Hop:
+    """A switch on a host-to-host path: where the packet enters and where it leaves."""
+
+    node: str
+    ingress: Port
+    egress: Port
+
+
+def _bytes(n: float) -> str:
+    return f"{n:,.0f} B"
+
+
+def _priorities(values: frozenset[int]) -> str:
+    return "{" + ", ".join(map(str, sorted(values))) + "}" if values else "none"
+
+
+def _cabled(spec: FabricSpec, device: Device) -> list[Port]:
+    return list(spec.fabric.node(device.name).ports)
+
+
+def _link(spec: FabricSpec, port: Port) -> Link:
+    return spec.fabric.links[port.link]
+
+
+def _peer(spec: FabricSpec, port: Port) -> str:
+    peer = spec.fabric.peer(port)
+    if peer.node in spec.devices:
+        return f"{peer.node}:{spec.devices[peer.node].port_name(peer.name)}"
+    return f"{peer.node}:{peer.name}"
+
+
+def _hops(spec: FabricSpec) -> set[_Hop]:
+    """Every (switch, ingress, egress) on every ECMP path between every pair of hosts."""
+    fabric = spec.fabric
+    hops: set[_Hop] = set()
+    for src in fabric.hosts:
+        for dst in fabric.hosts:
+            if src is dst:
+                continue
+            subnet = dst.ports[0].address.network
+            todo, seen = [fabric.peer(src.ports[0])], set()
+            while todo:
+                ingress = todo.pop()
+                node = fabric.node(ingress.node)
+                if not node.is_switch:
+                    continue
+                egress = [p for p in node.ports if p.address.network == subnet]
+                if not egress:
+                    route = next((r for r in node.routes if r.dst == subnet), None)
+                    hops_out = route.nexthops if route else ()
+                    egress = [fabric.port(node.name, h.port) for h in hops_out]
+                for out in egress:
+                    hop = _Hop(node.name, ingress, out)
+                    if hop not in seen:
+                        seen.add(hop)
+                        todo.append(fabric.peer(out))
+            hops |= seen
+    return hops
+
+
+def _number(port: Port) -> int:
+    return int(port.name[3:])
+
+
+def _device_hops(spec: FabricSpec, device: Device) -> list[_Hop]:
+    return sorted((h for h in _hops(spec) if h.node == device.name),
+                  key=lambda h: (_number(h.ingress), _number(h.egress)))
+
+
+# ---------------------------------------------------------------- dscp-maps
+
+
+def _dscps_of_interest(spec: FabricSpec) -> list[int]:
+    dscps = {spec.hosts.roce_dscp, spec.hosts.cnp_dscp}
+    for device in spec.devices.values():
+        for port in _cabled(spec, device):
+            qos = device.port(port.name)
+            dscps |= {d for d, tc in enumerate(qos.dscp_to_tc) if tc in qos.pfc_enable}
+    return sorted(dscps)
+
+
+def check_dscp_maps(spec: FabricSpec, device: Device) -> list[Finding]:
+    findings = []
+    for dscp in _dscps_of_interest(spec):
+        classes: Counter[tuple[int, int]] = Counter()
+        holders: dict[tuple[int, int], list[str]] = {}
+        for other in spec.devices.values():
+            for port in _cabled(spec, other):
+                qos = other.port(port.name)
+                cls = (qos.dscp_to_tc[dscp], qos.tc_to_queue[qos.dscp_to_tc[dscp]])
+                classes[cls] += 1
+                if other.name not in holders.setdefault(cls, []):
+                    holders[cls].append(other.name)
+        reference = classes.most_common(1)[0][0]
+        for port in _cabled(spec, device):
+            qos = device.port(port.name)
+            tc = qos.dscp_to_tc[dscp]
+            if (tc, qos.tc_to_queue[tc]) == reference:
+                continue
+            ref_tc, ref_queue = reference
+            findings.append(Finding(
+                "dscp-maps", device.name, device.label(port.name), None,
+                f"DSCP {dscp} → TC → queue differs from the rest of the fabric",
+                f"DSCP {dscp} → TC {tc} → queue {qos.tc_to_queue[tc]}",
+                f"DSCP {dscp} → TC {ref_tc} → queue {ref_queue}, as on "
+                f"{', '.join(holders[reference])} ({classes[reference]} of "
+                f"{sum(classes.values())} ports)",
+                f"{device.origin.dscp_to_tc(qos, dscp)}; {device.origin.tc_to_queue(qos, tc)}"))
+    return findings
+
+
+# ---------------------------------------------------------------- roce-lossless, cnp-strict
+
+
+def check_roce_lossless(spec: FabricSpec, device: Device) -> list[Finding]:
+    dscp, priority = spec.hosts.roce_dscp, spec.hosts.roce_priority
+    found: dict[tuple[int, str], Finding] = {}
+    for hop in _device_hops(spec, device):
+        qos_in = device.port(hop.ingress.name)
+        tc = qos_in.dscp_to_tc[dscp]
+        for port, role in ((hop.ingress, "sends PFC for it"), (hop.egress, "honours its PFC")):
+            qos = device.port(port.name)
+            if tc not in qos.pfc_enable:
+                found.setdefault((_number(port), "lossy"), Finding(
+                    "roce-lossless", device.name, device.label(port.name), tc,
+                    f"RoCE (DSCP {dscp}, TC {tc}) is lossy here: this port {role} only on its "
+                    "pfc_enable priorities",
+                    f"pfc_enable {_priorities(qos.pfc_enable)}, DSCP {dscp} → TC {tc}",
+                    f"TC {tc} in pfc_enable (hop {_peer(spec, hop.ingress)} → {device.name} → "
+                    f"{_peer(spec, hop.egress)})",
+                    f"{device.origin.pfc_enable(qos)}; {device.origin.dscp_to_tc(qos_in, dscp)}"))
+        from_host = spec.fabric.node(hop.ingress.peer_node).role == "host"
+        if from_host and tc in qos_in.pfc_enable and tc != priority:
+            found.setdefault((_number(hop.ingress), "priority"), Finding(
+                "roce-lossless", device.name, device.label(hop.ingress.name), tc,
+                f"RoCE from host {hop.ingress.peer_node} is paused on priority {tc}, but the "
+                f"NIC sends and pauses it on priority {priority}",
+                f"DSCP {dscp} → TC {tc}", f"TC {priority} (hosts.roce_priority)",
+                device.origin.dscp_to_tc(qos_in, dscp)))
+    return [found[key] for key in sorted(found)]
+
+
+def check_cnp_strict(spec: FabricSpec, device: Device) -> list[Finding]:
+    dscp = spec.hosts.cnp_dscp
+    found: dict[int, Finding] = {}
+    for hop in _device_hops(spec, device):
+        tc = device.port(hop.ingress.name).dscp_to_tc[dscp]
+        qos = device.port(hop.egress.name)
+        queue = qos.tc_to_queue[tc]
+        queue_qos = qos.queues.get(queue)
+        scheduler = queue_qos.scheduler if queue_qos else None
+        if scheduler is not None and scheduler.type == "STRICT":
+            continue
+        lossy = "lossy " if tc not in qos.pfc_enable else ""
+        configured = (f"queue {queue} {scheduler.type} weight {scheduler.weight}" if scheduler
+                      else f"queue {queue} with no scheduler")
+        found.setdefault(_number(hop.egress), Finding(
+            "cnp-strict", device.name, device.label(hop.egress.name), tc,
+            f"CNPs (DSCP {dscp}, TC {tc}) leave through a {lossy}queue that is not strict "
+            "priority, behind the congestion they report",
+            configured, f"queue {queue} STRICT (toward {_peer(spec, hop.egress)})",
+            device.origin.scheduler(qos, queue)))
+    return [found[key] for key in sorted(found)]
+
+
+# ---------------------------------------------------------------- ecn-before-pfc, headroom
+
+
+def _lossless(device: Device, ports: list[Port]) -> Iterator[tuple[Port, PortQos, int, int]]:
+    """(port, qos, priority, PG) of every pfc_enable priority of these ports."""
+    for port in ports:
+        qos = device.port(port.name)
+        for priority in sorted(qos.pfc_enable):
+            yield port, qos, priority, qos.tc_to_pg[priority]
+
+
+def check_ecn_before_pfc(spec: FabricSpec, device: Device) -> list[Finding]:
+    ports = _cabled(spec, device)
+    profile = device.profile
+    # The lossless PGs of the cabled ports: all of them may be congested at once, and those
+    # of a priority feed that priority's queues.
+    feeding = [(port, qos, priority, pg) for port, qos, priority, pg in _lossless(device, ports)
+               if qos.lossless_pg(pg) and qos.pgs[pg].pool in profile.pools]
+    n = len(feeding)
+
+    def trigger(qos: PortQos, pg: int, congested_pgs: int) -> int:
+        buffer = qos.pgs[pg]
+        return xoff_trigger_bytes(buffer, profile.pools[buffer.pool].size_bytes, congested_pgs)
+
+    findings = []
+    for port, qos, priority, _ in _lossless(device, ports):
+        queue = qos.tc_to_queue[priority]
+        queue_qos = qos.queues.get(queue)
+        wred = queue_qos.wred if queue_qos else None
+        if wred is None or not wred.marks_green:
+            findings.append(Finding(
+                "ecn-before-pfc", device.name, device.label(port.name), priority,
+                f"lossless queue {queue} marks no ECN, so PFC does the congestion control",
+                f"ECN {wred.ecn if wred else 'off'}", "a WRED profile marking ECN (ecn_all)",
+                device.origin.wred(qos, queue, "ecn")))
+            continue
+        sources = [(p, q, pg) for p, q, prio, pg in feeding if prio == priority]
+        if not sources:
+            continue  # no lossless PG, so no trigger: the headroom check reports it
+        src_port, src_qos, src_pg = min(sources, key=lambda s: trigger(s[1], s[2], n))
+        kmin = wred.green_min_threshold_bytes
+        if kmin < trigger(src_qos, src_pg, n):
+            continue
+        buffer = src_qos.pgs[src_pg]
+        pool = profile.pools[buffer.pool]
+        dynamic = buffer.dynamic_th is not None
+        threshold = (f"dynamic_th {buffer.dynamic_th} on {pool.name} of {_bytes(pool.size_bytes)}"
+                     if dynamic else f"static_th {_bytes(buffer.static_th_bytes or 0)}")
+        findings.append(Finding(
+            "ecn-before-pfc", device.name, device.label(port.name), priority,
+            f"queue {queue} starts marking ECN only after PFC has fired",
+            f"Kmin {_bytes(kmin)}",
+            f"Kmin < {_bytes(trigger(src_qos, src_pg, n))}, the PFC trigger of PG {src_pg} on "
+            f"{device.label(src_port.name)} ({threshold}, {n} lossless PGs congested at once; "
+            f"{_bytes(trigger(src_qos, src_pg, 0))} on an empty buffer)",
+            f"{device.origin.wred(qos, queue, 'green_min_threshold')}; "
+            f"{device.origin.pg_buffer(src_qos, src_pg, 'dynamic_th' if dynamic else 'static_th')}"))
+    return findings
+
+
+def _cable_m(link: Link) -> float:
+    return link.cable_m if link.cable_m is not None else link.delay_s * PROPAGATION_M_PER_S
+
+
+def check_headroom(spec: FabricSpec, device: Device) -> list[Finding]:
+    findings = []
+    seen = set()
+    for port, qos, priority, pg in _lossless(device, _cabled(spec, device)):
+        if (port.name, pg) in seen:
+            continue  # priorities sharing a PG share its headroom
+        seen.add((port.name, pg))
+        link = _link(spec, port)
+        try:
+            need = headroom(link.rate_bps, _cable_m(link), spec.hosts.roce_mtu_bytes)
+        except ValueError as e:
+            findings.append(Finding("headroom", device.name, device.label(port.name), priority,
+                                    "headroom cannot be computed", "-", str(e),
+                                    f"{spec.fabric.source}: topology.links[{link.index}]"))
+            continue
+        buffer = qos.pgs.get(pg)
+        xoff = buffer.xoff_bytes if buffer is not None and buffer.lossless else 0
+        if xoff >= need.total_bytes:
+            continue
+        what = (f"PG {pg} has too little headroom for what arrives after XOFF"
+                if xoff else f"PG {pg} has no lossless buffer profile, so no headroom")
+        findings.append(Finding(
+            "headroom", device.name, device.label(port.name), priority, what,
+            f"xoff {_bytes(xoff)}",
+            f"xoff ≥ {_bytes(need.total_bytes)} for the link to {_peer(spec, port)} "
+            f"({need.explain()})",
+            f"{device.origin.pg_buffer(qos, pg, 'xoff')}; {spec.fabric.source}: "
+            f"topology.links[{link.index}]"))
+    return findings
+
+
+# ---------------------------------------------------------------- mtu, buffer-pool, pfc-watchdog
+
+
+def check_mtu(spec: FabricSpec, device: Device) -> list[Finding]:
+    required = spec.hosts.roce_mtu_bytes + ROCE_IP_OVERHEAD_BYTES
+    findings = []
+    for port in _cabled(spec, device):
+        link = _link(spec, port)
+        configured = device.mtu_bytes(port.name)
+        if configured < required:
+            source = device.origin.mtu(device.port(port.name))
+        elif link.mtu < required:
+            configured, source = link.mtu, f"{spec.fabric.source}: topology.links[{link.index}].mtu"
+        else:
+            continue
+        findings.append(Finding(
+            "mtu", device.name, device.label(port.name), None,
+            f"RoCE packets of MTU {spec.hosts.roce_mtu_bytes} do not fit the link to "
+            f"{_peer(spec, port)}",
+            f"IP MTU {configured}",
+            f"IP MTU ≥ {required} (RoCE MTU {spec.hosts.roce_mtu_bytes} + IPv4 20 + UDP 8 + "
+            "BTH 12 + RETH 16 + ICRC 4)",
+            source))
+    return findings
+
+
+def check_buffer_pool(spec: FabricSpec, device: Device) -> list[Finding]:
+    profile = device.profile
+    reserved: dict[str, Counter[tuple[str, str, int]]] = {name: Counter()
+                                                          for name in profile.pools}
+    for qos in profile.ports.values():
+        buffers = [*qos.pgs.values(), *(q.buffer for q in qos.queues.values() if q.buffer)]
+        for buffer in buffers:
+            if buffer.pool in reserved:
+                reserved[buffer.pool][(buffer.name, "size", buffer.size_bytes)] += 1
+                if buffer.xoff_bytes:
+                    reserved[buffer.pool][(buffer.name, "xoff", buffer.xoff_bytes)] += 1
+    findings = []
+    for name, pool in profile.pools.items():
+        parts = reserved[name]
+        if pool.xoff_bytes:  # xoff comes from the shared headroom pool, counted once
+            parts = Counter({k: n for k, n in parts.items() if k[1] == "size"})
+            parts[("shared headroom pool", "xoff", pool.xoff_bytes)] = 1
+        total = sum(n * size for (_, _, size), n in parts.items())
+        if total <= pool.size_bytes:
+            continue
+        terms = " + ".join(f"{n} × {buffer} {what} {size:,}"
+                           for (buffer, what, size), n in sorted(parts.items()) if size)
+        findings.append(Finding(
+            "buffer-pool", device.name, None, None,
+            f"{pool.type} pool {name} is oversubscribed by the reservations drawing from it",
+            f"size {_bytes(pool.size_bytes)}",
+            f"size ≥ {_bytes(total)} reserved: {terms}",
+            device.origin.pool(name, "size")))
+    return findings
+
+
+def check_pfc_watchdog(spec: FabricSpec, device: Device) -> list[Finding]:
+    findings = []
+    for port in _cabled(spec, device):
+        qos = device.port(port.name)
+        if not qos.pfc_enable:
+            continue
+        unguarded = qos.pfc_enable - qos.pfcwd_priorities if qos.pfc_wd else qos.pfc_enable
+        if not unguarded:
+            continue
+        configured = (f"watchdog on priorities {_priorities(qos.pfcwd_priorities)}"
+                      if qos.pfc_wd else "no PFC watchdog")
+        findings.append(Finding(
+            "pfc-watchdog", device.name, device.label(port.name), min(unguarded),
+            "a PFC storm on this port would stop its lossless traffic indefinitely",
+            configured, f"a watchdog on every pfc_enable priority {_priorities(qos.pfc_enable)}",
+            device.origin.pfc_wd(qos)))
+    return findings
+
+
+def builtin_checks() -> Registry[Check]:
+    checks: Registry[Check] = Registry("static check")
+    for check in (
+        Check("dscp-maps", "DSCP → TC → queue maps agree on every switch", check_dscp_maps),
+        Check("roce-lossless", "RoCE's DSCP is in a pfc_enable priority on every path",
+              check_roce_lossless),
+        Check("cnp-strict", "CNPs leave through a strict-priority queue on every path",
+              check_cnp_strict),
+        Check("ecn-before-pfc", "ECN Kmin is below the PFC trigger on every lossless queue",
+              check_ecn_before_pfc),
+        Check("headroom", "xoff covers speed, cable, MTU and the peer's response time",
+              check_headroom),
+        Check("mtu", "RoCE MTU + headers fit every link's MTU", check_mtu),
+        Check("buffer-pool", "each buffer pool holds its PGs' and queues' reservations",
+              check_buffer_pool),
+        Check("pfc-watchdog", "a PFC watchdog guards every lossless priority", check_pfc_watchdog),
+    ):
+        checks.register(check.name, check)
+    return checks
+
+
+def lint(spec: FabricSpec) -> list[Finding]:
+    """Every finding of every check on every switch."""
+    checks = builtin_checks()
+    return [finding for name in checks for device in spec.devices.values()
+            for finding in checks.get(name).run(spec, device)]
