@@ -82,3 +82,10 @@ def capture(iface: str, duration_s: float, ready=None) -> list[tuple[float, byte
             continue
     sock.close()
     return frames
+
+
+def blast_together(sends: list[tuple[str, str, bytes]], rate_bps: float, duration_s: float) -> list[int]:
+    """blast() from several (namespace, iface, frame) at once, as an incast's senders do;
+    the number each sent."""
+    running = [InNetns(ns, blast, iface, frame, rate_bps, duration_s) for ns, iface, frame in sends]
+    return [r.result(duration_s + 60) for r in running]
