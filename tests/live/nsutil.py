@@ -77,9 +77,10 @@ def capture(iface: str, duration_s: float, ready=None) -> list[tuple[float, byte
     end = time.monotonic() + duration_s
     while time.monotonic() < end:
         try:
-            frames.append((time.monotonic(), sock.recv(65536)))
+            frame = sock.recv(65536)
         except socket.timeout:
             continue
+        frames.append((time.monotonic(), frame))  # stamped on arrival, not when the wait began
     sock.close()
     return frames
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import time
 from pathlib import Path
@@ -58,14 +59,15 @@ def test_a_pfc_frame_pauses_exactly_its_priority(bring_up):
                   / MACControlClassBasedFlowControl(c3_enabled=1, c3_pause_time=0xFFFF))
     lossless = udp_frame(spec, "h1", "h2", 26, 1024)
     lossy = udp_frame(spec, "h1", "h2", 0, 1024, sport=5000)
-    rx = InNetns(record.node("h2").netns, capture, "eth1", 1.0)
-    time.sleep(0.2)
+    ready = multiprocessing.get_context("fork").Event()
+    rx = InNetns(record.node("h2").netns, capture, "eth1", 2.0, ready)
+    assert ready.wait(10)
 
-    def send_pause_then_traffic():
-        raw_socket("eth1").send(pause)
-        return None
-
-    in_netns(record.node("h2").netns, send_pause_then_traffic)
+    def send_pause():
+        sock = raw_socket("eth1")
+        before = time.monotonic()  # the pause cannot start earlier than this
+        sock.send(pause)
+        return before
 
     def send_both():
         sock = raw_socket("eth1")
@@ -74,12 +76,17 @@ def test_a_pfc_frame_pauses_exactly_its_priority(bring_up):
             sock.send(lossy)
         return time.monotonic()
 
+    paused_at = in_netns(record.node("h2").netns, send_pause)
+    while counters(spec.name, "leaf1")["ports"]["eth2"]["pfc_rx_frames"][3] == 0:  # switchd has taken it
+        assert time.monotonic() < paused_at + 0.1, "switchd did not take the pause frame in time"
+        time.sleep(0.002)
     sent_at = in_netns(record.node("h1").netns, send_both)
     frames = rx.result()
     # 65535 quanta × 512 bit times at 100 Mb/s = 0.3355 s: nothing on priority 3 meanwhile.
     hold_s = 0xFFFF * 512 / RATE_BPS
+    assert sent_at < paused_at + hold_s - 0.1, "the traffic was sent too late to test the pause"
     dscp = [(t, f[15] >> 2) for t, f in frames if f[12:14] == b"\x08\x00"]
-    early_lossless = [t for t, d in dscp if d == 26 and t < sent_at + hold_s - 0.05]
+    early_lossless = [t for t, d in dscp if d == 26 and t < paused_at + hold_s - 0.005]
     lossy_seen = [t for t, d in dscp if d == 0]
     late_lossless = [t for t, d in dscp if d == 26]
     assert early_lossless == []
