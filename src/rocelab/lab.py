@@ -6,20 +6,28 @@ topologies/, or any path to a topology file); a bare topology runs with the defa
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 from rocelab import paths
 from rocelab.errors import InputError, Problem, Problems
+from rocelab.roce import CcConfig, DcqcnConfig, NicConfig, builtin_cc_registry
+from rocelab.scenario import Scenario, load_scenario
 from rocelab.topology import SAFE_NAME, SAFE_NAME_HINT, Fabric, load_topology
 from rocelab.yamlfile import load_yaml
 
 DATAPLANES = ("kernel", "switchd")
-NICS = ("emulated", "none")
+NICS = ("emulated", "verbs", "none")
 DEFAULT_DATAPLANE = "switchd"
 DEFAULT_PROFILE = "roce-lossless"  # for a bare topology on switchd: rocelab is about lossless RoCE
 DEFAULT_TDF = 1000
-LAB_KEYS = frozenset({"name", "description", "topology", "dataplane", "tdf", "profile", "nic"})
+LAB_KEYS = frozenset({"name", "description", "topology", "dataplane", "tdf", "profile", "nic", "roce",
+                      "scenario", "checks"})
+# `roce:` keys: NicConfig's fields (production units; nicd dilates them by the TDF), with
+# DCQCN's parameters under `dcqcn:`.
+ROCE_KEYS = tuple(f.name for f in dataclasses.fields(NicConfig) if f.name != "cc") + ("dcqcn",)
 
 
 @dataclass(frozen=True)
@@ -30,7 +38,32 @@ class Lab:
     dataplane: str
     tdf: int
     profile: Path | None
-    nic: str = "none"  # emulated: nicd on every host
+    nic: str = "none"  # emulated: nicd on every host; verbs: pyverbs on the kernel's RDMA device
+    roce: Mapping = field(default_factory=dict)  # the lab's `roce:` NIC settings, as written
+    scenario: Scenario | None = None  # what `invoke run` does (rocelab.scenario)
+
+
+def roce_config(settings: Mapping) -> NicConfig:
+    """The NicConfig of a lab's `roce:` mapping (or its JSON copy, whose keys are strings).
+    Raises ValueError naming what is wrong."""
+    unknown = sorted(str(k) for k in settings if k not in ROCE_KEYS)
+    dcqcn = settings.get("dcqcn") or {}
+    dcqcn_keys = [f.name for f in dataclasses.fields(DcqcnConfig)]
+    if not isinstance(dcqcn, Mapping):
+        raise ValueError(f"dcqcn: {dcqcn!r} is not a mapping of DCQCN parameters ({', '.join(dcqcn_keys)})")
+    unknown += [f"dcqcn.{k}" for k in dcqcn if k not in dcqcn_keys]
+    if unknown:
+        raise ValueError(f"unknown key(s) {', '.join(unknown)}; expected: {', '.join(ROCE_KEYS)}; "
+                         f"under dcqcn: {', '.join(dcqcn_keys)}")
+    values = {k: v for k, v in settings.items() if k != "dcqcn"}
+    if "dscp_to_priority" in values:
+        values["dscp_to_priority"] = {int(d): int(p) for d, p in dict(values["dscp_to_priority"]).items()}
+    try:
+        config = NicConfig(**values, cc=CcConfig(dcqcn=DcqcnConfig(**dcqcn)))
+    except TypeError as exc:  # a string where a number belongs
+        raise ValueError(f"a value has the wrong type: {exc}") from None
+    builtin_cc_registry().check(config.cc_algorithm)
+    return config
 
 
 def _find_topology(ref: str) -> Path | None:
@@ -86,13 +119,26 @@ def _load_lab_file(path: Path) -> Lab:
         problems.add("tdf", f"{tdf!r} is not a time-dilation factor", "a whole number ≥ 1, e.g. 1000")
     profile = None
     if "profile" in data:
-        profile = paths.profiles_dir() / f"{data['profile']}.json"
-        if not profile.is_file():
+        # A lab may carry its own profiles beside lab.yml (a deliberately broken one, say).
+        profile = next((p for p in (path.parent / f"{data['profile']}.json",
+                                    paths.profiles_dir() / f"{data['profile']}.json") if p.is_file()), None)
+        if profile is None:
             problems.add("profile", f"{data['profile']!r} is not a QoS profile",
                          f"profiles: {', '.join(sorted(p.stem for p in paths.profiles_dir().glob('*.json')))}")
     nic = data.get("nic", "none")
     if nic not in NICS:
         problems.add("nic", f"{nic!r} is not a NIC backend", f"expected one of: {', '.join(NICS)}")
+    roce = data.get("roce") or {}
+    if not isinstance(roce, dict):
+        problems.add("roce", f"{roce!r} is not a mapping of NIC settings", "e.g. roce: {pmtu_bytes: 4096, cc_algorithm: dcqcn}")
+    else:
+        try:
+            roce_config(roce)
+        except (ValueError, TypeError) as exc:
+            problems.add("roce", str(exc))
     problems.raise_if_any()
     fabric = load_topology(topo)
-    return Lab(name, doc.name, fabric, dataplane, tdf, profile, nic)
+    switch_ports = {(n.name, p.name) for n in fabric.switches for p in n.ports}
+    scenario = load_scenario(doc, path.parent, {h.name for h in fabric.hosts}, switch_ports,
+                             {(n.name, p.name) for n in fabric.nodes for p in n.ports})
+    return Lab(name, doc.name, fabric, dataplane, tdf, profile, nic, roce, scenario)

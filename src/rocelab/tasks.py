@@ -7,6 +7,7 @@ on stdout.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json as jsonlib
 import shlex
@@ -201,6 +202,89 @@ def show(c, what, node=None, lab=None, view=None, interval=1.0, json=False):
             console.print(views.nic_view(a["node"], reply["counters"], record.tdf))
 
 
+@task(positional=["where"], help={
+    "where": "NODE:IFACE, e.g. leaf1:eth1 (LAB.NODE:IFACE when several labs are up)",
+    "lab": "the lab (default: the one up)", "duration": "seconds to capture (default: until Ctrl-C)",
+    "pcap": "also write every frame to this pcap (opens in tshark/Wireshark)", "json": "print one JSON document"})
+@_front_door()
+def probe(c, where, lab=None, duration=0.0, pcap=None, json=False):
+    """Watch one lab interface: ECN CE marks, CNPs, PFC frames and quanta, PSN gaps, go-back-N."""
+    from rocelab import probes
+
+    node, sep, iface = where.partition(":")
+    if not sep or not iface:
+        raise InputError([Problem(where, "", "is not NODE:IFACE", "e.g. invoke probe leaf1:eth1 --duration 5")])
+    if "." in node and not lab:
+        lab, node = node.split(".", 1)
+    record = _running(lab, "probe")
+    try:
+        state_node = record.node(node)
+    except KeyError:
+        raise InputError([Problem(node, "", f"is not a node of {record.name}",
+                                  f"nodes: {', '.join(n.name for n in record.nodes)}")]) from None
+    if iface not in {i.name for i in state_node.interfaces}:
+        raise InputError([Problem(where, "", f"{node} has no interface {iface!r}",
+                                  f"interfaces: {', '.join(i.name for i in state_node.interfaces)}")])
+    report = probes.live(state_node.netns, iface, duration or None, pcap, json, console=None if json else console)
+    if json:
+        print(jsonlib.dumps(report.to_json(), indent=1))
+    elif pcap:
+        console.print(f"pcap: {pcap}")
+
+
+@task(help={"lab": "one lab (default: every lab that is up, read again at each scrape)",
+            "serve": "serve http://127.0.0.1:PORT/metrics until Ctrl-C (0: any free port); never other addresses",
+            "out": "write the text to this file instead of stdout"})
+@_front_door()
+def metrics(c, lab=None, serve=None, out=None):
+    """Every switchd and nicd counter in Prometheus text format: printed, written, or served.
+
+    `invoke metrics --serve 9400` answers Prometheus scrapes on 127.0.0.1:9400 until Ctrl-C.
+    """
+    from rocelab import metrics as metrics_mod  # prometheus_client only for this task
+
+    if serve is not None and out:
+        raise InputError([Problem("--serve", "", "and --out do not go together", "serve, or write a file, not both")])
+    if lab:
+        _running(lab, "metrics")
+    elif serve is None and not lab_state.all_labs():
+        raise InputError([Problem("metrics", "", "found no lab up", "run `invoke up lab-pfc` first")])
+    read = metrics_mod.lab_reader(lab)
+    if serve is None:
+        readings = read()
+        for agent in (a for r in readings for a in r.agents if a.reply is None):
+            err_console.print(f"warning: {agent.node}: {agent.error} (rocelab_agent_up 0)",
+                              markup=False, highlight=False, soft_wrap=True)
+        text = metrics_mod.exposition(readings)
+        if out:
+            Path(out).write_bytes(text)
+            console.print(f"metrics: {paths.display(Path(out))}")
+        else:
+            sys.stdout.write(text.decode())
+        return
+    try:
+        port = int(serve)
+        if not 0 <= port <= 65535:
+            raise ValueError
+    except ValueError:
+        raise InputError([Problem("--serve", "", f"{serve!r} is not a TCP port", "0-65535, e.g. 9400")]) from None
+    try:
+        server, thread = metrics_mod.serve(read, port)
+    except OSError as exc:
+        raise InputError([Problem("--serve", "", f"cannot listen on 127.0.0.1:{port}: {exc.strerror}",
+                                  "pick another port")]) from None
+    console.print(f"serving http://{metrics_mod.LOCALHOST}:{server.server_port}/metrics "
+                  f"({lab or 'every lab up'}); Ctrl-C stops", highlight=False)
+    try:
+        thread.join()  # serves until Ctrl-C
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.shutdown()
+        server.server_close()
+    console.print("stopped")
+
+
 @task(help={"params": "model parameters (e.g. 175B, 7e9)", "dtype": "fp32, bf16, fp16, fp8 or bytes per parameter",
             "gpus": "number of GPUs (ranks)", "nic_speed": "NIC line rate (e.g. 400G)",
             "usd_per_gpu_hour": "price of one GPU-hour", "gpus_per_server": "GPUs per server (default 8)",
@@ -231,4 +315,104 @@ def test(c, k=None, unit=False):
     raise Exit(code=subprocess.call(argv, cwd=paths.project_root()))
 
 
-ns = TaskCollection(up, down, status, exec_, graph, show, calc, test)
+@contextlib.contextmanager
+def _job_progress(title: str):
+    """A progress bar on a terminal; without one, a line per iteration (logs stay short)."""
+    if err_console.is_terminal:
+        from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
+        columns = (TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
+                   TextColumn("{task.fields[detail]}"), TimeElapsedColumn())
+        with Progress(*columns, console=err_console, transient=True) as bar:
+            task_id = bar.add_task(title, total=None, detail="")
+            yield lambda p: bar.update(task_id, total=p.bytes_total, completed=p.bytes_done,
+                                       detail=f"iteration {p.iterations_done}/{p.iterations}")
+        return
+    seen = set()
+
+    def line(p) -> None:
+        if p.iterations_done not in seen:
+            seen.add(p.iterations_done)
+            err_console.print(f"{title}: iteration {p.iterations_done}/{p.iterations} · "
+                              f"{p.bytes_done / max(p.bytes_total, 1):.0%} of bytes · {p.elapsed_s:.1f} s",
+                              highlight=False)
+
+    yield line
+
+
+@task(positional=["pattern"], help={
+    "pattern": "a pattern file (traffic/NAME.yml or a path) or a pattern: ring-allreduce, halving-doubling, "
+               "alltoall, incast, elephant",
+    "lab": "the lab to run on (default: the only lab that is up)",
+    "hosts": "comma-separated hosts (default: the file's, else every host of the lab)",
+    "size": "nccl-tests size: per-rank buffer, per sender for incast/elephant (e.g. 4MB, 64MiB)",
+    "iters": "iterations (training steps)",
+    "qps": "QPs per peer (each its own UDP source port: ECMP entropy)",
+    "json": "print the report as one JSON document",
+})
+@_front_door()
+def traffic(c, pattern, lab=None, hosts=None, size=None, iters=0, qps=0, json=False):
+    """Run a traffic pattern on a running lab; report time, algbw, busbw, FCT, retransmissions, CNPs, PFC."""
+    from rocelab.traffic import report as traffic_report
+    from rocelab.traffic.job import JobFailed, run_job
+    from rocelab.traffic.patterns import builtin_patterns
+    from rocelab.traffic.spec import resolve_spec, with_overrides
+
+    spec = with_overrides(resolve_spec(pattern, builtin_patterns()), hosts=hosts, size=size,
+                          iterations=iters or None, qps=qps or None)
+    record = _running(lab, "traffic")
+    try:
+        with _job_progress(f"{spec.pattern} on {record.name}") as on_progress:
+            report, _ = run_job(record, spec, on_progress=on_progress)
+    except JobFailed as exc:
+        err_console.print(f"[red]job failed:[/red] {exc}", highlight=False, soft_wrap=True)
+        raise Exit(code=1) from None
+    if json:
+        print(jsonlib.dumps(report, indent=1))
+    else:
+        console.print(traffic_report.render_report(report))
+
+
+@task(positional=["src", "dst"], help={
+    "src": "the sending host", "dst": "the receiving host",
+    "lab": "the lab to run on (default: the only lab that is up)",
+    "size": "message size (default 65536, as ib_write_bw)",
+    "qps": "QPs (default 1)",
+    "duration": "about how long to stream, in wall-clock (emulated) seconds (default 5)",
+    "json": "print one JSON document",
+})
+@_front_door()
+def bw(c, src, dst, lab=None, size="65536", qps=1, duration=5.0, json=False):
+    """RDMA WRITE bandwidth from SRC to DST, as perftest's ib_write_bw: BW peak/average, MsgRate."""
+    from rocelab.traffic import report as traffic_report
+    from rocelab.traffic.job import JobFailed, run_bw
+    from rocelab.units import parse_bytes
+
+    problems = []
+    try:
+        message_bytes = parse_bytes(size)
+        if message_bytes < 1:
+            problems.append(Problem("--size", "", f"{size!r} is too small", "at least 1 byte"))
+    except ValueError as exc:
+        problems.append(Problem("--size", "", str(exc), "a size like 65536 or 1MiB"))
+    if not 1 <= qps <= 64:
+        problems.append(Problem("--qps", "", f"{qps} is not a QP count", "1 to 64"))
+    if not duration > 0:
+        problems.append(Problem("--duration", "", f"{duration} is not a duration", "seconds, e.g. 5"))
+    if problems:
+        raise InputError(problems)
+    record = _running(lab, "bw")
+    try:
+        with _job_progress(f"bw {src} → {dst}") as on_progress:
+            summary = run_bw(record, src, dst, message_bytes=message_bytes, qps=qps, duration_s=float(duration),
+                             on_progress=on_progress)
+    except JobFailed as exc:
+        err_console.print(f"[red]bw failed:[/red] {exc}", highlight=False, soft_wrap=True)
+        raise Exit(code=1) from None
+    if json:
+        print(jsonlib.dumps(summary, indent=1))
+    else:
+        console.print(traffic_report.render_bw(summary))
+
+
+ns = TaskCollection(up, down, status, exec_, graph, show, probe, metrics, traffic, bw, calc, test)

@@ -1,0 +1,461 @@
+"""A lab's scenario: cases run one after another on the running lab, observations read
+from the counters, and checks that turn them into a verdict.
+
+In `labs/<lab>/lab.yml`:
+
+    scenario:
+      - case: pfc                        # a column of the side-by-side table
+        title: PFC on (roce-lossless)
+        profile: roce-lossless           # every switch reloads this QoS profile first
+        traffic: incast-4to1             # a pattern file under traffic/ …
+        with: {size: 2MB, iterations: 2} # … with these keys of a pattern file changed
+        cc: dcqcn                        # the NICs' congestion control for this case
+        impair:                          # link impairments out of switch ports
+          - {port: leaf1:eth3, delay: 20us, jitter: 0us, loss: 0.5%}
+        storm: {host: h4, priority: 3}   # a stuck NIC that keeps sending PFC XOFF
+        probes: [leaf1:eth1]             # scapy probes attached while the traffic runs
+      - case: no-pfc
+        profile: lossy
+        traffic: incast-4to1
+    checks:
+      - pfc: drops == 0
+      - no-pfc: job_time_s > pfc: job_time_s
+      - no-pfc: retransmitted_packets >= 1.5 * pfc: retransmitted_packets
+
+A check is `CASE: OBSERVATION OP NUMBER` or `CASE: OBSERVATION OP [FACTOR *] CASE: OBSERVATION`
+with OP one of == != < <= > >=. Observations are listed in OBSERVATIONS; probes add
+`probe.NODE:IFACE.{pfc_xoff_frames,pfc_xon_frames,ce_packets,cnps,rewinds,psn_gaps}`.
+Every case starts from cleared counters, so watermarks and totals are the case's own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import operator
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping
+
+from rocelab import control, paths
+from rocelab.errors import InputError, Problems
+from rocelab.ethernet import mac_bytes
+from rocelab.roce.cc import builtin_cc_registry
+from rocelab.state import LabState
+from rocelab.switch.frames import build_pfc
+from rocelab.traffic.patterns import builtin_patterns
+from rocelab.traffic.spec import JobSpec, resolve_spec
+from rocelab.units import parse_bytes, parse_delay
+from rocelab.yamlfile import YamlDoc
+from rocelab.yamlfile import at as _at
+
+CASE_KEYS = ("case", "title", "profile", "traffic", "with", "cc", "impair", "storm", "probes")
+WITH_KEYS = ("hosts", "size", "iterations", "compute_gap", "qps", "message_size", "verb", "options", "stall_timeout")
+# Drops of traffic that the fabric was asked to carry (not frames a router ignores anyway).
+FABRIC_DROP_REASONS = ("tail_drop", "headroom_exceeded", "wred_drop", "pfcwd_drop", "impairment_loss", "no_route",
+                       "ttl_expired")
+OBSERVATIONS = {
+    "job_time_s": "mean iteration time, production-equivalent seconds",
+    "job_wall_s": "first start to last end, production-equivalent seconds",
+    "busbw_gbps": "bus bandwidth, production-equivalent Gb/s (nccl-tests)",
+    "busbw_vs_line_rate": "busbw / line rate",
+    "fct_max_s": "slowest flow completion time, production-equivalent seconds",
+    "drops": "packets the switches dropped: " + ", ".join(FABRIC_DROP_REASONS),
+    **{f"drops.{r}": f"packets dropped as {r}" for r in FABRIC_DROP_REASONS},
+    "pfc_tx_frames": "PFC frames the switches sent",
+    "pfc_tx_frames_to_hosts": "PFC frames the switches sent to hosts",
+    "pfc_tx_frames_to_switches": "PFC frames the switches sent upstream to other switches",
+    "pfc_rx_frames": "PFC frames the switches received",
+    "ecn_marked_packets": "packets the switches CE-marked",
+    "max_queue_depth_bytes": "deepest egress queue (watermark)",
+    "max_headroom_bytes": "most headroom any PG used (watermark)",
+    "pfcwd_storms": "PFC storms the watchdog detected",
+    "host_pause_frames": "PFC frames the NICs received",
+    "host_paused_s": "time the NICs spent paused, production-equivalent seconds",
+    "cnps_sent": "CNPs the NICs sent", "cnps_received": "CNPs the NICs received",
+    "retransmitted_packets": "packets the NICs sent again (go-back-N)",
+    "retransmitted_bytes": "bytes the NICs sent again",
+    "timeouts": "retransmission timeouts",
+    "retransmitted_bytes_per_drop": "go-back-N amplification: retransmitted bytes per dropped packet",
+}
+PROBE_FIELDS = ("pfc_xoff_frames", "pfc_xon_frames", "ce_packets", "cnps", "rewinds", "psn_gaps")
+OPS: dict[str, Callable[[float, float], bool]] = {
+    "==": operator.eq, "!=": operator.ne, "<=": operator.le, ">=": operator.ge, "<": operator.lt, ">": operator.gt}
+_NAME = r"[a-z][a-z0-9_-]*"
+_OBS = r"[a-z_][a-z0-9_.:-]*"
+_CHECK = re.compile(rf"^\s*({_NAME})\s*:\s*({_OBS})\s*(==|!=|<=|>=|<|>)\s*(.+?)\s*$")
+_RHS_CASE = re.compile(rf"^(?:(\d+(?:\.\d+)?)\s*\*\s*)?({_NAME})\s*:\s*({_OBS})$")
+_NUMBER = re.compile(r"^-?\d+(?:\.\d+)?(?:e-?\d+)?$")
+
+
+@dataclass(frozen=True)
+class Impairment:
+    node: str
+    port: str
+    delay_s: float = 0.0
+    jitter_s: float = 0.0
+    loss_pct: float = 0.0
+
+
+@dataclass(frozen=True)
+class Storm:
+    host: str
+    priority: int = 3
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    title: str
+    traffic: JobSpec
+    profile: Path | None = None
+    cc: str | None = None
+    impair: tuple[Impairment, ...] = ()
+    storm: Storm | None = None
+    probes: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Check:
+    text: str
+    case: str
+    observation: str
+    op: str
+    value: float | None = None  # a number on the right, or …
+    other_case: str | None = None  # … another case's observation, times `factor`
+    other_observation: str | None = None
+    factor: float = 1.0
+
+
+@dataclass(frozen=True)
+class Scenario:
+    cases: tuple[Case, ...]
+    checks: tuple[Check, ...]
+
+
+def _profile(ref: str, lab_dir: Path) -> Path | None:
+    for candidate in (lab_dir / f"{ref}.json", lab_dir / ref, paths.profiles_dir() / f"{ref}.json"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _known_observation(name: str) -> bool:
+    if name in OBSERVATIONS:
+        return True
+    parts = name.split(".")
+    return len(parts) == 3 and parts[0] == "probe" and ":" in parts[1] and parts[2] in PROBE_FIELDS
+
+
+def _traffic(raw: object, overrides: object, where: str, doc: YamlDoc, problems: Problems) -> JobSpec | None:
+    try:
+        spec = resolve_spec(str(raw), builtin_patterns())
+    except InputError as exc:
+        problems.add(where, str(exc.problems[0].message), exc.problems[0].hint)
+        return None
+    if overrides is None:
+        return spec
+    if not isinstance(overrides, dict):
+        problems.add(where, f"`with` {overrides!r} is not a mapping", f"keys: {', '.join(WITH_KEYS)}")
+        return None
+    changes: dict = {}
+    for key, value in overrides.items():
+        try:
+            if key == "hosts":
+                changes["hosts"] = tuple(value)
+            elif key in ("size", "message_size"):
+                changes["size_bytes" if key == "size" else "message_bytes"] = parse_bytes(value)
+            elif key in ("compute_gap", "stall_timeout"):
+                changes[f"{key}_s"] = parse_delay(value)
+            elif key in ("iterations", "qps"):
+                if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                    raise ValueError(f"{value!r} is not a whole number ≥ 1")
+                changes[key] = value
+            elif key in ("verb", "options"):
+                changes[key] = value
+            else:
+                raise ValueError(f"unknown key {key!r}; expected one of: {', '.join(WITH_KEYS)}")
+        except (ValueError, TypeError) as exc:
+            problems.add(f"{where}.with.{key}", str(exc))
+    return dataclasses.replace(spec, **changes)
+
+
+def load_scenario(doc: YamlDoc, lab_dir: Path, hosts: set[str], switch_ports: set[tuple[str, str]],
+                  all_ports: set[tuple[str, str]]) -> Scenario | None:
+    """The `scenario:` and `checks:` of a lab.yml, every problem collected and raised once."""
+    data = doc.data
+    problems = Problems(doc.name)
+    if "scenario" not in data:
+        if "checks" in data:
+            problems.add(_at(doc, "checks"), "has no scenario to check", "add `scenario:` with at least one case")
+        problems.raise_if_any()
+        return None
+    raw_cases = data["scenario"]
+    if not isinstance(raw_cases, list) or not raw_cases:
+        problems.add(_at(doc, "scenario"), "is not a list of cases", "each case: {case: NAME, traffic: PATTERN}")
+        problems.raise_if_any()
+    cases: list[Case] = []
+    for i, raw in enumerate(raw_cases):
+        where = _at(doc, "scenario", i)
+        if not isinstance(raw, dict):
+            problems.add(where, "is not a case", "a mapping with at least `case` and `traffic`")
+            continue
+        for key in raw:
+            if key not in CASE_KEYS:
+                problems.add(_at(doc, "scenario", i, str(key)), f"unknown key {key!r}",
+                             f"expected one of: {', '.join(CASE_KEYS)}")
+        name = raw.get("case")
+        if not isinstance(name, str) or not re.fullmatch(_NAME, name):
+            problems.add(where, f"case name {name!r} is not an identifier", "e.g. case: pfc")
+            continue
+        if name in {c.name for c in cases}:
+            problems.add(where, f"case {name!r} appears twice")
+        spec = _traffic(raw.get("traffic"), raw.get("with"), where, doc, problems) if "traffic" in raw else None
+        if "traffic" not in raw:
+            problems.add(where, "has no `traffic`", "name a pattern file under traffic/, e.g. incast-4to1")
+        profile = None
+        if "profile" in raw:
+            profile = _profile(str(raw["profile"]), lab_dir)
+            if profile is None:
+                problems.add(_at(doc, "scenario", i, "profile"), f"{raw['profile']!r} is not a QoS profile",
+                             "a JSON file in the lab's folder or under profiles/")
+        cc = raw.get("cc")
+        if cc is not None and cc not in builtin_cc_registry().names():
+            problems.add(_at(doc, "scenario", i, "cc"), f"{cc!r} is not a congestion control",
+                         f"expected one of: {', '.join(builtin_cc_registry().names())}")
+        impair = []
+        for j, item in enumerate(raw.get("impair") or []):
+            here = _at(doc, "scenario", i, "impair", j)
+            node, _, port = str((item or {}).get("port", "")).partition(":") if isinstance(item, dict) else ("", "", "")
+            if (node, port) not in switch_ports:
+                problems.add(here, f"{item!r} does not name a switch port", "write port: leaf1:eth3")
+                continue
+            try:
+                impair.append(Impairment(node, port, parse_delay(item.get("delay", 0)), parse_delay(item.get("jitter", 0)),
+                                         float(str(item.get("loss", 0)).rstrip("%"))))
+            except ValueError as exc:
+                problems.add(here, str(exc), "delay and jitter like 20us, loss like 0.5%")
+        storm = None
+        if "storm" in raw:
+            item = raw["storm"]
+            if not isinstance(item, dict) or item.get("host") not in hosts or item.get("priority", 3) not in range(8):
+                problems.add(_at(doc, "scenario", i, "storm"), f"{item!r} is not a PFC storm",
+                             "write storm: {host: h4, priority: 3}")
+            else:
+                storm = Storm(item["host"], item.get("priority", 3))
+        probes = []
+        for j, item in enumerate(raw.get("probes") or []):
+            node, _, port = str(item).partition(":")
+            if (node, port) not in all_ports:
+                problems.add(_at(doc, "scenario", i, "probes", j), f"{item!r} is not NODE:IFACE of this lab")
+            else:
+                probes.append((node, port))
+        if spec is not None:
+            cases.append(Case(name, str(raw.get("title", name)), spec, profile, cc, tuple(impair), storm, tuple(probes)))
+    checks = []
+    names = {c.name for c in cases}
+    for i, raw in enumerate(data.get("checks") or []):
+        where = _at(doc, "checks", i)
+        text = f"{next(iter(raw))}: {raw[next(iter(raw))]}" if isinstance(raw, dict) and len(raw) == 1 else str(raw)
+        check = parse_check(text)
+        if check is None:
+            problems.add(where, f"{text!r} is not a check", "write e.g. `pfc: drops == 0` or "
+                                                            "`no-pfc: job_time_s > pfc: job_time_s`")
+            continue
+        for case, obs in ((check.case, check.observation), (check.other_case, check.other_observation)):
+            if case is not None and case not in names:
+                problems.add(where, f"{text!r} names no case {case!r}", f"cases: {', '.join(sorted(names))}")
+            if obs is not None and not _known_observation(obs):
+                problems.add(where, f"{text!r}: {obs!r} is not an observation",
+                             f"observations: {', '.join(OBSERVATIONS)}, probe.NODE:IFACE.{{{','.join(PROBE_FIELDS)}}}")
+        checks.append(check)
+    problems.raise_if_any()
+    return Scenario(tuple(cases), tuple(checks))
+
+
+def parse_check(text: str) -> Check | None:
+    m = _CHECK.match(text)
+    if not m:
+        return None
+    case, obs, op, rhs = m.groups()
+    if _NUMBER.match(rhs):
+        return Check(text, case, obs, op, value=float(rhs))
+    r = _RHS_CASE.match(rhs)
+    if not r:
+        return None
+    return Check(text, case, obs, op, other_case=r.group(2), other_observation=r.group(3),
+                 factor=float(r.group(1) or 1.0))
+
+
+# ---------------------------------------------------------------- observations (pure)
+
+def switch_observations(counters: Mapping[str, dict], host_facing: set[tuple[str, str]]) -> dict[str, float]:
+    """From each switch's counters (since the case's clear)."""
+    obs = {k: 0.0 for k in ("drops", "pfc_tx_frames", "pfc_tx_frames_to_hosts", "pfc_tx_frames_to_switches",
+                            "pfc_rx_frames", "ecn_marked_packets", "max_queue_depth_bytes", "max_headroom_bytes",
+                            "pfcwd_storms")}
+    for reason in FABRIC_DROP_REASONS:
+        obs[f"drops.{reason}"] = 0.0
+    for node, c in counters.items():
+        for reason, d in c["drops"].items():
+            if reason in FABRIC_DROP_REASONS:
+                obs["drops"] += d["packets"]
+                obs[f"drops.{reason}"] += d["packets"]
+        for name, port in c["ports"].items():
+            sent = sum(port["pfc_tx_frames"])
+            obs["pfc_tx_frames"] += sent
+            obs["pfc_tx_frames_to_hosts" if (node, name) in host_facing else "pfc_tx_frames_to_switches"] += sent
+            obs["pfc_rx_frames"] += sum(port["pfc_rx_frames"])
+            for q in port["queues"]:
+                obs["ecn_marked_packets"] += q["ecn_marked_packets"]
+                obs["max_queue_depth_bytes"] = max(obs["max_queue_depth_bytes"], q["watermark_bytes"])
+                obs["pfcwd_storms"] += (q.get("pfcwd") or {}).get("storms_detected", 0)
+            for pg in port["pgs"]:
+                obs["max_headroom_bytes"] = max(obs["max_headroom_bytes"], pg["headroom_watermark_bytes"])
+    return obs
+
+
+def job_observations(report: Mapping) -> dict[str, float]:
+    total = report.get("total") or {}
+    counters = total.get("counters") or {}
+    fct = total.get("fct_s") or {}
+    obs = {
+        "job_time_s": total.get("time_s", {}).get("production", float("nan")),
+        "job_wall_s": total.get("wall_s", {}).get("production", float("nan")),
+        "busbw_gbps": total.get("busbw_bps", {}).get("production", float("nan")) / 1e9,
+        "busbw_vs_line_rate": total.get("busbw_vs_line_rate", float("nan")),
+        "fct_max_s": (fct.get("max") or {}).get("production", float("nan")),
+        "host_pause_frames": counters.get("pfc_pause_frames", 0),
+        "host_paused_s": (counters.get("pfc_paused_s") or {}).get("production", 0.0),
+    }
+    for key in ("cnps_sent", "cnps_received", "retransmitted_packets", "retransmitted_bytes", "timeouts"):
+        obs[key] = counters.get(key, 0)
+    return obs
+
+
+def probe_observations(reports: Mapping[str, Mapping]) -> dict[str, float]:
+    """From probe reports' JSON, keyed by "node:iface"."""
+    obs = {}
+    for where, r in reports.items():
+        pfc = r.get("pfc", [])
+        obs[f"probe.{where}.pfc_xoff_frames"] = sum(p.get("xoff_frames", 0) for p in pfc)
+        obs[f"probe.{where}.pfc_xon_frames"] = sum(p.get("xon_frames", 0) for p in pfc)
+        obs[f"probe.{where}.ce_packets"] = sum(f.get("ce_packets", 0) for f in r.get("flows", []))
+        qps = r.get("qps", [])
+        obs[f"probe.{where}.cnps"] = sum(q.get("cnps", 0) for q in qps)
+        obs[f"probe.{where}.rewinds"] = sum(q.get("rewinds", 0) for q in qps)
+        obs[f"probe.{where}.psn_gaps"] = sum(q.get("psn_gaps", 0) for q in qps)
+    return obs
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    check: Check
+    passed: bool
+    left: float
+    right: float
+
+
+def evaluate(checks: tuple[Check, ...], observed: Mapping[str, Mapping[str, float]]) -> list[CheckResult]:
+    results = []
+    for check in checks:
+        left = observed.get(check.case, {}).get(check.observation, float("nan"))
+        if check.value is not None:
+            right = check.value
+        else:
+            right = check.factor * observed.get(check.other_case, {}).get(check.other_observation, float("nan"))
+        results.append(CheckResult(check, bool(OPS[check.op](left, right)), left, right))
+    return results
+
+
+# ---------------------------------------------------------------- running (the shell)
+
+def _agents(record: LabState, what: str) -> dict[str, Path]:
+    return {p["node"]: control.socket_path(record.name, p["node"]) for p in record.processes if p["what"] == what}
+
+
+def _pfc_storm(ns: str, iface: str, mac: str, priority: int, stop) -> None:
+    """A stuck NIC: XOFF on one priority, refreshed faster than it can expire."""
+    import socket
+
+    from pyroute2 import netns as pyroute2_netns
+
+    pyroute2_netns.setns(ns, flags=0)
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+    sock.bind((iface, 0))
+    frame = build_pfc(mac_bytes(mac), {priority: 0xFFFF})
+    while not stop.is_set():
+        sock.send(frame)
+        stop.wait(0.05)
+
+
+@dataclass
+class CaseResult:
+    case: Case
+    observations: dict[str, float]
+    job: dict | None = None
+    error: str | None = None
+    probes: dict[str, dict] = field(default_factory=dict)
+    series: object = None
+
+
+def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
+             on_progress=None, sample_interval_s: float = 0.05) -> CaseResult:
+    from rocelab.probes import Probe
+    from rocelab.timeseries import Sampler
+    from rocelab.traffic.job import JobFailed, run_job
+
+    switches = _agents(record, "switchd")
+    nics = _agents(record, "nicd")
+    for node, sock in switches.items():
+        control.request(sock, "reload", profile=str(case.profile or lab_profile) if (case.profile or lab_profile) else None)
+        for port in fabric.node(node).ports:
+            control.request(sock, "impair", port=port.name)
+    for imp in case.impair:
+        control.request(switches[imp.node], "impair", port=imp.port, delay_s=imp.delay_s * record.tdf,
+                        jitter_s=imp.jitter_s * record.tdf, loss_pct=imp.loss_pct)
+    for sock in [*switches.values(), *nics.values()]:
+        control.request(sock, "clear")
+    spec = case.traffic if case.cc is None else dataclasses.replace(case.traffic, cc=case.cc)
+    probes = {f"{n}:{i}": Probe(record.node(n).netns, i).start() for n, i in case.probes}
+    storm = stop = None
+    if case.storm:
+        host = fabric.node(case.storm.host).ports[0]
+        stop = multiprocessing.get_context("fork").Event()
+        storm = multiprocessing.get_context("fork").Process(
+            target=_pfc_storm, args=(record.node(host.node).netns, host.name, host.mac, case.storm.priority, stop),
+            daemon=True)
+        storm.start()
+    report = error = None
+    sampler = Sampler(record, interval_s=sample_interval_s).start()
+    try:
+        report, _ = run_job(record, spec, on_progress=on_progress)
+    except JobFailed as exc:
+        error = str(exc)
+    finally:
+        series = sampler.stop()
+        if storm is not None:
+            stop.set()
+            storm.join(5)
+        probe_reports = {where: p.stop().to_json() for where, p in probes.items()}
+    counters = {n: control.request(s, "counters")["counters"] for n, s in switches.items()}
+    host_facing = {(s.name, p.name) for s in fabric.switches for p in s.ports if fabric.node(p.peer_node).role == "host"}
+    obs = switch_observations(counters, host_facing)
+    if report is not None:
+        obs |= job_observations(report)
+    else:
+        obs |= {k: float("nan") for k in ("job_time_s", "job_wall_s", "busbw_gbps", "busbw_vs_line_rate", "fct_max_s")}
+        nic = {n: control.request(s, "counters")["counters"] for n, s in nics.items()}
+        obs |= {k: float(sum(c.get(k, 0) for c in nic.values())) for k in
+                ("cnps_sent", "cnps_received", "retransmitted_packets", "retransmitted_bytes", "timeouts")}
+        obs |= {"host_pause_frames": 0.0, "host_paused_s": 0.0}
+    obs["retransmitted_bytes_per_drop"] = obs["retransmitted_bytes"] / obs["drops"] if obs["drops"] else 0.0
+    obs |= probe_observations(probe_reports)
+    return CaseResult(case, obs, report, error, probe_reports, series)
+
+
+def wait_quiet(seconds: float = 0.2) -> None:
+    """Between cases: let frames still on the (dilated) cables land before counters clear."""
+    time.sleep(seconds)
