@@ -16,6 +16,7 @@ sonic-clear does), and the job ops of rocelab.traffic.host.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import socket
@@ -28,7 +29,7 @@ from pathlib import Path
 from rocelab.agent import Loop, open_port
 from rocelab.control import ControlServer
 from rocelab.lab import roce_config
-from rocelab.roce import Nic, dilate
+from rocelab.roce import Nic, builtin_cc_registry, dilate
 from rocelab.roce.wire import ROCE_UDP_PORT
 from rocelab.traffic.host import JOB_OPS, JobHost
 
@@ -108,12 +109,17 @@ class Nicd:
             return {"node": self.node, "counters": _subtract(self.nic.counters(), self._baseline),
                     "loop": asdict(self.loop.stats), "delay_line": {"max_frames": self.core.max_line_frames},
                     "job": self.jobs.status()}
+        if op == "set_cc":
+            # A lab case switches congestion control (DCQCN vs none) for the QPs it connects next.
+            builtin_cc_registry().check(req["algorithm"])
+            self.nic.config = dataclasses.replace(self.nic.config, cc_algorithm=req["algorithm"])
+            return {"cc_algorithm": req["algorithm"]}
         if op == "clear":
             self._baseline = self.nic.counters()
             return {}
         if op in JOB_OPS:
             return self.jobs.handle(req)
-        raise ValueError(f"unknown op {op!r}; ops: ping, counters, clear, {', '.join(JOB_OPS)}")
+        raise ValueError(f"unknown op {op!r}; ops: ping, counters, set_cc, clear, {', '.join(JOB_OPS)}")
 
     def run(self) -> None:
         try:

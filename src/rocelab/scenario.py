@@ -401,7 +401,7 @@ class CaseResult:
     series: object = None
 
 
-def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
+def run_case(record: LabState, case: Case, lab_profile: Path | None, lab_cc: str, fabric, *,
              on_progress=None, sample_interval_s: float = 0.05) -> CaseResult:
     from rocelab.probes import Probe
     from rocelab.timeseries import Sampler
@@ -416,9 +416,11 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
     for imp in case.impair:
         control.request(switches[imp.node], "impair", port=imp.port, delay_s=imp.delay_s * record.tdf,
                         jitter_s=imp.jitter_s * record.tdf, loss_pct=imp.loss_pct)
+    for sock in nics.values():
+        control.request(sock, "set_cc", algorithm=case.cc or lab_cc)
     for sock in [*switches.values(), *nics.values()]:
         control.request(sock, "clear")
-    spec = case.traffic if case.cc is None else dataclasses.replace(case.traffic, cc=case.cc)
+    spec = case.traffic
     probes = {f"{n}:{i}": Probe(record.node(n).netns, i).start() for n, i in case.probes}
     storm = stop = None
     if case.storm:
@@ -459,3 +461,66 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
 def wait_quiet(seconds: float = 0.2) -> None:
     """Between cases: let frames still on the (dilated) cables land before counters clear."""
     time.sleep(seconds)
+
+
+# Shown for every lab beside the observations its checks name; --json carries them all.
+HEADLINE = ("job_time_s", "busbw_gbps", "fct_max_s", "drops", "pfc_tx_frames", "pfc_tx_frames_to_switches",
+            "ecn_marked_packets", "cnps_received", "retransmitted_packets", "max_queue_depth_bytes",
+            "host_paused_s")
+
+
+@dataclass
+class ScenarioRun:
+    lab: str
+    cases: list[CaseResult]
+    checks: list[CheckResult]
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.checks) and not any(c.error for c in self.cases)
+
+    def shown(self) -> list[str]:
+        named = [o for c in self.checks for o in (c.check.observation, c.check.other_observation) if o]
+        return list(dict.fromkeys([*HEADLINE, *named]))
+
+    def rows(self) -> list[list[str]]:
+        return [[name, *(_fmt(c.observations.get(name, float("nan")), name) for c in self.cases)]
+                for name in self.shown()]
+
+    def check_rows(self) -> list[list[str]]:
+        return [["pass" if r.passed else "FAIL", r.check.text, _fmt(r.left, r.check.observation),
+                 _fmt(r.right, r.check.other_observation or "")] for r in self.checks]
+
+    def to_json(self) -> dict:
+        return {
+            "lab": self.lab, "passed": self.passed,
+            "cases": [{"case": c.case.name, "title": c.case.title, "error": c.error, "observations": c.observations,
+                       "job": c.job, "probes": c.probes} for c in self.cases],
+            "checks": [{"check": r.check.text, "passed": r.passed, "left": r.left, "right": r.right}
+                       for r in self.checks],
+        }
+
+
+def _fmt(value: float, name: str) -> str:
+    if value != value:  # NaN: the case produced no such figure
+        return "N/A"
+    if name.endswith("_s") and value:
+        for scale, unit in ((1, "s"), (1e-3, "ms"), (1e-6, "µs")):
+            if abs(value) >= scale:
+                return f"{value / scale:.4g} {unit}"
+        return f"{value * 1e9:.4g} ns"
+    if value == int(value):
+        return f"{int(value):,}"
+    return f"{value:.4g}"
+
+
+def run(record: LabState, scenario: Scenario, lab_profile: Path | None, lab_cc: str, fabric, *,
+        on_case: Callable[[Case], object] | None = None, on_progress=None) -> ScenarioRun:
+    results = []
+    for case in scenario.cases:
+        if on_case is not None:
+            on_case(case)
+        results.append(run_case(record, case, lab_profile, lab_cc, fabric, on_progress=on_progress))
+        wait_quiet()
+    observed = {r.case.name: r.observations for r in results}
+    return ScenarioRun(record.name, results, evaluate(scenario.checks, observed))

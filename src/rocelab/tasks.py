@@ -373,6 +373,70 @@ def traffic(c, pattern, lab=None, hosts=None, size=None, iters=0, qps=0, json=Fa
         console.print(traffic_report.render_report(report))
 
 
+@task(positional=["lab"], help={"lab": "the lab (a folder under labs/), brought up first with `invoke up LAB`",
+                                 "json": "print one JSON document", "report": "write the run report (default on)"})
+@_front_door()
+def run(c, lab, json=False, report=True):
+    """Run a lab's scenario: every case, observations side by side, checks, a verdict (exit 0/1)."""
+    from rich.table import Table
+
+    from rocelab import runreport, scenario
+    from rocelab.lab import roce_config
+
+    spec = load_lab(lab)
+    if spec.scenario is None:
+        raise InputError([Problem(spec.source, "scenario", "is missing: this lab has nothing to run",
+                                  "add `scenario:` cases and `checks:` to its lab.yml")])
+    record = lab_state.load(spec.name)
+    if record is None:
+        raise InputError([Problem(spec.name, "", "is not up", f"run `invoke up {spec.name}` first")])
+    if not any(p["what"] == "nicd" for p in record.processes):
+        raise InputError([Problem(spec.source, "nic", "the scenario needs the emulated NIC on every host",
+                                  "set `nic: emulated` in lab.yml, then `invoke down` and `invoke up` again")])
+    with _job_progress(spec.name) as on_progress:
+        result = scenario.run(record, spec.scenario, spec.profile, roce_config(spec.roce).cc_algorithm, spec.fabric,
+                              on_case=lambda case: err_console.print(f"case {case.name}: {case.title}",
+                                                                     highlight=False),
+                              on_progress=on_progress)
+    verdict = "passed" if result.passed else "failed"
+    report_path = None
+    if report:
+        run_dir = runreport.default_run_dir(spec.name)
+        tables = [("Observations", ["observation", *(c.case.name for c in result.cases)], result.rows()),
+                  ("Checks", ["result", "check", "left", "right"], result.check_rows())]
+        for case in result.cases:
+            runreport.write_report(run_dir / case.case.name, record, case.series, tables,
+                                   f"{verdict} (case {case.case.name}: {case.case.title})",
+                                   f"{spec.name}: {case.case.title}")
+        (run_dir / "run.json").write_text(jsonlib.dumps(result.to_json(), indent=1, default=str))
+        report_path = run_dir
+    if json:
+        print(jsonlib.dumps({**result.to_json(), "run_dir": str(report_path) if report_path else None},
+                            indent=1, default=str))
+    else:
+        table = Table(title=f"{spec.name}: observations (production-equivalent)", title_justify="left")
+        table.add_column("observation")
+        for case in result.cases:
+            table.add_column(case.case.title, justify="right")
+        for row in result.rows():
+            table.add_row(*row)
+        console.print(table)
+        checks = Table(title="checks", title_justify="left")
+        for column in ("result", "check", "left", "right"):
+            checks.add_column(column)
+        for row in result.check_rows():
+            checks.add_row(*row, style=None if row[0] == "pass" else "bold red")
+        console.print(checks)
+        for case in result.cases:
+            if case.error:
+                console.print(f"[red]case {case.case.name} did not finish:[/red] {case.error}")
+        if report_path:
+            console.print(f"run report: {report_path}/<case>/report.html")
+        console.print(f"verdict: [{'green' if result.passed else 'red'}]{verdict}[/]")
+    if not result.passed:
+        raise Exit(code=1)
+
+
 @task(positional=["src", "dst"], help={
     "src": "the sending host", "dst": "the receiving host",
     "lab": "the lab to run on (default: the only lab that is up)",
@@ -415,4 +479,4 @@ def bw(c, src, dst, lab=None, size="65536", qps=1, duration=5.0, json=False):
         console.print(traffic_report.render_bw(summary))
 
 
-ns = TaskCollection(up, down, status, exec_, graph, show, probe, metrics, traffic, bw, calc, test)
+ns = TaskCollection(up, down, status, exec_, graph, show, probe, metrics, run, traffic, bw, calc, test)
