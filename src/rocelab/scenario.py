@@ -509,8 +509,8 @@ def _fmt(value: float, name: str) -> str:
             if abs(value) >= scale:
                 return f"{value / scale:.4g} {unit}"
         return f"{value * 1e9:.4g} ns"
-    if value == int(value):
-        return f"{int(value):,}"
+    if value == int(value) or abs(value) >= 1000:
+        return f"{value:,.0f}"
     return f"{value:.4g}"
 
 
