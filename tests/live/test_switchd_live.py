@@ -169,3 +169,34 @@ def test_show_counters_gives_sonic_views_and_json(bring_up):
         assert heading in text
     bad = subprocess.run([*cli, "--view", "nope"], capture_output=True, text=True)
     assert bad.returncode == 2 and "interfaces" in bad.stderr
+
+
+@pytest.mark.parametrize("profile,lossless", [("roce-lossless.json", True), ("lossy.json", False)])
+def test_two_to_one_incast_of_roce_writes(bring_up, profile, lossless):
+    """2:1 incast of DSCP-26 RoCE traffic from two NICs that honour PFC: lossless gives PFC
+    frames (decoded by scapy on a sender's link) and no drop; lossy gives drops and no PFC."""
+    from rocelab.traffic.job import run_job
+    from rocelab.traffic.spec import JobSpec
+
+    spec, record = bring_up("incast-1x5", dataplane="switchd", profile=PROFILES / profile, nic="emulated",
+                            roce={"cc_algorithm": "none"})
+    ready = multiprocessing.get_context("fork").Event()
+    seen = InNetns(record.node("h1").netns, capture, "eth1", 8.0, ready)
+    assert ready.wait(10)
+    # lossy: 2:1 grows the queue by half the burst; past 7.4 MB the 8 MiB egress pool tail-drops
+    size = 2_000_000 if lossless else 9_000_000
+    report, _ = run_job(record, JobSpec(pattern="incast", hosts=("h1", "h2", "h3"), size_bytes=size, iterations=1,
+                                        verb="write", options={"root": "h3"}))
+    leaf = counters(spec.name, "leaf1")
+    pfc = [MACControlClassBasedFlowControl(f[14:]) for _, f in seen.result() if f[12:14] == b"\x88\x08"]
+    dropped = sum(d["packets"] for d in leaf["drops"].values())
+    assert report["ranks"]["h3"]["bytes_received"] == report["ranks"]["h3"]["plan_bytes_received"]
+    if lossless:
+        assert dropped == 0
+        assert pfc and all(p.c3_enabled for p in pfc)
+        assert any(p.c3_pause_time > 0 for p in pfc)
+        assert leaf["ports"]["eth1"]["pfc_tx_frames"][3] >= len(pfc)
+    else:
+        assert pfc == []
+        assert leaf["drops"]["tail_drop"]["packets"] > 0
+        assert report["total"]["counters"]["retransmitted_packets"] > 0
