@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import multiprocessing
-import os
 import time
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from scapy.packet import Raw, fuzz
 from scapy.volatile import RandString
 
 from rocelab import control
-from rocelab.engines.netns import pids_in
+from rocelab.engines.netns import pids_in, run_in
 
 from nsutil import InNetns, blast, capture, in_netns, raw_socket
 
@@ -149,7 +148,7 @@ def test_garbage_on_every_port_is_counted_and_never_stops_switchd(bring_up):
         assert sum(d["packets"] for d in after["drops"].values()) > 0
     agents = {p["pid"] for p in record.processes}
     assert agents <= set(pids_in(record.namespaces))
-    assert os.system(f"ip netns exec {record.node('h1').netns} ping -c2 -W2 -q 198.19.4.2 >/dev/null") == 0
+    assert run_in(record.node("h1").netns, ["ping", "-c2", "-W2", "-q", "198.19.4.2"], capture_output=True).returncode == 0
 
 
 def test_show_counters_gives_sonic_views_and_json(bring_up):
@@ -200,3 +199,29 @@ def test_two_to_one_incast_of_roce_writes(bring_up, profile, lossless):
         assert pfc == []
         assert leaf["drops"]["tail_drop"]["packets"] > 0
         assert report["total"]["counters"]["retransmitted_packets"] > 0
+
+
+def test_switchd_follows_kernel_route_changes(bring_up):
+    from pyroute2 import IPRoute
+
+    spec, record = bring_up("leaf-spine-2x2", dataplane="switchd", profile=PROFILES / "roce-lossless.json")
+    h4_net = "198.19.4.0/24"
+    leaf1 = control.socket_path(spec.name, "leaf1")
+    assert len(control.request(leaf1, "fib")["routes"][h4_net]) == 2  # ECMP over both spines
+    with IPRoute(netns=record.node("leaf1").netns) as ipr:
+        ipr.route("del", dst=h4_net)
+        deadline = time.monotonic() + 5
+        while h4_net in control.request(leaf1, "fib")["routes"]:
+            assert time.monotonic() < deadline, "switchd kept a route the kernel deleted"
+            time.sleep(0.05)
+        ping = ["ping", "-c1", "-W1", "-q", "198.19.4.2"]
+        assert run_in(record.node("h1").netns, ping, capture_output=True).returncode != 0
+        assert counters(spec.name, "leaf1")["drops"]["no_route"]["packets"] >= 1
+        spine1 = spec.fabric.port("spine1", "eth1")
+        ipr.route("add", dst=h4_net, gateway=str(spine1.address.ip),
+                  oif=ipr.link_lookup(ifname="eth3")[0])
+    deadline = time.monotonic() + 5
+    while control.request(leaf1, "fib")["routes"].get(h4_net) != [["eth3", spine1.mac]]:
+        assert time.monotonic() < deadline, "switchd did not pick up the new route"
+        time.sleep(0.05)
+    assert run_in(record.node("h1").netns, ping, capture_output=True).returncode == 0
