@@ -1,0 +1,61 @@
+"""A probe on a lab link agrees with switchd's own counters, and sees go-back-N."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from rocelab import control
+from rocelab.probes import Probe
+from rocelab.traffic.job import run_job
+from rocelab.traffic.spec import JobSpec
+
+pytestmark = pytest.mark.root
+PROFILES = Path(__file__).resolve().parents[2] / "profiles"
+
+
+def leaf(spec) -> dict:
+    return control.request(control.socket_path(spec.name, "leaf1"), "counters")["counters"]
+
+
+def clear_all(spec, record) -> None:
+    for p in record.processes:
+        control.request(control.socket_path(spec.name, p["node"]), "clear")
+
+
+def test_probes_count_what_switchd_counts_during_a_pfc_incast(bring_up):
+    spec, record = bring_up("incast-1x5", dataplane="switchd", profile=PROFILES / "roce-lossless.json",
+                            nic="emulated", roce={"cc_algorithm": "none"})
+    clear_all(spec, record)
+    sender_link = Probe(record.node("leaf1").netns, "eth1").start()
+    receiver_link = Probe(record.node("leaf1").netns, "eth5").start()
+    run_job(record, JobSpec(pattern="incast", hosts=("h1", "h2", "h3", "h4", "h5"), size_bytes=2_000_000,
+                            iterations=1, verb="write", options={"root": "h5"}))
+    time.sleep(0.3)  # the last XON and the frames still on the dilated cables
+    counted = leaf(spec)["ports"]
+    sent = sender_link.stop().to_json()
+    received = receiver_link.stop().to_json()
+    pfc_tx = [r for r in sent["pfc"] if r["direction"] == "tx" and r["priority"] == 3]
+    probe_frames = sum(r["xoff_frames"] + r["xon_frames"] for r in pfc_tx)
+    assert probe_frames > 0
+    assert probe_frames == counted["eth1"]["pfc_tx_frames"][3]
+    ce = sum(f["ce_packets"] for f in received["flows"])
+    assert ce > 0
+    assert ce == sum(q["ecn_marked_packets"] for q in counted["eth5"]["queues"])
+
+
+def test_a_probe_sees_go_back_n_when_loss_is_injected(bring_up):
+    spec, record = bring_up("incast-1x5", dataplane="switchd", profile=PROFILES / "roce-lossless.json",
+                            nic="emulated")
+    control.request(control.socket_path(spec.name, "leaf1"), "impair", port="eth2", loss_pct=2.0)
+    clear_all(spec, record)
+    sender_link = Probe(record.node("leaf1").netns, "eth1").start()
+    report, _ = run_job(record, JobSpec(pattern="elephant", hosts=("h1", "h2"), size_bytes=2_000_000, iterations=1))
+    seen = sender_link.stop().to_json()
+    lost = leaf(spec)["ports"]["eth2"]["drops"]["impairment_loss"]["packets"]
+    rewinds = sum(q["rewinds"] for q in seen["qps"])
+    assert lost > 0
+    assert rewinds > 0
+    assert sum(q["retransmitted_packets"] for q in seen["qps"]) == report["total"]["counters"]["retransmitted_packets"]
