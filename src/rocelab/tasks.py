@@ -349,10 +349,13 @@ def _job_progress(title: str):
     "iters": "iterations (training steps)",
     "qps": "QPs per peer (each its own UDP source port: ECMP entropy)",
     "json": "print the report as one JSON document",
+    "report_dir": "where to write the run report (plots + HTML; default runs/<lab>-<time>/, `none`: no report)",
 })
 @_front_door()
-def traffic(c, pattern, lab=None, hosts=None, size=None, iters=0, qps=0, json=False):
+def traffic(c, pattern, lab=None, hosts=None, size=None, iters=0, qps=0, json=False, report_dir=None):
     """Run a traffic pattern on a running lab; report time, algbw, busbw, FCT, retransmissions, CNPs, PFC."""
+    from rocelab import runreport
+    from rocelab.timeseries import Sampler
     from rocelab.traffic import report as traffic_report
     from rocelab.traffic.job import JobFailed, run_job
     from rocelab.traffic.patterns import builtin_patterns
@@ -361,16 +364,29 @@ def traffic(c, pattern, lab=None, hosts=None, size=None, iters=0, qps=0, json=Fa
     spec = with_overrides(resolve_spec(pattern, builtin_patterns()), hosts=hosts, size=size,
                           iterations=iters or None, qps=qps or None)
     record = _running(lab, "traffic")
+    sampler = Sampler(record).start() if report_dir != "none" else None
     try:
         with _job_progress(f"{spec.pattern} on {record.name}") as on_progress:
             report, _ = run_job(record, spec, on_progress=on_progress)
     except JobFailed as exc:
         err_console.print(f"[red]job failed:[/red] {exc}", highlight=False, soft_wrap=True)
         raise Exit(code=1) from None
+    finally:
+        series = sampler.stop() if sampler else None
+    written = None
+    if series is not None:
+        total = report["total"]
+        rows = [[k, jsonlib.dumps(v)] for k, v in total.items() if k != "counters"]
+        rows += [[f"counters.{k}", jsonlib.dumps(v)] for k, v in total.get("counters", {}).items()]
+        written = runreport.write_report(Path(report_dir) if report_dir else None, record, series,
+                                         [("Job totals", ["figure", "value"], rows)], None,
+                                         f"{spec.pattern} on {record.name}")
     if json:
-        print(jsonlib.dumps(report, indent=1))
+        print(jsonlib.dumps({**report, "report": str(written) if written else None}, indent=1))
     else:
         console.print(traffic_report.render_report(report))
+        if written:
+            console.print(f"run report: {written}")
 
 
 @task(positional=["lab"], help={"lab": "the lab (a folder under labs/), brought up first with `invoke up LAB`",

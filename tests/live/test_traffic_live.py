@@ -41,11 +41,24 @@ def test_ring_allreduce_moves_exact_bytes_per_rank_at_over_90_percent_of_line_ra
     assert total["counters"]["retransmitted_bytes"] == 0
 
 
-def test_incast_from_the_command_line_completes_and_reports_json(lab):
+def test_ring_allreduce_through_switchd_reaches_90_percent_of_line_rate(bring_up):
+    spec, record = bring_up("leaf-spine-2x2", nic="emulated", dataplane="switchd")
+    size, n = 16_000_000, 4
+    report, _ = run_job(record, JobSpec("ring-allreduce", size_bytes=size, iterations=1))
+    for rank in report["ranks"].values():
+        assert rank["bytes_sent"] == rank["bytes_received"] == 2 * (n - 1) * size // n
+    assert report["total"]["busbw_vs_line_rate"] >= 0.90, report["total"]
+
+
+def test_incast_from_the_command_line_completes_and_reports_json(lab, tmp_path):
     spec, record = lab
-    result = cli("traffic", "incast", "--lab", spec.name, "--size", "1MB", "--iters", "2", "--json")
+    result = cli("traffic", "incast", "--lab", spec.name, "--size", "1MB", "--iters", "2", "--json",
+                 "--report-dir", str(tmp_path / "run"))
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
+    page = Path(report["report"])
+    assert page.parent == tmp_path / "run" and "data:image/png;base64," in page.read_text()
+    assert (tmp_path / "run" / "flow_rates.png").stat().st_size > 0  # the NICs sampled while the job ran
     assert report["ranks"]["h4"]["bytes_received"] == 2 * 3 * 1_000_000
     assert report["total"]["iterations_completed"] == 2
     assert "iteration 2/2" in result.stderr  # progress without a terminal: one line per iteration
