@@ -84,14 +84,20 @@ def shaping(seconds: float) -> None:
         engine.down(record)
 
 
-def ceiling(seconds: float) -> None:
+def ceiling(seconds: float, with_probe: bool = False) -> None:
     engine = builtin_engines().get("netns")
     spec = replace(load_lab("incast-1x5"), name=f"bsc{os.getpid()}", tdf=1)
     record = engine.up(spec)
+    probes = []
     try:
         pid = next(p["pid"] for p in record.processes if p["what"] == "switchd")
         sock = control.socket_path(spec.name, "leaf1")
-        print(f"ceiling, TDF 1 (no shaping), {FRAME_BYTES} B frames, 2 senders, {seconds:g} s per step:")
+        if with_probe:  # scapy-side observers on both egress ports, as a learner would attach them
+            from rocelab.probes import Probe
+
+            probes = [Probe(record.node("leaf1").netns, port).start() for port in ("eth2", "eth4")]
+        print(f"ceiling, TDF 1 (no shaping), {FRAME_BYTES} B frames, 2 senders, {seconds:g} s per step"
+              f"{', probes attached on leaf1:eth2 and leaf1:eth4' if with_probe else ''}:")
         best, best_us = 0.0, float("inf")
         for offered_pps in (10_000, 20_000, 40_000, 80_000, 160_000):
             before = control.request(sock, "counters")["counters"]
@@ -113,7 +119,14 @@ def ceiling(seconds: float) -> None:
                   f"switchd {us:5.1f} µs/pkt, {100 * cpu / elapsed:4.0f}% of a core")
         print(f"  measured ceiling {best:,.0f} pkt/s; at its cheapest ({best_us:.1f} µs/pkt) one whole core "
               f"would forward {1e6 / best_us:,.0f} pkt/s; switchd RSS {rss_mb(pid):.1f} MB")
+        for probe in probes:
+            report = probe.stop()
+            print(f"  probe {report.source}: {report.totals.get('frames', 0):,} frames counted, "
+                  f"{report.kernel_drops or 0:,} lost by the probe's socket")
+        probes = []
     finally:
+        for probe in probes:
+            probe.stop()
         engine.down(record)
 
 
@@ -121,12 +134,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--ceiling-only", action="store_true")
+    parser.add_argument("--probe", action="store_true", help="measure the ceiling again with probes attached")
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench_switchd: needs root (it creates network namespaces)")
     if not args.ceiling_only:
         shaping(args.seconds)
     ceiling(args.seconds)
+    if args.probe:
+        ceiling(args.seconds, with_probe=True)
 
 
 if __name__ == "__main__":

@@ -111,6 +111,7 @@ def test_down_cleans_up_after_up_is_killed_halfway(tmp_path):
     assert 0 < len(lab_namespaces(name)) < 24
     down = subprocess.run([*CLI, "down", name], capture_output=True, text=True)
     assert down.returncode == 0, down.stderr
+    time.sleep(1.0)  # anything the killed `up` left running would have finished by now
     assert lab_namespaces(name) == []
     assert root_links() == before
     assert lab_state.load(name) is None

@@ -55,6 +55,8 @@ KERNEL_SWITCH_SYSCTLS = {
 AGENT_OFFLOADS_OFF = ("tx-checksum-ip-generic", "tx-scatter-gather", "tx-generic-segmentation",
                       "tx-tcp-segmentation", "rx-gro")
 AGENT_START_TIMEOUT_S = 15.0
+CRASHED_UP_SWEEPS = 5
+SWEEP_INTERVAL_S = 0.2
 
 
 class AgentFailed(RuntimeError):
@@ -284,14 +286,22 @@ class NetnsEngine:
     def down(self, record: LabState) -> None:
         """Stop every process inside the lab's namespaces, then delete the namespaces (which
         deletes their veths), then the record. Safe to repeat; safe on a half-built lab."""
-        namespaces = [ns for ns in record.namespaces if (NETNS_DIR / ns).exists()]
-        _stop(pids_in(namespaces))
-        for ns in namespaces:
-            try:
-                pyroute2_netns.remove(ns)
-            except OSError:
-                if (NETNS_DIR / ns).exists():
-                    raise
+        # An `up` killed while creating a namespace leaves pyroute2's helper process to finish
+        # the job a moment later: for a half-built lab, sweep again until nothing reappears.
+        sweeps = 1 if record.status == "up" else CRASHED_UP_SWEEPS
+        for sweep in range(sweeps):
+            namespaces = [ns for ns in record.namespaces if (NETNS_DIR / ns).exists()]
+            if not namespaces and sweep:
+                break
+            _stop(pids_in(namespaces))
+            for ns in namespaces:
+                try:
+                    pyroute2_netns.remove(ns)
+                except OSError:
+                    if (NETNS_DIR / ns).exists():
+                        raise
+            if sweep + 1 < sweeps:
+                time.sleep(SWEEP_INTERVAL_S)
         shutil.rmtree(paths.STATE_DIR / record.name, ignore_errors=True)
         lab_state.remove(record.name)
 
