@@ -68,7 +68,7 @@ PLATFORM_PG_PROFILE = "platform_lossless_pg"
 
 _TOP_KEYS = ("name", "description", "topology", "devices", "hosts", "budgets")
 _HOST_KEYS = ("roce_dscp", "roce_priority", "cnp_dscp", "roce_mtu")
-_BUDGET_KEYS = ("allreduce_step_time_s",)
+_BUDGET_KEYS = ("allreduce_step_time_s", "allreduce_size")
 _BUFFER_KEYS = ("pool_size_bytes", "shared_headroom_bytes", "pg_size_bytes", "dynamic_th",
                 "static_th_bytes", "xoff_bytes", "xon_bytes", "xon_offset_bytes")
 # BUFFER_PROFILE / BUFFER_POOL field → the `buffer` key that stands for it on an EOS device
@@ -143,6 +143,7 @@ class HostSide:
 @dataclass(frozen=True)
 class Budgets:
     allreduce_step_time_s: float | None = None
+    allreduce_size_bytes: int = 16_000_000  # the nccl-tests size the step-time budget is for
 
 
 @dataclass(frozen=True)
@@ -420,15 +421,18 @@ def _budgets(reader: _Reader, raw: Any) -> Budgets:
     if raw is None:
         return Budgets()
     data = reader.mapping(raw, ("budgets",), _BUDGET_KEYS, "budget names to values")
-    step = data.get("allreduce_step_time_s")
-    if step is None:
-        return Budgets()
-    try:
-        step_s = parse_delay(step)
-    except ValueError as e:
-        reader.bad(("budgets", "allreduce_step_time_s"), str(e))
-        return Budgets()
-    return Budgets(allreduce_step_time_s=step_s)
+    values: dict = {}
+    if data.get("allreduce_step_time_s") is not None:
+        try:
+            values["allreduce_step_time_s"] = parse_delay(data["allreduce_step_time_s"])
+        except ValueError as e:
+            reader.bad(("budgets", "allreduce_step_time_s"), str(e))
+    if data.get("allreduce_size") is not None:
+        try:
+            values["allreduce_size_bytes"] = parse_bytes(data["allreduce_size"])
+        except ValueError as e:
+            reader.bad(("budgets", "allreduce_size"), str(e))
+    return Budgets(**values)
 
 
 # ---------------------------------------------------------------- device files

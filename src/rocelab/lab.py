@@ -41,6 +41,7 @@ class Lab:
     nic: str = "none"  # emulated: nicd on every host; verbs: pyverbs on the kernel's RDMA device
     roce: Mapping = field(default_factory=dict)  # the lab's `roce:` NIC settings, as written
     scenario: Scenario | None = None  # what `invoke run` does (rocelab.scenario)
+    node_profiles: Mapping[str, Path] = field(default_factory=dict)  # a switch's own profile, over `profile`
 
 
 def roce_config(settings: Mapping) -> NicConfig:

@@ -11,8 +11,11 @@ rocelab has it. It does nothing until given a fabric description (`rocelab.fabri
   given: no test files are needed. A failing item lists its findings (device, port,
   priority, configured and required values, file and table/key or line), without a
   traceback. Select with `-m rocelab_static`, `-k headroom`, `-k leaf1`.
-- Marker `rocelab_dynamic` is registered for the checks that run the description in a lab
-  (root), so `-m "not rocelab_dynamic"` keeps a CI job without root static.
+- Dynamic checks (`rocelab.fabric_lab`, root): the description brought up once per session
+  as a netns lab (switchd per switch with its own profile, nicd per host with the
+  description's RoCE settings): `pfc-threshold[LEAF]`, `incast-lossless`,
+  `ecn-before-pfc`, `allreduce-budget`; marked `rocelab_dynamic`, so
+  `-m "not rocelab_dynamic"` keeps a CI job without root static. Without root they skip.
 - Fixtures for users' own tests: `fabric_spec` (session scope), the loaded FabricSpec; it
   skips a test when --fabric is not given. Fixtures that need a running lab build on it, in
   this order: fabric_spec → fabric (a lab up from the description, torn down at the end) →
@@ -37,6 +40,7 @@ if TYPE_CHECKING:
 
 FABRIC_SPEC = pytest.StashKey["FabricSpec"]()
 _FABRIC_FILE = pytest.StashKey[Path]()
+_LAB = pytest.StashKey[object]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -84,9 +88,10 @@ class FindingsFailed(Exception):
 
 
 class FabricDescription(pytest.File):
-    """The fabric.yml: collects one StaticCheck per check and switch."""
+    """The fabric.yml: one StaticCheck per check and switch, then the dynamic checks."""
 
     def collect(self):
+        from rocelab import fabric_lab
         from rocelab.lint import builtin_checks
 
         spec = self.config.stash[FABRIC_SPEC]
@@ -95,6 +100,81 @@ class FabricDescription(pytest.File):
             for device in spec.devices:
                 yield StaticCheck.from_parent(self, name=f"{name}[{device}]",
                                               check=checks.get(name), device=device)
+        for leaf in spec.devices:
+            if sum(spec.fabric.node(p.peer_node).role == "host" for p in spec.fabric.node(leaf).ports) >= 2:
+                yield DynamicCheck.from_parent(self, name=f"pfc-threshold[{leaf}]", target=leaf,
+                                               run=lambda s, r, leaf=leaf: fabric_lab.pfc_threshold(s, r, leaf),
+                                               summary="PFC fires at the profile's trigger; the PG then absorbs its xoff")
+        yield DynamicCheck.from_parent(self, name="incast-lossless", target=None, run=fabric_lab.incast_lossless,
+                                       summary="N:1 incast of RDMA writes with PFC alone: no drop")
+        yield DynamicCheck.from_parent(self, name="ecn-before-pfc", target=None, run=fabric_lab.ecn_before_pfc,
+                                       summary="under DCQCN the first CE mark comes before the first PFC frame")
+        if spec.budgets.allreduce_step_time_s is not None:
+            yield DynamicCheck.from_parent(self, name="allreduce-budget", target=None, run=fabric_lab.allreduce_budget,
+                                           summary="a ring AllReduce step fits the description's budget")
+
+
+class DynamicFailed(Exception):
+    def __init__(self, failures: list[str]):
+        super().__init__(f"{len(failures)} failures")
+        self.failures = failures
+
+
+def _running_lab(config: pytest.Config):
+    """The description up as a lab, once per session, torn down when pytest ends."""
+    record = config.stash.get(_LAB, None)
+    if record is None:
+        import os
+        import tempfile
+
+        from rocelab.engines import builtin_engines
+        from rocelab.fabric_lab import lab_from_spec
+
+        spec = config.stash[FABRIC_SPEC]
+        engine = builtin_engines().get("netns")
+        workdir = Path(tempfile.mkdtemp(prefix="rocelab-fabric-"))
+        lab = lab_from_spec(spec, f"fab{os.getpid() % 100000}", workdir)
+        record = engine.up(lab)
+        config.stash[_LAB] = record
+    return record
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Tear the description's lab down, whatever the checks did."""
+    record = session.config.stash.get(_LAB, None)
+    if record is not None:
+        from rocelab.engines import builtin_engines
+
+        builtin_engines().get("netns").down(record)
+        session.config.stash[_LAB] = None
+
+
+class DynamicCheck(pytest.Item):
+    def __init__(self, *, target: str | None, run, summary: str, **kwargs):
+        super().__init__(**kwargs)
+        self.run = run
+        self.summary = summary
+        self.add_marker(pytest.mark.rocelab_dynamic)
+        self.user_properties += [("check", self.name.split("[")[0])] + ([("device", target)] if target else [])
+
+    def runtest(self) -> None:
+        import os
+
+        if os.geteuid() != 0:
+            pytest.skip("needs root: the dynamic checks run the fabric in network namespaces")
+        failures = self.run(self.config.stash[FABRIC_SPEC], _running_lab(self.config))
+        if failures:
+            raise DynamicFailed(failures)
+
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, DynamicFailed):
+            failures = excinfo.value.failures
+            return "\n".join([f"{self.name}: {self.summary} — {len(failures)} failure{'s' if len(failures) != 1 else ''}",
+                              *failures])
+        return super().repr_failure(excinfo, style)
+
+    def reportinfo(self):
+        return self.path, None, f"{self.name}: {self.summary}"
 
 
 class StaticCheck(pytest.Item):
@@ -138,3 +218,49 @@ def fabric_spec(pytestconfig: pytest.Config) -> FabricSpec:
     if spec is None:
         pytest.skip("no fabric description: run pytest with --fabric DIR|FILE")
     return spec
+
+
+@pytest.fixture(scope="session")
+def fabric(pytestconfig: pytest.Config, fabric_spec: FabricSpec):
+    """The description up as a netns lab (switchd per switch with its own profile, nicd per
+    host): a rocelab.state.LabState. Needs root; torn down when the session ends."""
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the fabric runs in network namespaces")
+    return _running_lab(pytestconfig)
+
+
+@pytest.fixture
+def counters(fabric):
+    """counters(NODE) → that switchd's or nicd's counters, as `invoke show counters --json`."""
+    from rocelab import control
+
+    return lambda node: control.request(control.socket_path(fabric.name, node), "counters")["counters"]
+
+
+@pytest.fixture
+def traffic(fabric):
+    """traffic(PATTERN, hosts=…, size_bytes=…, iterations=…, options=…) → the job report."""
+    from rocelab.traffic.job import run_job
+    from rocelab.traffic.spec import JobSpec
+
+    return lambda pattern, **fields: run_job(fabric, JobSpec(pattern=pattern, **fields))[0]
+
+
+@pytest.fixture
+def probe(fabric):
+    """probe(NODE, IFACE) → a started rocelab.probes.Probe; `.stop()` gives its report.
+    Probes still running when the test ends are stopped."""
+    from rocelab.probes import Probe
+
+    started = []
+
+    def attach(node: str, iface: str):
+        started.append(Probe(fabric.node(node).netns, iface).start())
+        return started[-1]
+
+    yield attach
+    for p in started:
+        if p.report is None:
+            p.stop()

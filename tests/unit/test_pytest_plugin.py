@@ -32,13 +32,13 @@ def _failed(result: pytest.RunResult) -> set[str]:
 
 
 def test_good_fabric_passes(pytester: pytest.Pytester, fabrics: Path) -> None:
-    result = pytester.runpytest("--fabric", "fabric-good", "-v")
+    result = pytester.runpytest("--fabric", "fabric-good", "-m", "rocelab_static", "-v")
     result.assert_outcomes(passed=len(CHECKS) * len(SWITCHES))
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines([
         "rocelab fabric: fabric-good from fabric-good/fabric.yml: spine1 (eos), spine2 (sonic), "
         "leaf1 (sonic), leaf2 (sonic)",
-        "collecting ... collected 32 items",
+        "collecting ... collected 37 items / 5 deselected / 32 selected",
     ])
     assert "fabric-good/fabric.yml::buffer-pool[spine1] PASSED" in result.stdout.str()
 
@@ -84,7 +84,7 @@ BROKEN = {
 
 def test_broken_fabric_fails_exactly_the_seeded_checks(pytester: pytest.Pytester,
                                                        fabrics: Path) -> None:
-    result = pytester.runpytest("--fabric", "fabric-broken")
+    result = pytester.runpytest("--fabric", "fabric-broken", "-m", "rocelab_static")
     result.assert_outcomes(failed=len(BROKEN), passed=len(CHECKS) * len(SWITCHES) - len(BROKEN))
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert _failed(result) == {f"fabric-broken/fabric.yml::{item}" for item in BROKEN}
@@ -96,7 +96,7 @@ def test_broken_fabric_fails_exactly_the_seeded_checks(pytester: pytest.Pytester
 def test_each_seeded_defect_fails_with_its_message(pytester: pytest.Pytester, fabrics: Path,
                                                    item: str) -> None:
     check, device = item[:-1].split("[")
-    result = pytester.runpytest("--fabric", "fabric-broken", "-k", f"{check} and {device}")
+    result = pytester.runpytest("--fabric", "fabric-broken", "-m", "rocelab_static", "-k", f"{check} and {device}")
     result.assert_outcomes(failed=1)
     output = result.stdout.str()
     for fragment in BROKEN[item]:
@@ -108,7 +108,7 @@ def test_eos_and_sonic_devices_cross_check_their_maps(pytester: pytest.Pytester,
     spine1 = pytester.path / "fabric-good" / "spine1.cfg"
     spine1.write_text(spine1.read_text().replace("qos map dscp 26 to traffic-class 3",
                                                  "qos map dscp 26 to traffic-class 4"))
-    result = pytester.runpytest("--fabric", "fabric-good")
+    result = pytester.runpytest("--fabric", "fabric-good", "-m", "rocelab_static")
     # One wrong map on the EOS spine: its class differs from the three SONiC switches', and
     # RoCE is lossy through it.
     assert _failed(result) == {"fabric-good/fabric.yml::dscp-maps[spine1]",
@@ -139,7 +139,7 @@ def test_a_whole_config_db_with_unrelated_tables_loads(pytester: pytest.Pytester
           leaf1: {sonic: leaf1.json}
         hosts: {roce_dscp: 3, roce_priority: 3, cnp_dscp: 48, roce_mtu: 4096}
         """)
-    result = pytester.runpytest("--fabric", "fabric.yml")
+    result = pytester.runpytest("--fabric", "fabric.yml", "-m", "rocelab_static")
     # SONiC's AZURE defaults, as exported: lossless and watchdogged as they should be, but
     # CNPs (DSCP 48 → TC 6) share a DWRR queue, and Kmin (1 MiB) sits above the PFC trigger
     # of its dynamic_th −3 PGs once the switch is busy.
@@ -181,7 +181,7 @@ def test_malformed_files_are_a_usage_error_naming_file_and_place(
         pytester: pytest.Pytester, fabrics: Path, edit: Callable[[Path], None],
         expected: str) -> None:
     edit(fabrics)
-    result = pytester.runpytest("--fabric", "fabric-good")
+    result = pytester.runpytest("--fabric", "fabric-good", "-m", "rocelab_static")
     assert result.ret == pytest.ExitCode.USAGE_ERROR  # 4
     result.stderr.fnmatch_lines(["ERROR: --fabric fabric-good: the fabric description has "
                                  "problems:", f"{expected}*"])
@@ -189,13 +189,13 @@ def test_malformed_files_are_a_usage_error_naming_file_and_place(
 
 
 def test_a_missing_description_is_a_usage_error(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest("--fabric", "nowhere")
+    result = pytester.runpytest("--fabric", "nowhere", "-m", "rocelab_static")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*nowhere: cannot be read: No such file or directory*"])
 
 
 def test_junit_xml_carries_every_item(pytester: pytest.Pytester, fabrics: Path) -> None:
-    pytester.runpytest("--fabric", "fabric-broken", "--junitxml=qos.xml")
+    pytester.runpytest("--fabric", "fabric-broken", "-m", "rocelab_static", "--junitxml=qos.xml")
     suite = ET.parse(pytester.path / "qos.xml").getroot().find("testsuite")
     cases = {case.get("name"): case for case in suite.iter("testcase")}
     assert set(cases) == {f"{check}[{switch}]" for check in CHECKS for switch in SWITCHES}
@@ -211,17 +211,19 @@ def test_junit_xml_carries_every_item(pytester: pytest.Pytester, fabrics: Path) 
 
 def test_markers_select_static_checks(pytester: pytest.Pytester, fabrics: Path) -> None:
     result = pytester.runpytest("--fabric", "fabric-good", "-m", "rocelab_static")
-    result.assert_outcomes(passed=32)
-    result = pytester.runpytest("--fabric", "fabric-good", "-m", "rocelab_dynamic")
-    result.assert_outcomes(deselected=32)
-    result = pytester.runpytest("--fabric", "fabric-good", "-k", "headroom")
-    result.assert_outcomes(passed=4, deselected=28)
+    result.assert_outcomes(passed=32, deselected=5)
+    result = pytester.runpytest("--fabric", "fabric-good", "-m", "rocelab_dynamic", "--collect-only", "-q")
+    assert [line for line in result.outlines if "::" in line] == [
+        f"fabric-good/fabric.yml::{name}" for name in
+        ("pfc-threshold[leaf1]", "pfc-threshold[leaf2]", "incast-lossless", "ecn-before-pfc", "allreduce-budget")]
+    result = pytester.runpytest("--fabric", "fabric-good", "-m", "rocelab_static", "-k", "headroom")
+    result.assert_outcomes(passed=4, deselected=33)
     result = pytester.runpytest("--markers")
     result.stdout.fnmatch_lines(["@pytest.mark.rocelab_static:*", "@pytest.mark.rocelab_dynamic:*"])
 
 
 def test_collect_only_lists_a_check_per_switch(pytester: pytest.Pytester, fabrics: Path) -> None:
-    result = pytester.runpytest("--fabric", "fabric-good", "--collect-only", "-q")
+    result = pytester.runpytest("--fabric", "fabric-good", "-m", "rocelab_static", "--collect-only", "-q")
     assert [line for line in result.outlines if "::" in line] == [
         f"fabric-good/fabric.yml::{check}[{switch}]" for check in CHECKS for switch in SWITCHES]
 
@@ -233,7 +235,7 @@ def test_fabric_spec_fixture_for_users_tests(pytester: pytest.Pytester, fabrics:
             assert fabric_spec.hosts.roce_dscp == 26
             assert fabric_spec.devices["spine1"].format == "eos"
         """)
-    result = pytester.runpytest("--fabric", "fabric-good", "test_mine.py", "-rs")
+    result = pytester.runpytest("--fabric", "fabric-good", "-m", "not rocelab_dynamic", "test_mine.py", "-rs")
     result.assert_outcomes(passed=33)
     result = pytester.runpytest("test_mine.py", "-rs")
     result.assert_outcomes(skipped=1)

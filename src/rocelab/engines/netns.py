@@ -246,7 +246,7 @@ class NetnsEngine:
         config = {
             "lab": lab.name, "node": node.name, "role": node.role, "tdf": lab.tdf,
             "socket": str(control.socket_path(lab.name, node.name)),
-            "profile": str(lab.profile) if lab.profile else None,
+            "profile": str(lab.node_profiles.get(node.name) or lab.profile or "") or None,
             "roce": dict(lab.roce),
             "ports": [{"name": p.name, "mac": p.mac, "address": str(p.address),
                        "peer_mac": lab.fabric.peer(p).mac,

@@ -1,0 +1,262 @@
+"""The dynamic half of fabric regression: a fabric description run as a lab.
+
+Every switch runs switchd with its own device's QoS profile (SONiC files as read; EOS
+files with the platform buffer figures the description gives), every host runs nicd with
+the description's RoCE DSCP, priority, CNP DSCP and MTU. The checks then drive traffic
+and read the switches' own counters, the way sonic-mgmt's QoS tests do on a testbed:
+
+- pfc-threshold[LEAF]: sonic-mgmt's PFC threshold probe. Hold a receiver's queue with a
+  pause, send lossless frames one at a time from a sender on the same leaf: XOFF must fire
+  within one frame of the trigger the profile sets, and the PG must then absorb its xoff
+  (headroom) to within one frame before the first headroom drop.
+- incast-lossless: N:1 incast of RDMA writes on the RoCE class, DCQCN off so PFC alone
+  holds it: no switch may drop a packet.
+- ecn-before-pfc: the same incast with DCQCN: the first CE mark on the receiver's link
+  comes before the first PFC frame the receiver's ToR sends (or no PFC frame at all).
+- allreduce-budget: a ring AllReduce over every host finishes its step within the
+  description's budget (production-equivalent time).
+
+Each check returns a list of failures (plain sentences naming device, port, priority, the
+measured and the expected value); empty means it passed.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import socket
+import struct
+import time
+from pathlib import Path
+
+from rocelab import control
+from rocelab.ethernet import internet_checksum, mac_bytes
+from rocelab.fabric_spec import FabricSpec
+from rocelab.headroom import xoff_trigger_bytes
+from rocelab.lab import Lab
+from rocelab.qos.model import port_qos
+from rocelab.qos.sonic import dump_config_db
+from rocelab.state import LabState
+from rocelab.switch.frames import build_pfc
+from rocelab.traffic.job import run_job
+from rocelab.traffic.spec import JobSpec
+
+CNP_PRIORITY = 6
+# A production config's headroom margin is a few KB: at TDF 1000 (100G → 100 Mb/s) that is
+# under a millisecond of line rate, less than a busy 2-core machine may delay an agent. At
+# 4000 the same margin is four times as long, so a drop is the config's, not the scheduler's.
+FABRIC_TDF = 4000
+PROBE_FRAME_BYTES = 4096
+PROBE_MAX_FRAMES = 2000
+INCAST_BYTES = 1_000_000
+
+
+def lab_from_spec(spec: FabricSpec, name: str, workdir: Path) -> Lab:
+    """The description as a Lab: one config_db.json per switch written into `workdir`."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    profiles = {}
+    for device in spec.devices.values():
+        path = workdir / f"{device.name}.config_db.json"
+        path.write_text(dump_config_db(device.profile))
+        profiles[device.name] = path
+    h = spec.hosts
+    roce = {"dscp": h.roce_dscp, "cnp_dscp": h.cnp_dscp, "pmtu_bytes": h.roce_mtu_bytes,
+            "dscp_to_priority": {h.roce_dscp: h.roce_priority, h.cnp_dscp: CNP_PRIORITY}, "cc_algorithm": "dcqcn"}
+    return Lab(name, spec.source, spec.fabric, "switchd", FABRIC_TDF, None, "emulated", roce, None, profiles)
+
+
+def _sockets(record: LabState, what: str) -> dict[str, Path]:
+    return {p["node"]: control.socket_path(record.name, p["node"]) for p in record.processes if p["what"] == what}
+
+
+def _prepare(record: LabState, cc: str) -> None:
+    for sock in _sockets(record, "nicd").values():
+        control.request(sock, "set_cc", algorithm=cc)
+    for sock in [*_sockets(record, "switchd").values(), *_sockets(record, "nicd").values()]:
+        control.request(sock, "clear")
+
+
+def _switch_counters(record: LabState) -> dict[str, dict]:
+    return {n: control.request(s, "counters")["counters"] for n, s in _sockets(record, "switchd").items()}
+
+
+def _drops(counters: dict[str, dict]) -> list[str]:
+    lines = []
+    for node, c in counters.items():
+        for port, p in c["ports"].items():
+            places = [("port", p["drops"])] + [(f"PG{i}", pg["drops"]) for i, pg in enumerate(p["pgs"])] \
+                + [(f"queue {i}", q["drops"]) for i, q in enumerate(p["queues"])]
+            for where, drops in places:
+                for reason, d in drops.items():
+                    if reason not in ("not_ipv4", "to_self", "not_for_us"):
+                        lines.append(f"{node} {port} {where}: {d['packets']} packets dropped as {reason}")
+    return lines
+
+
+def _incast(spec: FabricSpec) -> JobSpec:
+    hosts = tuple(h.name for h in spec.fabric.hosts)
+    return JobSpec(pattern="incast", hosts=hosts, size_bytes=INCAST_BYTES, iterations=1, verb="write",
+                   options={"root": hosts[-1]})
+
+
+def incast_lossless(spec: FabricSpec, record: LabState) -> list[str]:
+    _prepare(record, "none")
+    job = _incast(spec)
+    report, _ = run_job(record, job)
+    failures = [f"incast into {job.options['root']} with PFC alone: {line}" for line in _drops(_switch_counters(record))]
+    retransmitted = report["total"]["counters"]["retransmitted_packets"]
+    if retransmitted:
+        failures.append(f"incast into {job.options['root']}: the NICs retransmitted {retransmitted} packets "
+                        "(expected 0 on a lossless class)")
+    return failures
+
+
+def ecn_before_pfc(spec: FabricSpec, record: LabState) -> list[str]:
+    from rocelab.probes import Probe
+
+    _prepare(record, "dcqcn")
+    job = _incast(spec)
+    root = spec.fabric.node(job.options["root"]).ports[0]
+    tor = spec.fabric.peer(root)
+    netns = record.node(tor.node).netns
+    probes = {p.name: Probe(netns, p.name).start() for p in spec.fabric.node(tor.node).ports}
+    try:
+        run_job(record, job)
+        time.sleep(0.2)
+    finally:
+        reports = {name: p.stop().to_json() for name, p in probes.items()}
+    first_ce = min((f["first_s"]["ce"] for f in reports[tor.name]["flows"] if "ce" in f.get("first_s", {})),
+                   default=None)
+    first_pfc = min(((r["first_s"]["xoff"], name) for name, rep in reports.items() for r in rep["pfc"]
+                     if r["direction"] == "tx" and "xoff" in r.get("first_s", {})), default=None)
+    if first_pfc is None:
+        return []  # DCQCN held the incast without any pause: ECN did the work
+    if first_ce is None:
+        return [f"{tor.node}: sent PFC on {first_pfc[1]} but never CE-marked a packet toward {root.node} "
+                f"({tor.name}): ECN is not configured to fire before PFC"]
+    if first_pfc[0] < first_ce:
+        return [f"{tor.node}: first PFC frame (on {first_pfc[1]}) came {1e6 * (first_ce - first_pfc[0]) / record.tdf:.1f} µs "
+                f"(production-equivalent) before the first CE mark on {tor.name}: Kmin is above the PFC trigger"]
+    return []
+
+
+def allreduce_budget(spec: FabricSpec, record: LabState) -> list[str]:
+    budget = spec.budgets.allreduce_step_time_s
+    _prepare(record, "dcqcn")
+    report, _ = run_job(record, JobSpec(pattern="ring-allreduce", size_bytes=spec.budgets.allreduce_size_bytes,
+                                        iterations=2))
+    step_s = report["total"]["time_s"]["production"]
+    if step_s > budget:
+        return [f"ring AllReduce of {spec.budgets.allreduce_size_bytes:,} B over {len(spec.fabric.hosts)} hosts took "
+                f"{step_s * 1e3:.3f} ms per step (production-equivalent); the budget is {budget * 1e3:.3f} ms"]
+    return []
+
+
+def _hold_pause(netns: str, iface: str, mac: str, priority: int, stop) -> None:
+    """The receiver keeps its queue paused: XOFF refreshed well before it expires."""
+    from pyroute2 import netns as pyroute2_netns
+
+    pyroute2_netns.setns(netns, flags=0)
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+    sock.bind((iface, 0))
+    frame = build_pfc(mac_bytes(mac), {priority: 0xFFFF})
+    while not stop.is_set():
+        sock.send(frame)
+        stop.wait(0.05)
+
+
+def _send_frames(netns: str, iface: str, frame: bytes, requests, replies) -> None:
+    """Send one frame per request; answer when it is on the wire."""
+    from pyroute2 import netns as pyroute2_netns
+
+    pyroute2_netns.setns(netns, flags=0)
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+    sock.bind((iface, 0))
+    while requests.get():
+        sock.send(frame)
+        replies.put(True)
+
+
+def _probe_frame(spec: FabricSpec, src, dst, size: int) -> bytes:
+    """A RoCEv2-looking UDP frame on the RoCE DSCP (ECT(0)) from host port `src` to host port `dst`."""
+    ip_bytes = size - 14
+    header = struct.pack("!BBHHHBBH4s4s", 0x45, spec.hosts.roce_dscp << 2 | 2, ip_bytes, 0, 0x4000, 64, 17, 0,
+                         src.address.ip.packed, dst.address.ip.packed)
+    checksum = internet_checksum(header)
+    header = header[:10] + struct.pack("!H", checksum) + header[12:]
+    udp = struct.pack("!HHHH", 49152, 4791, ip_bytes - 20, 0)
+    return mac_bytes(spec.fabric.peer(src).mac) + mac_bytes(src.mac) + b"\x08\x00" + header + udp + \
+        bytes(ip_bytes - 28)
+
+
+def pfc_threshold(spec: FabricSpec, record: LabState, leaf: str) -> list[str]:
+    """sonic-mgmt's PFC threshold probe on one leaf, one frame at a time."""
+    node = spec.fabric.node(leaf)
+    host_ports = [p for p in node.ports if spec.fabric.node(p.peer_node).role == "host"]
+    if len(host_ports) < 2:
+        return []
+    sender_port, receiver_port = host_ports[0], host_ports[1]
+    sender, receiver = spec.fabric.peer(sender_port), spec.fabric.peer(receiver_port)
+    device = spec.devices[leaf]
+    qos = port_qos(device.profile, sender_port.name)
+    priority = spec.hosts.roce_priority
+    tc = qos.dscp_to_tc[spec.hosts.roce_dscp]
+    pg = qos.tc_to_pg[tc]
+    profile = qos.pgs.get(pg)
+    if profile is None or not profile.lossless:
+        return [f"{leaf} {sender_port.name}: DSCP {spec.hosts.roce_dscp} lands in PG{pg}, which is not lossless"]
+    pool = device.profile.pools[profile.pool]
+    expected_trigger = xoff_trigger_bytes(profile, pool.size_bytes, congested_pgs=1)
+    switch = control.socket_path(record.name, leaf)
+    _prepare(record, "none")
+    fork = multiprocessing.get_context("fork")
+    stop, requests, replies = fork.Event(), fork.Queue(), fork.Queue()
+    holder = fork.Process(target=_hold_pause, daemon=True,
+                          args=(record.node(receiver.node).netns, receiver.name, receiver.mac, priority, stop))
+    frame = _probe_frame(spec, sender, receiver, PROBE_FRAME_BYTES)
+    sender_proc = fork.Process(target=_send_frames, daemon=True,
+                               args=(record.node(sender.node).netns, sender.name, frame, requests, replies))
+    holder.start()
+    sender_proc.start()
+    trigger = headroom = None
+    sent = 0
+    try:
+        time.sleep(0.2)  # the receiver's pause is in force before the first frame
+        while sent < PROBE_MAX_FRAMES:
+            requests.put(True)
+            replies.get(timeout=10)
+            sent += 1
+            port = _wait_taken(switch, sender_port.name, sent)
+            state = port["pgs"][pg]
+            if trigger is None and port["pfc_tx_frames"][priority]:
+                trigger = sent * PROBE_FRAME_BYTES
+            if state["drops"].get("headroom_exceeded"):
+                headroom = state["headroom_watermark_bytes"]
+                break
+    finally:
+        requests.put(False)
+        stop.set()
+        holder.join(5)
+        sender_proc.join(5)
+    failures = []
+    where = f"{leaf} {sender_port.name} priority {priority} (PG{pg}, profile {profile.name})"
+    if trigger is None:
+        failures.append(f"{where}: no PFC after {sent * PROBE_FRAME_BYTES:,} B; expected XOFF at {expected_trigger:,} B")
+    elif abs(trigger - expected_trigger) > PROBE_FRAME_BYTES:
+        failures.append(f"{where}: XOFF at {trigger:,} B; expected {expected_trigger:,} B ± one {PROBE_FRAME_BYTES} B frame")
+    if headroom is None:
+        failures.append(f"{where}: no headroom drop after {sent * PROBE_FRAME_BYTES:,} B; the PG absorbed more than "
+                        f"its xoff {profile.xoff_bytes:,} B")
+    elif abs(headroom - profile.xoff_bytes) > PROBE_FRAME_BYTES:
+        failures.append(f"{where}: the PG absorbed {headroom:,} B of headroom before dropping; "
+                        f"xoff is {profile.xoff_bytes:,} B")
+    return failures
+
+
+def _wait_taken(switch: Path, port: str, sent: int, timeout_s: float = 2.0) -> dict:
+    """The port's counters once switchd has taken the frame just sent (counters were cleared)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        counters = control.request(switch, "counters")["counters"]["ports"][port]
+        if counters["rx_packets"] >= sent or time.monotonic() > deadline:
+            return counters
+        time.sleep(0.002)

@@ -1,0 +1,51 @@
+"""The pytest plugin's dynamic checks: the fabric description run as a lab (root)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+pytestmark = pytest.mark.root
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+DYNAMIC = ("pfc-threshold[leaf1]", "pfc-threshold[leaf2]", "incast-lossless", "ecn-before-pfc", "allreduce-budget")
+
+
+@pytest.fixture
+def fabrics(pytester: pytest.Pytester) -> Path:
+    for name in ("fabric-good", "fabric-broken"):
+        shutil.copytree(EXAMPLES / name, pytester.path / name)
+    return pytester.path
+
+
+def test_the_good_fabric_passes_every_dynamic_check(pytester: pytest.Pytester, fabrics: Path):
+    result = pytester.runpytest_subprocess("--fabric", "fabric-good", "-m", "rocelab_dynamic", "-v")
+    result.assert_outcomes(passed=len(DYNAMIC), deselected=32)
+    for name in DYNAMIC:
+        assert f"::{name} PASSED" in result.stdout.str()
+
+
+def test_a_lossy_map_fails_the_pfc_threshold_probe_and_leaves_nothing_up(pytester: pytest.Pytester, fabrics: Path):
+    result = pytester.runpytest_subprocess("--fabric", "fabric-broken", "-m", "rocelab_dynamic", "-k",
+                                           "pfc-threshold")
+    result.assert_outcomes(passed=1, failed=1, deselected=35)
+    result.stdout.fnmatch_lines(["*leaf2 eth1: DSCP 26 lands in PG0, which is not lossless*"])
+    netns = Path("/run/netns")
+    assert not [p for p in netns.iterdir() if p.name.startswith("fab")] if netns.is_dir() else True
+
+
+def test_users_own_tests_get_a_running_fabric(pytester: pytest.Pytester, fabrics: Path):
+    pytester.makepyfile(test_mine="""
+        def test_an_elephant_crosses_the_fabric(fabric, traffic, counters, probe):
+            watch = probe("leaf1", "eth1")
+            report = traffic("elephant", hosts=("h1", "h4"), size_bytes=500_000, iterations=1)
+            seen = watch.stop()
+            assert report["ranks"]["h4"]["bytes_received"] == 500_000
+            assert counters("leaf1")["ports"]["eth1"]["rx_bytes"] > 500_000
+            assert seen.totals["frames"] > 100
+        """)
+    result = pytester.runpytest_subprocess("--fabric", "fabric-good", "-m", "not rocelab_static and not rocelab_dynamic",
+                                           "test_mine.py")
+    result.assert_outcomes(passed=1, deselected=37)
