@@ -24,7 +24,8 @@ In `labs/<lab>/lab.yml`:
 
 A check is `CASE: OBSERVATION OP NUMBER` or `CASE: OBSERVATION OP [FACTOR *] CASE: OBSERVATION`
 with OP one of == != < <= > >=. Observations are listed in OBSERVATIONS; probes add
-`probe.NODE:IFACE.{pfc_xoff_frames,pfc_xon_frames,ce_packets,cnps,rewinds,psn_gaps}`.
+`probe.NODE:IFACE.{pfc_xoff_frames,pfc_xon_frames,ce_packets,cnps,rewinds,psn_gaps}`, and
+every switch port gives `port_tx_bytes.NODE:PORT` and `port_tx_util.NODE:PORT` (PORT_OBSERVATIONS).
 Every case starts from cleared counters, so watermarks and totals are the case's own.
 """
 
@@ -79,6 +80,14 @@ OBSERVATIONS = {
     "retransmitted_bytes": "bytes the NICs sent again",
     "timeouts": "retransmission timeouts",
     "retransmitted_bytes_per_drop": "go-back-N amplification: retransmitted bytes per dropped packet",
+    "uplink_imbalance": "each leaf's busiest uplink (leaf → spine port) over its leaf's mean uplink, in tx bytes, "
+                        "weighted by the leaves' uplink bytes: 1 = even, N = all on one of N uplinks",
+    "uplink_max_util": "the busiest uplink's tx bytes over what its line rate carries in job_wall_s",
+}
+# Per switch port, named `NAME.NODE:PORT`, e.g. port_tx_util.leaf1:eth5.
+PORT_OBSERVATIONS = {
+    "port_tx_bytes": "bytes the switch port sent",
+    "port_tx_util": "the port's tx bytes over what its line rate carries in job_wall_s",
 }
 PROBE_FIELDS = ("pfc_xoff_frames", "pfc_xon_frames", "ce_packets", "cnps", "rewinds", "psn_gaps")
 OPS: dict[str, Callable[[float, float], bool]] = {
@@ -142,8 +151,15 @@ def _profile(ref: str, lab_dir: Path) -> Path | None:
     return None
 
 
+def _port_observation(name: str) -> tuple[str, str] | None:
+    """(node, port) of `port_tx_bytes.NODE:PORT` or `port_tx_util.NODE:PORT`, else None."""
+    kind, _, where = name.partition(".")
+    node, _, port = where.partition(":")
+    return (node, port) if kind in PORT_OBSERVATIONS and node and port else None
+
+
 def _known_observation(name: str) -> bool:
-    if name in OBSERVATIONS:
+    if name in OBSERVATIONS or _port_observation(name) is not None:
         return True
     parts = name.split(".")
     return len(parts) == 3 and parts[0] == "probe" and ":" in parts[1] and parts[2] in PROBE_FIELDS
@@ -269,7 +285,11 @@ def load_scenario(doc: YamlDoc, lab_dir: Path, hosts: set[str], switch_ports: se
                 problems.add(where, f"{text!r} names no case {case!r}", f"cases: {', '.join(sorted(names))}")
             if obs is not None and not _known_observation(obs):
                 problems.add(where, f"{text!r}: {obs!r} is not an observation",
-                             f"observations: {', '.join(OBSERVATIONS)}, probe.NODE:IFACE.{{{','.join(PROBE_FIELDS)}}}")
+                             f"observations: {', '.join(OBSERVATIONS)}, probe.NODE:IFACE.{{{','.join(PROBE_FIELDS)}}}, "
+                             f"{{{','.join(PORT_OBSERVATIONS)}}}.NODE:PORT")
+            elif obs is not None and (port := _port_observation(obs)) is not None and port not in switch_ports:
+                problems.add(where, f"{text!r}: {obs!r} names no switch port of this lab",
+                             "write e.g. port_tx_util.leaf1:eth3")
         checks.append(check)
     problems.raise_if_any()
     return Scenario(tuple(cases), tuple(checks))
@@ -314,6 +334,28 @@ def switch_observations(counters: Mapping[str, dict], host_facing: set[tuple[str
                 obs["pfcwd_storms"] += (q.get("pfcwd") or {}).get("storms_detected", 0)
             for pg in port["pgs"]:
                 obs["max_headroom_bytes"] = max(obs["max_headroom_bytes"], pg["headroom_watermark_bytes"])
+    return obs
+
+
+def port_observations(counters: Mapping[str, dict], rates_bps: Mapping[tuple[str, str], float],
+                      uplinks: set[tuple[str, str]], wall_s: float) -> dict[str, float]:
+    """Per switch port and over the uplinks, from each switch's counters (since the case's clear),
+    each port's line rate and the job's wall time, both production-equivalent."""
+    obs: dict[str, float] = {}
+    by_leaf: dict[str, list[float]] = {}
+    uplink_util = []
+    for node, c in counters.items():
+        for name, port in c["ports"].items():
+            sent = port["tx_bytes"]
+            util = sent * 8 / (rates_bps[(node, name)] * wall_s) if wall_s > 0 else float("nan")
+            obs[f"port_tx_bytes.{node}:{name}"] = sent
+            obs[f"port_tx_util.{node}:{name}"] = util
+            if (node, name) in uplinks:
+                by_leaf.setdefault(node, []).append(sent)
+                uplink_util.append(util)
+    mean_bytes = sum(sum(sent) / len(sent) for sent in by_leaf.values())
+    obs["uplink_imbalance"] = sum(max(sent) for sent in by_leaf.values()) / mean_bytes if mean_bytes else float("nan")
+    obs["uplink_max_util"] = max(uplink_util, default=float("nan"))
     return obs
 
 
@@ -455,6 +497,10 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, lab_cc: str
         obs |= {"host_pause_frames": 0.0, "host_paused_s": 0.0}
     obs["retransmitted_bytes_per_drop"] = obs["retransmitted_bytes"] / obs["drops"] if obs["drops"] else 0.0
     obs |= probe_observations(probe_reports)
+    rates_bps = {(s.name, p.name): fabric.links[p.link].rate_bps for s in fabric.switches for p in s.ports}
+    uplinks = {(s.name, p.name) for s in fabric.switches if s.role == "leaf" for p in s.ports
+               if fabric.node(p.peer_node).role == "spine"}
+    obs |= port_observations(counters, rates_bps, uplinks, obs["job_wall_s"])
     return CaseResult(case, obs, report, error, probe_reports, series)
 
 

@@ -1,0 +1,134 @@
+"""Scenario observations per switch port and over the uplinks, from real counters of switch
+cores that forwarded RoCE frames, and the checks that may name them."""
+
+from __future__ import annotations
+
+import collections
+import math
+
+import pytest
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
+from rocelab.errors import InputError
+from rocelab.scenario import load_scenario, port_observations
+from rocelab.switch import Fib, NextHop
+from rocelab.yamlfile import load_yaml
+from test_switch_support import PORTS, RATE_BPS, fib, host_ip, host_mac, make_switch, qos_profile, run, switch_mac
+
+UPLINKS = ("eth2", "eth3", "eth4")  # leaf1's host sits on eth1; three spines behind the others
+REMOTE = "198.18.100.7"
+FRAME_BYTES = 1000
+RATE = {(leaf, p): RATE_BPS for leaf in ("leaf1", "leaf2") for p in PORTS}
+
+
+def leaf(sports: list[int], frames_per_flow: int) -> tuple[dict, collections.Counter]:
+    """A leaf that forwarded `frames_per_flow` frames of each flow (one per UDP source port)
+    from its host to the remote rack: its counters, and the bytes each uplink sent."""
+    routes = dict(fib().routes)
+    routes["198.18.100.0/24"] = [NextHop(p, f"02:00:00:00:02:0{p[-1]}") for p in UPLINKS]
+    switch = make_switch(qos_profile({}), routes=Fib(routes, fib().local))
+    for sport in sports:
+        head = (Ether(src=host_mac("eth1"), dst=switch_mac("eth1"))
+                / IP(src=host_ip("eth1"), dst=REMOTE, tos=26 << 2 | 2) / UDP(sport=sport, dport=4791))
+        frame = bytes(head / bytes(FRAME_BYTES - len(head)))
+        for _ in range(frames_per_flow):
+            switch.receive("eth1", frame, 0.0)
+    sent = collections.Counter()
+    for _t, port, frame in run(switch, 0.0, 10.0):
+        sent[port] += len(frame)
+    return switch.counters(10.0), sent
+
+
+def uplinks_of(*leaves: str) -> set[tuple[str, str]]:
+    return {(name, p) for name in leaves for p in UPLINKS}
+
+
+def test_every_port_reports_the_bytes_it_sent_and_its_utilisation():
+    counters, sent = leaf([49152 + i for i in range(30)], 5)
+    wall_s = 0.002
+    obs = port_observations({"leaf1": counters}, RATE, uplinks_of("leaf1"), wall_s)
+    for port in PORTS:
+        assert obs[f"port_tx_bytes.leaf1:{port}"] == sent[port]
+        assert obs[f"port_tx_util.leaf1:{port}"] == pytest.approx(sent[port] * 8 / (RATE_BPS * wall_s))
+    assert sum(sent[p] for p in UPLINKS) == 30 * 5 * FRAME_BYTES
+    assert obs["uplink_max_util"] == pytest.approx(max(sent[p] for p in UPLINKS) * 8 / (RATE_BPS * wall_s))
+
+
+def test_one_flow_takes_one_uplink_and_the_imbalance_is_the_uplink_count():
+    counters, sent = leaf([49152], 20)
+    obs = port_observations({"leaf1": counters}, RATE, uplinks_of("leaf1"), 0.001)
+    assert sorted(sent[p] for p in UPLINKS) == [0, 0, 20 * FRAME_BYTES]
+    assert obs["uplink_imbalance"] == pytest.approx(len(UPLINKS))
+
+
+def test_many_flows_spread_and_the_imbalance_is_busiest_over_mean():
+    counters, sent = leaf([49152 + i for i in range(300)], 1)
+    obs = port_observations({"leaf1": counters}, RATE, uplinks_of("leaf1"), 0.001)
+    per_uplink = [sent[p] for p in UPLINKS]
+    assert min(per_uplink) > 0
+    assert obs["uplink_imbalance"] == pytest.approx(max(per_uplink) / (sum(per_uplink) / len(UPLINKS)))
+    assert 1.0 <= obs["uplink_imbalance"] < 1.5
+
+
+def test_leaves_count_in_proportion_to_their_uplink_bytes():
+    # leaf1 sends the data of 30 flows; leaf2 a trickle on one flow (the ACKs coming back)
+    data, data_sent = leaf([49152 + i for i in range(30)], 10)
+    acks, acks_sent = leaf([50000], 2)
+    obs = port_observations({"leaf1": data, "leaf2": acks}, RATE, uplinks_of("leaf1", "leaf2"), 0.001)
+    busiest = max(data_sent[p] for p in UPLINKS) + max(acks_sent[p] for p in UPLINKS)
+    mean = (sum(data_sent[p] for p in UPLINKS) + sum(acks_sent[p] for p in UPLINKS)) / len(UPLINKS)
+    assert obs["uplink_imbalance"] == pytest.approx(busiest / mean)
+    assert obs["uplink_imbalance"] < 2.0  # the trickle's imbalance of 3 barely moves the figure
+
+
+def test_nothing_on_the_uplinks_leaves_the_imbalance_undefined():
+    counters, _ = leaf([], 0)
+    obs = port_observations({"leaf1": counters}, RATE, uplinks_of("leaf1"), 0.001)
+    assert math.isnan(obs["uplink_imbalance"])
+    assert obs["uplink_max_util"] == 0
+    assert math.isnan(port_observations({"leaf1": counters}, RATE, set(), 0.001)["uplink_max_util"])
+
+
+def test_a_job_that_never_finished_has_no_utilisation():
+    counters, sent = leaf([49152], 3)
+    obs = port_observations({"leaf1": counters}, RATE, uplinks_of("leaf1"), float("nan"))
+    assert obs[f"port_tx_bytes.leaf1:{max(UPLINKS, key=lambda p: sent[p])}"] == 3 * FRAME_BYTES
+    assert all(math.isnan(obs[f"port_tx_util.leaf1:{p}"]) for p in PORTS)
+
+
+LAB = """\
+scenario:
+  - case: one-qp
+    traffic: elephant
+    with: {{hosts: [h1, h2]}}
+checks:
+  - "one-qp: {observation} > 0.4"
+"""
+SWITCH_PORTS = {("leaf1", p) for p in PORTS}
+
+
+def load(tmp_path, observation: str):
+    path = tmp_path / "lab.yml"
+    path.write_text(LAB.format(observation=observation))
+    return load_scenario(load_yaml(path), tmp_path, {"h1", "h2"}, SWITCH_PORTS,
+                         SWITCH_PORTS | {("h1", "eth1"), ("h2", "eth1")})
+
+
+@pytest.mark.parametrize("observation", ["port_tx_util.leaf1:eth3", "port_tx_bytes.leaf1:eth1",
+                                         "uplink_imbalance", "uplink_max_util"])
+def test_checks_may_name_port_and_uplink_observations(tmp_path, observation):
+    (check,) = load(tmp_path, observation).checks
+    assert check.observation == observation
+
+
+@pytest.mark.parametrize("observation, message", [
+    ("port_tx_util.leaf1:eth9", "names no switch port of this lab"),
+    ("port_tx_util.h1:eth1", "names no switch port of this lab"),
+    ("port_rx_util.leaf1:eth3", "is not an observation"),
+])
+def test_checks_naming_a_port_that_is_not_there_are_refused(tmp_path, observation, message):
+    with pytest.raises(InputError) as exc:
+        load(tmp_path, observation)
+    (problem,) = exc.value.problems
+    assert observation in problem.message and message in problem.message
