@@ -35,8 +35,8 @@ from rocelab.headroom import xoff_trigger_bytes
 from rocelab.lab import Lab
 from rocelab.qos.model import port_qos
 from rocelab.qos.sonic import dump_config_db
+from rocelab.scenario import agent_sockets, hold_pfc_pause
 from rocelab.state import LabState
-from rocelab.switch.frames import build_pfc
 from rocelab.traffic.job import run_job
 from rocelab.traffic.spec import JobSpec
 
@@ -64,19 +64,15 @@ def lab_from_spec(spec: FabricSpec, name: str, workdir: Path) -> Lab:
     return Lab(name, spec.source, spec.fabric, "switchd", FABRIC_TDF, None, "emulated", roce, None, profiles)
 
 
-def _sockets(record: LabState, what: str) -> dict[str, Path]:
-    return {p["node"]: control.socket_path(record.name, p["node"]) for p in record.processes if p["what"] == what}
-
-
 def _prepare(record: LabState, cc: str) -> None:
-    for sock in _sockets(record, "nicd").values():
+    for sock in agent_sockets(record, "nicd").values():
         control.request(sock, "set_cc", algorithm=cc)
-    for sock in [*_sockets(record, "switchd").values(), *_sockets(record, "nicd").values()]:
+    for sock in [*agent_sockets(record, "switchd").values(), *agent_sockets(record, "nicd").values()]:
         control.request(sock, "clear")
 
 
 def _switch_counters(record: LabState) -> dict[str, dict]:
-    return {n: control.request(s, "counters")["counters"] for n, s in _sockets(record, "switchd").items()}
+    return {n: control.request(s, "counters")["counters"] for n, s in agent_sockets(record, "switchd").items()}
 
 
 def _drops(counters: dict[str, dict]) -> list[str]:
@@ -151,19 +147,6 @@ def allreduce_budget(spec: FabricSpec, record: LabState) -> list[str]:
     return []
 
 
-def _hold_pause(netns: str, iface: str, mac: str, priority: int, stop) -> None:
-    """The receiver keeps its queue paused: XOFF refreshed well before it expires."""
-    from pyroute2 import netns as pyroute2_netns
-
-    pyroute2_netns.setns(netns, flags=0)
-    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-    sock.bind((iface, 0))
-    frame = build_pfc(mac_bytes(mac), {priority: 0xFFFF})
-    while not stop.is_set():
-        sock.send(frame)
-        stop.wait(0.05)
-
-
 def _send_frames(netns: str, iface: str, frame: bytes, requests, replies) -> None:
     """Send one frame per request; answer when it is on the wire."""
     from pyroute2 import netns as pyroute2_netns
@@ -210,7 +193,7 @@ def pfc_threshold(spec: FabricSpec, record: LabState, leaf: str) -> list[str]:
     _prepare(record, "none")
     fork = multiprocessing.get_context("fork")
     stop, requests, replies = fork.Event(), fork.Queue(), fork.Queue()
-    holder = fork.Process(target=_hold_pause, daemon=True,
+    holder = fork.Process(target=hold_pfc_pause, daemon=True,
                           args=(record.node(receiver.node).netns, receiver.name, receiver.mac, priority, stop))
     frame = _probe_frame(spec, sender, receiver, PROBE_FRAME_BYTES)
     sender_proc = fork.Process(target=_send_frames, daemon=True,

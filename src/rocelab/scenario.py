@@ -414,12 +414,14 @@ def evaluate(checks: tuple[Check, ...], observed: Mapping[str, Mapping[str, floa
 
 # ---------------------------------------------------------------- running (the shell)
 
-def _agents(record: LabState, what: str) -> dict[str, Path]:
+def agent_sockets(record: LabState, what: str) -> dict[str, Path]:
+    """Control socket of every agent of one kind ("switchd", "nicd") in a running lab."""
     return {p["node"]: control.socket_path(record.name, p["node"]) for p in record.processes if p["what"] == what}
 
 
-def _pfc_storm(ns: str, iface: str, mac: str, priority: int, stop) -> None:
-    """A stuck NIC: XOFF on one priority, refreshed faster than it can expire."""
+def hold_pfc_pause(ns: str, iface: str, mac: str, priority: int, stop) -> None:
+    """XOFF on one priority from a host, refreshed faster than it can expire, until `stop`:
+    a stuck NIC (a PFC storm), or a receiver holding its queue for a threshold probe."""
     import socket
 
     from pyroute2 import netns as pyroute2_netns
@@ -449,8 +451,8 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, lab_cc: str
     from rocelab.timeseries import Sampler
     from rocelab.traffic.job import JobFailed, run_job
 
-    switches = _agents(record, "switchd")
-    nics = _agents(record, "nicd")
+    switches = agent_sockets(record, "switchd")
+    nics = agent_sockets(record, "nicd")
     for node, sock in switches.items():
         control.request(sock, "reload", profile=str(case.profile or lab_profile) if (case.profile or lab_profile) else None)
         for port in fabric.node(node).ports:
@@ -469,7 +471,7 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, lab_cc: str
         host = fabric.node(case.storm.host).ports[0]
         stop = multiprocessing.get_context("fork").Event()
         storm = multiprocessing.get_context("fork").Process(
-            target=_pfc_storm, args=(record.node(host.node).netns, host.name, host.mac, case.storm.priority, stop),
+            target=hold_pfc_pause, args=(record.node(host.node).netns, host.name, host.mac, case.storm.priority, stop),
             daemon=True)
         storm.start()
     report = error = None
