@@ -25,7 +25,7 @@ class Registry(Generic[T]):
 
     def register(self, name: str, item: T) -> None:
         if name in self._items:
-            raise ValueError(f"{self.what} {name!r} is registered twice")
+            raise ValueError(f"{self.what} {name!r} is already registered")
         self._items[name] = item
 
     def get(self, name: str) -> T:

@@ -1,7 +1,7 @@
 """Congestion-control algorithms of the NIC's reaction point, chosen by name.
 
 An algorithm is a per-QP object with the small interface below; the QP's pacer sends at
-its `rate_bps`. Algorithms live in a `CcRegistry` (STYLE.md rule 4): built-ins are
+its `rate_bps`. Algorithms live in a `CcRegistry`, the project's Registry (STYLE.md rule 4): built-ins are
 registered in `builtin_cc_registry()`, an unknown name is answered with the valid ones.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
+from rocelab.registry import Registry
 from rocelab.roce.dcqcn import Dcqcn, DcqcnConfig
 
 
@@ -59,29 +60,20 @@ class NoCc:
         return {"rate_bps": self.rate_bps}
 
 
-class CcRegistry:
-    """Congestion-control algorithms by name."""
+class CcRegistry(Registry[CcFactory]):
+    """Congestion-control algorithms by name; misuse raises ValueError, as the NIC's API does."""
 
     def __init__(self) -> None:
-        self._factories: dict[str, CcFactory] = {}
-
-    def register(self, name: str, factory: CcFactory) -> None:
-        if name in self._factories:
-            raise ValueError(f"congestion control {name!r} is already registered")
-        self._factories[name] = factory
-
-    def names(self) -> list[str]:
-        return sorted(self._factories)
+        super().__init__("congestion control")
 
     def check(self, name: str) -> None:
         """Raise ValueError naming the valid algorithms if `name` is not one of them."""
-        if name not in self._factories:
-            raise ValueError(f"unknown congestion control {name!r}; "
-                             f"valid: {', '.join(self.names())}")
+        if name not in self.names():
+            raise ValueError(f"unknown congestion control {name!r}; valid: {', '.join(self.names())}")
 
     def create(self, name: str, line_rate_bps: float, config: CcConfig) -> CongestionControl:
         self.check(name)
-        return self._factories[name](line_rate_bps, config)
+        return self.get(name)(line_rate_bps, config)
 
 
 def builtin_cc_registry() -> CcRegistry:
