@@ -35,7 +35,7 @@ from rocelab.headroom import xoff_trigger_bytes
 from rocelab.lab import Lab
 from rocelab.qos.model import port_qos
 from rocelab.qos.sonic import dump_config_db
-from rocelab.scenario import agent_sockets, hold_pfc_pause
+from rocelab.scenario import agent_sockets, hold_pfc_pause, start_clean
 from rocelab.state import LabState
 from rocelab.traffic.job import run_job
 from rocelab.traffic.spec import JobSpec
@@ -64,13 +64,6 @@ def lab_from_spec(spec: FabricSpec, name: str, workdir: Path) -> Lab:
     return Lab(name, spec.source, spec.fabric, "switchd", FABRIC_TDF, None, "emulated", roce, None, profiles)
 
 
-def _prepare(record: LabState, cc: str) -> None:
-    for sock in agent_sockets(record, "nicd").values():
-        control.request(sock, "set_cc", algorithm=cc)
-    for sock in [*agent_sockets(record, "switchd").values(), *agent_sockets(record, "nicd").values()]:
-        control.request(sock, "clear")
-
-
 def _switch_counters(record: LabState) -> dict[str, dict]:
     return {n: control.request(s, "counters")["counters"] for n, s in agent_sockets(record, "switchd").items()}
 
@@ -95,7 +88,7 @@ def _incast(spec: FabricSpec) -> JobSpec:
 
 
 def incast_lossless(spec: FabricSpec, record: LabState) -> list[str]:
-    _prepare(record, "none")
+    start_clean(record, "none")
     job = _incast(spec)
     report, _ = run_job(record, job)
     failures = [f"incast into {job.options['root']} with PFC alone: {line}" for line in _drops(_switch_counters(record))]
@@ -109,7 +102,7 @@ def incast_lossless(spec: FabricSpec, record: LabState) -> list[str]:
 def ecn_before_pfc(spec: FabricSpec, record: LabState) -> list[str]:
     from rocelab.probes import Probe
 
-    _prepare(record, "dcqcn")
+    start_clean(record, "dcqcn")
     job = _incast(spec)
     root = spec.fabric.node(job.options["root"]).ports[0]
     tor = spec.fabric.peer(root)
@@ -137,7 +130,7 @@ def ecn_before_pfc(spec: FabricSpec, record: LabState) -> list[str]:
 
 def allreduce_budget(spec: FabricSpec, record: LabState) -> list[str]:
     budget = spec.budgets.allreduce_step_time_s
-    _prepare(record, "dcqcn")
+    start_clean(record, "dcqcn")
     report, _ = run_job(record, JobSpec(pattern="ring-allreduce", size_bytes=spec.budgets.allreduce_size_bytes,
                                         iterations=2))
     step_s = report["total"]["time_s"]["production"]
@@ -190,7 +183,7 @@ def pfc_threshold(spec: FabricSpec, record: LabState, leaf: str) -> list[str]:
     pool = device.profile.pools[profile.pool]
     expected_trigger = xoff_trigger_bytes(profile, pool.size_bytes, congested_pgs=1)
     switch = control.socket_path(record.name, leaf)
-    _prepare(record, "none")
+    start_clean(record, "none")
     fork = multiprocessing.get_context("fork")
     stop, requests, replies = fork.Event(), fork.Queue(), fork.Queue()
     holder = fork.Process(target=hold_pfc_pause, daemon=True,

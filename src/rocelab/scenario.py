@@ -419,6 +419,15 @@ def agent_sockets(record: LabState, what: str) -> dict[str, Path]:
     return {p["node"]: control.socket_path(record.name, p["node"]) for p in record.processes if p["what"] == what}
 
 
+def start_clean(record: LabState, cc: str) -> None:
+    """Before a measurement: the NICs' congestion control for the QPs they connect next,
+    and every agent's counters (and watermarks) cleared."""
+    for sock in agent_sockets(record, "nicd").values():
+        control.request(sock, "set_cc", algorithm=cc)
+    for sock in [*agent_sockets(record, "switchd").values(), *agent_sockets(record, "nicd").values()]:
+        control.request(sock, "clear")
+
+
 def hold_pfc_pause(ns: str, iface: str, mac: str, priority: int, stop) -> None:
     """XOFF on one priority from a host, refreshed faster than it can expire, until `stop`:
     a stuck NIC (a PFC storm), or a receiver holding its queue for a threshold probe."""
@@ -460,10 +469,7 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, lab_cc: str
     for imp in case.impair:
         control.request(switches[imp.node], "impair", port=imp.port, delay_s=imp.delay_s * record.tdf,
                         jitter_s=imp.jitter_s * record.tdf, loss_pct=imp.loss_pct)
-    for sock in nics.values():
-        control.request(sock, "set_cc", algorithm=case.cc or lab_cc)
-    for sock in [*switches.values(), *nics.values()]:
-        control.request(sock, "clear")
+    start_clean(record, case.cc or lab_cc)
     spec = case.traffic
     probes = {f"{n}:{i}": Probe(record.node(n).netns, i).start() for n, i in case.probes}
     storm = stop = None
