@@ -12,6 +12,7 @@ import tempfile
 os.environ.setdefault("ROCELAB_STATE_DIR", tempfile.mkdtemp(prefix="rocelab-test-state-"))
 
 import itertools  # noqa: E402
+import shutil  # noqa: E402
 from dataclasses import replace  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -33,6 +34,15 @@ def pytest_collection_modifyitems(config, items):
 
 def unique_lab_name(stem: str) -> str:
     return f"t{os.getpid() % 10000}-{next(_counter)}-{stem}"[:31]
+
+
+@pytest.fixture
+def lab_home(tmp_path, monkeypatch):
+    """A project folder with the shipped topologies and one lab, `l1`, whose lab.yml to write."""
+    shutil.copytree(ROOT / "topologies", tmp_path / "topologies")
+    (tmp_path / "labs" / "l1").mkdir(parents=True)
+    monkeypatch.setenv("ROCELAB_HOME", str(tmp_path))
+    return tmp_path / "labs" / "l1" / "lab.yml"
 
 
 @pytest.fixture

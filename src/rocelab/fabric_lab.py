@@ -5,10 +5,15 @@ files with the platform buffer figures the description gives), every host runs n
 the description's RoCE DSCP, priority, CNP DSCP and MTU. The checks then drive traffic
 and read the switches' own counters, the way sonic-mgmt's QoS tests do on a testbed:
 
-- pfc-threshold[LEAF]: sonic-mgmt's PFC threshold probe. Hold a receiver's queue with a
-  pause, send lossless frames one at a time from a sender on the same leaf: XOFF must fire
-  within one frame of the trigger the profile sets, and the PG must then absorb its xoff
-  (headroom) to within one frame before the first headroom drop.
+- pfc-threshold[SWITCH:pN]: sonic-mgmt's PFC threshold probe, for every lossless priority N
+  of every switch. On a leaf: hold a receiver's queue with a pause, send frames of that
+  priority one at a time from a sender on the same leaf: XOFF must fire within one frame of
+  the trigger the profile sets, and the PG must then absorb its xoff (headroom) to within
+  one frame before the first headroom drop. On a spine: the receiver sits on another
+  leaf and the frames' UDP source port is chosen so the sender's leaf hashes them onto
+  this spine; the held pause spreads (receiver's leaf → spine), and the spine's PG from the
+  sender's leaf must send XOFF within one frame of its trigger. (Its headroom cannot be
+  filled this way: the leaf in front of it honours the XOFF.)
 - incast-lossless: N:1 incast of RDMA writes on the RoCE class, DCQCN off so PFC alone
   holds it: no switch may drop a packet.
 - ecn-before-pfc: the same incast with DCQCN: the first CE mark on the receiver's link
@@ -22,10 +27,12 @@ measured and the expected value); empty means it passed.
 
 from __future__ import annotations
 
+import ipaddress
 import multiprocessing
 import socket
 import struct
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from rocelab import control
@@ -33,10 +40,12 @@ from rocelab.ethernet import internet_checksum, mac_bytes
 from rocelab.fabric_spec import FabricSpec
 from rocelab.headroom import xoff_trigger_bytes
 from rocelab.lab import Lab
-from rocelab.qos.model import port_qos
+from rocelab.qos.model import PortQos
 from rocelab.qos.sonic import dump_config_db
 from rocelab.scenario import agent_sockets, hold_pfc_pause, start_clean
 from rocelab.state import LabState
+from rocelab.switch.fib import ecmp_hash
+from rocelab.topology import Port
 from rocelab.traffic.job import run_job
 from rocelab.traffic.spec import JobSpec
 
@@ -47,6 +56,7 @@ CNP_PRIORITY = 6
 FABRIC_TDF = 4000
 PROBE_FRAME_BYTES = 4096
 PROBE_MAX_FRAMES = 2000
+PROBE_SPORT = 49152
 INCAST_BYTES = 1_000_000
 
 
@@ -152,59 +162,157 @@ def _send_frames(netns: str, iface: str, frame: bytes, requests, replies) -> Non
         replies.put(True)
 
 
-def _probe_frame(spec: FabricSpec, src, dst, size: int) -> bytes:
-    """A RoCEv2-looking UDP frame on the RoCE DSCP (ECT(0)) from host port `src` to host port `dst`."""
+def _probe_frame(spec: FabricSpec, src, dst, size: int, dscp: int, sport: int) -> bytes:
+    """A RoCEv2-looking UDP frame on `dscp` (ECT(0)) from host port `src` to host port `dst`."""
     ip_bytes = size - 14
-    header = struct.pack("!BBHHHBBH4s4s", 0x45, spec.hosts.roce_dscp << 2 | 2, ip_bytes, 0, 0x4000, 64, 17, 0,
+    header = struct.pack("!BBHHHBBH4s4s", 0x45, dscp << 2 | 2, ip_bytes, 0, 0x4000, 64, 17, 0,
                          src.address.ip.packed, dst.address.ip.packed)
     checksum = internet_checksum(header)
     header = header[:10] + struct.pack("!H", checksum) + header[12:]
-    udp = struct.pack("!HHHH", 49152, 4791, ip_bytes - 20, 0)
+    udp = struct.pack("!HHHH", sport, 4791, ip_bytes - 20, 0)
     return mac_bytes(spec.fabric.peer(src).mac) + mac_bytes(src.mac) + b"\x08\x00" + header + udp + \
         bytes(ip_bytes - 28)
 
 
-def pfc_threshold(spec: FabricSpec, record: LabState, leaf: str) -> list[str]:
-    """sonic-mgmt's PFC threshold probe on one leaf, one frame at a time."""
-    node = spec.fabric.node(leaf)
-    host_ports = [p for p in node.ports if spec.fabric.node(p.peer_node).role == "host"]
-    if len(host_ports) < 2:
-        return []
-    sender_port, receiver_port = host_ports[0], host_ports[1]
-    sender, receiver = spec.fabric.peer(sender_port), spec.fabric.peer(receiver_port)
-    device = spec.devices[leaf]
-    qos = port_qos(device.profile, sender_port.name)
-    priority = spec.hosts.roce_priority
-    tc = qos.dscp_to_tc[spec.hosts.roce_dscp]
+@dataclass(frozen=True)
+class ThresholdProbe:
+    """One PFC threshold probe: `switch`'s ingress PG behind `port`, for lossless `priority`,
+    driven by frames on `dscp` from host port `sender` to host port `receiver` (whose queue
+    a held pause stops)."""
+
+    switch: str
+    priority: int
+    dscp: int
+    port: Port
+    sender: Port
+    receiver: Port
+
+    @property
+    def name(self) -> str:
+        return f"pfc-threshold[{self.switch}:p{self.priority}]"
+
+
+def _dscp_for(qos: PortQos, priority: int, preferred: int) -> int | None:
+    """The DSCP a probe of `priority` sends: the hosts' RoCE DSCP for their own priority (a
+    map that sends it elsewhere is the defect to find), else the lowest DSCP of that TC."""
+    if qos.dscp_to_tc[preferred] == priority:
+        return preferred
+    return next((d for d, tc in enumerate(qos.dscp_to_tc) if tc == priority), None)
+
+
+def _pauses(spec: FabricSpec, port: Port, dscp: int, priority: int) -> bool:
+    """Whether a switch sends XOFF on `priority` for `dscp` frames queued behind `port`'s PG."""
+    qos = spec.devices[port.node].port(port.name)
+    tc = qos.dscp_to_tc[dscp]
+    profile = qos.pgs.get(qos.tc_to_pg[tc])
+    return tc == priority and tc in qos.pfc_enable and profile is not None and profile.lossless
+
+
+def threshold_probes(spec: FabricSpec) -> list[ThresholdProbe]:
+    """Every switch a probe can reach, for every lossless priority of the port it probes: a
+    leaf with two hosts through its first host port; a spine through its port to a leaf with
+    a host, the receiver on another such leaf that pauses the spine for that priority (a leaf
+    whose maps do not is the static checks' finding, and would hide the spine's behaviour)."""
+    fabric = spec.fabric
+    host_ports = {s.name: [p for p in s.ports if fabric.node(p.peer_node).role == "host"] for s in fabric.switches}
+    probes = []
+    for switch in fabric.switches:
+        to_leaf = {p.peer_node: p for p in switch.ports if host_ports.get(p.peer_node)}
+        if len(host_ports[switch.name]) >= 2:
+            port, out = host_ports[switch.name][0], host_ports[switch.name][1]
+            pairs = [(port, fabric.peer(port), fabric.peer(out))]
+        elif not host_ports[switch.name]:
+            pairs = [(to_leaf[a], fabric.peer(host_ports[a][0]), fabric.peer(host_ports[b][0]))
+                     for a in to_leaf for b in to_leaf if a != b]
+        else:
+            continue
+        if not pairs:
+            continue
+        qos = spec.devices[switch.name].port(pairs[0][0].name)
+        for priority in sorted(qos.pfc_enable):
+            dscp = spec.hosts.roce_dscp if priority == spec.hosts.roce_priority else \
+                _dscp_for(qos, priority, spec.hosts.roce_dscp)
+            if dscp is None:
+                continue
+            usable = pairs if host_ports[switch.name] else \
+                [pair for pair in pairs if _pauses(spec, fabric.peer(to_leaf[pair[2].peer_node]), dscp, priority)]
+            if usable:
+                probes.append(ThresholdProbe(switch.name, priority, dscp, *usable[0]))
+    return probes
+
+
+def _sport_via(record: LabState, spec: FabricSpec, probe: ThresholdProbe) -> int:
+    """A UDP source port that the sender's leaf hashes onto the probed switch (any, for a
+    leaf): its ECMP group as switchd holds it, and switchd's own hash."""
+    leaf = probe.sender.peer_node
+    if leaf == probe.switch:
+        return PROBE_SPORT
+    routes = control.request(control.socket_path(record.name, leaf), "fib")["routes"]
+    dst = ipaddress.IPv4Address(probe.receiver.address.ip)
+    prefix = max((ipaddress.IPv4Network(p) for p in routes if dst in ipaddress.IPv4Network(p)),
+                 key=lambda n: n.prefixlen)
+    hops = [port for port, _mac in routes[str(prefix)]]
+    want = next(p.name for p in spec.fabric.node(leaf).ports if p.peer_node == probe.switch)
+    src = int(ipaddress.IPv4Address(probe.sender.address.ip))
+    return next(sport for sport in range(PROBE_SPORT, 65536)
+                if hops[ecmp_hash(src, int(dst), 17, sport, 4791) % len(hops)] == want)
+
+
+def pfc_threshold(spec: FabricSpec, record: LabState, probe: ThresholdProbe) -> list[str]:
+    """sonic-mgmt's PFC threshold probe on one switch and priority, one frame at a time."""
+    device = spec.devices[probe.switch]
+    qos = device.port(probe.port.name)
+    where = f"{probe.switch} {device.label(probe.port.name)} priority {probe.priority}"
+    tc = qos.dscp_to_tc[probe.dscp]
     pg = qos.tc_to_pg[tc]
     profile = qos.pgs.get(pg)
-    if profile is None or not profile.lossless:
-        return [f"{leaf} {sender_port.name}: DSCP {spec.hosts.roce_dscp} lands in PG{pg}, which is not lossless"]
+    if profile is None or not profile.lossless or tc not in qos.pfc_enable:
+        return [f"{probe.switch} {probe.port.name}: DSCP {probe.dscp} lands in PG{pg}, which is not lossless"]
+    where += f" (PG{pg}, BUFFER_PROFILE {profile.name})"
     pool = device.profile.pools[profile.pool]
     expected_trigger = xoff_trigger_bytes(profile, pool.size_bytes, congested_pgs=1)
-    switch = control.socket_path(record.name, leaf)
+    on_leaf = probe.sender.peer_node == probe.switch
+    max_frames = PROBE_MAX_FRAMES
+    if not on_leaf:
+        # Enough for the receiver's leaf to fill its PG and pause the spine, then for the
+        # spine's own PG to fill, twice over.
+        leaf_port = spec.fabric.peer(next(p for p in spec.fabric.node(probe.switch).ports
+                                          if p.peer_node == probe.receiver.peer_node))
+        leaf_qos = spec.devices[leaf_port.node].port(leaf_port.name)
+        leaf_pg = leaf_qos.pgs[leaf_qos.tc_to_pg[leaf_qos.dscp_to_tc[probe.dscp]]]
+        leaf_pool = spec.devices[leaf_port.node].profile.pools[leaf_pg.pool]
+        leaf_trigger = xoff_trigger_bytes(leaf_pg, leaf_pool.size_bytes, congested_pgs=1)
+        max_frames = min(PROBE_MAX_FRAMES, 2 * (expected_trigger + leaf_trigger) // PROBE_FRAME_BYTES)
+    switch = control.socket_path(record.name, probe.switch)
+    _wait_drained(record)  # what an earlier probe left queued would lower this one's trigger
     start_clean(record, "none")
     fork = multiprocessing.get_context("fork")
     stop, requests, replies = fork.Event(), fork.Queue(), fork.Queue()
     holder = fork.Process(target=hold_pfc_pause, daemon=True,
-                          args=(record.node(receiver.node).netns, receiver.name, receiver.mac, priority, stop))
-    frame = _probe_frame(spec, sender, receiver, PROBE_FRAME_BYTES)
+                          args=(record.node(probe.receiver.node).netns, probe.receiver.name, probe.receiver.mac,
+                                probe.priority, stop))
+    frame = _probe_frame(spec, probe.sender, probe.receiver, PROBE_FRAME_BYTES, probe.dscp,
+                         _sport_via(record, spec, probe))
     sender_proc = fork.Process(target=_send_frames, daemon=True,
-                               args=(record.node(sender.node).netns, sender.name, frame, requests, replies))
+                               args=(record.node(probe.sender.node).netns, probe.sender.name, frame, requests, replies))
     holder.start()
     sender_proc.start()
     trigger = headroom = None
     sent = 0
     try:
         time.sleep(0.2)  # the receiver's pause is in force before the first frame
-        while sent < PROBE_MAX_FRAMES:
+        while sent < max_frames:
             requests.put(True)
             replies.get(timeout=10)
             sent += 1
-            port = _wait_taken(switch, sender_port.name, sent)
+            port = _wait_taken(switch, probe.port.name, sent)
             state = port["pgs"][pg]
-            if trigger is None and port["pfc_tx_frames"][priority]:
-                trigger = sent * PROBE_FRAME_BYTES
+            if trigger is None and port["pfc_tx_frames"][probe.priority]:
+                # On a leaf every frame sent is held in the PG; on a spine only those that
+                # came after the receiver's leaf paused it: its watermark says how many.
+                trigger = sent * PROBE_FRAME_BYTES if on_leaf else state["shared_watermark_bytes"]
+                if not on_leaf:
+                    break
             if state["drops"].get("headroom_exceeded"):
                 headroom = state["headroom_watermark_bytes"]
                 break
@@ -214,11 +322,12 @@ def pfc_threshold(spec: FabricSpec, record: LabState, leaf: str) -> list[str]:
         holder.join(5)
         sender_proc.join(5)
     failures = []
-    where = f"{leaf} {sender_port.name} priority {priority} (PG{pg}, profile {profile.name})"
     if trigger is None:
         failures.append(f"{where}: no PFC after {sent * PROBE_FRAME_BYTES:,} B; expected XOFF at {expected_trigger:,} B")
     elif abs(trigger - expected_trigger) > PROBE_FRAME_BYTES:
         failures.append(f"{where}: XOFF at {trigger:,} B; expected {expected_trigger:,} B ± one {PROBE_FRAME_BYTES} B frame")
+    if not on_leaf:
+        return failures
     if headroom is None:
         failures.append(f"{where}: no headroom drop after {sent * PROBE_FRAME_BYTES:,} B; the PG absorbed more than "
                         f"its xoff {profile.xoff_bytes:,} B")
@@ -226,6 +335,16 @@ def pfc_threshold(spec: FabricSpec, record: LabState, leaf: str) -> list[str]:
         failures.append(f"{where}: the PG absorbed {headroom:,} B of headroom before dropping; "
                         f"xoff is {profile.xoff_bytes:,} B")
     return failures
+
+
+def _wait_drained(record: LabState, timeout_s: float = 10.0) -> None:
+    """Until no queue of any switch holds a byte (or timeout_s)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not any(q["depth_bytes"] for c in _switch_counters(record).values() for port in c["ports"].values()
+                   for q in port["queues"]):
+            return
+        time.sleep(0.05)
 
 
 def _wait_taken(switch: Path, port: str, sent: int, timeout_s: float = 2.0) -> dict:

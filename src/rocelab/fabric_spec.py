@@ -91,6 +91,8 @@ class Origin(Protocol):
 
     def pfc_enable(self, port: PortQos) -> str: ...
 
+    def pfc_to_queue(self, port: PortQos, priority: int) -> str: ...
+
     def pg_buffer(self, port: PortQos, pg: int, field: str) -> str: ...
 
     def wred(self, port: PortQos, queue: int, field: str) -> str: ...
@@ -185,6 +187,10 @@ class SonicOrigin:
     def pfc_enable(self, port: PortQos) -> str:
         return f"{self.file}: PORT_QOS_MAP.{port.port}.pfc_enable"
 
+    def pfc_to_queue(self, port: PortQos, priority: int) -> str:
+        return self._map("MAP_PFC_PRIORITY_TO_QUEUE", port.map_names.pfc_to_queue_map, port.port,
+                         "pfc_to_queue_map", priority)
+
     def pg_buffer(self, port: PortQos, pg: int, field: str) -> str:
         profile = port.pgs.get(pg)
         if profile is None:
@@ -256,6 +262,10 @@ class EosOrigin:
     def pfc_enable(self, port: PortQos) -> str:
         return self._line("pfc", port.port) or (
             f"{self.file}: interface {self._interface(port)} has no `priority-flow-control on`")
+
+    def pfc_to_queue(self, port: PortQos, priority: int) -> str:
+        # EOS has no such map: a priority's pause stops its traffic class's tx-queue.
+        return self.tc_to_queue(port, priority)
 
     def pg_buffer(self, port: PortQos, pg: int, field: str) -> str:
         return self._buffer(_BUFFER_FIELDS[field])

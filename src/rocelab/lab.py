@@ -23,8 +23,8 @@ NICS = ("emulated", "verbs", "none")
 DEFAULT_DATAPLANE = "switchd"
 DEFAULT_PROFILE = "roce-lossless"  # for a bare topology on switchd: rocelab is about lossless RoCE
 DEFAULT_TDF = 1000
-LAB_KEYS = frozenset({"name", "description", "topology", "dataplane", "tdf", "profile", "nic", "roce",
-                      "scenario", "checks"})
+LAB_KEYS = frozenset({"name", "description", "topology", "dataplane", "tdf", "pfc_wd_tdf", "profile", "nic",
+                      "roce", "scenario", "checks"})
 # `roce:` keys: NicConfig's fields (production units; nicd dilates them by the TDF), with
 # DCQCN's parameters under `dcqcn:`.
 ROCE_KEYS = tuple(f.name for f in dataclasses.fields(NicConfig) if f.name != "cc") + ("dcqcn",)
@@ -42,6 +42,9 @@ class Lab:
     roce: Mapping = field(default_factory=dict)  # the lab's `roce:` NIC settings, as written
     scenario: Scenario | None = None  # what `invoke run` does (rocelab.scenario)
     node_profiles: Mapping[str, Path] = field(default_factory=dict)  # a switch's own profile, over `profile`
+    # The PFC watchdog's own dilation (default: tdf). At TDF 1000 a 200 ms detection time
+    # lasts 200 s of wall time; a lab about storms runs the watchdog's timers on a faster clock.
+    pfc_wd_tdf: int | None = None
 
 
 def roce_config(settings: Mapping) -> NicConfig:
@@ -118,6 +121,10 @@ def _load_lab_file(path: Path) -> Lab:
     tdf = data.get("tdf", DEFAULT_TDF)
     if isinstance(tdf, bool) or not isinstance(tdf, int) or tdf < 1:
         problems.add("tdf", f"{tdf!r} is not a time-dilation factor", "a whole number ≥ 1, e.g. 1000")
+    pfc_wd_tdf = data.get("pfc_wd_tdf")
+    if pfc_wd_tdf is not None and (isinstance(pfc_wd_tdf, bool) or not isinstance(pfc_wd_tdf, int) or pfc_wd_tdf < 1):
+        problems.add("pfc_wd_tdf", f"{pfc_wd_tdf!r} is not a time-dilation factor",
+                     "a whole number ≥ 1: the PFC watchdog's timers run this much slower than production")
     profile = None
     if "profile" in data:
         # A lab may carry its own profiles beside lab.yml (a deliberately broken one, say).
@@ -142,4 +149,4 @@ def _load_lab_file(path: Path) -> Lab:
     switch_ports = {(n.name, p.name) for n in fabric.switches for p in n.ports}
     scenario = load_scenario(doc, path.parent, {h.name for h in fabric.hosts}, switch_ports,
                              {(n.name, p.name) for n in fabric.nodes for p in n.ports})
-    return Lab(name, doc.name, fabric, dataplane, tdf, profile, nic, roce, scenario)
+    return Lab(name, doc.name, fabric, dataplane, tdf, profile, nic, roce, scenario, pfc_wd_tdf=pfc_wd_tdf)

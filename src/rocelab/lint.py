@@ -10,8 +10,9 @@ config_db table/key or running-config line. Checks (REFERENCE.md for the why):
   are local buffer accounting and are not compared.
 - roce-lossless: on every hop of every host-to-host path (ECMP included), the RoCE DSCP's
   TC is in pfc_enable on the ingress port (which sends PFC) and on the egress port (which
-  honours it); where a host is cabled, that TC is the hosts' roce_priority, the one the NIC
-  pauses.
+  honours it), and on the egress port that priority's pause stops the queue the TC is in
+  (MAP_PFC_PRIORITY_TO_QUEUE agrees with TC_TO_QUEUE_MAP); where a host is cabled, that TC
+  is the hosts' roce_priority, the one the NIC pauses.
 - cnp-strict: on every hop, the CNP DSCP's egress queue is scheduled STRICT, so congestion
   notifications do not queue behind the congestion they report.
 - ecn-before-pfc: every lossless queue marks ECN, with Kmin below the PFC trigger of the
@@ -207,6 +208,15 @@ def check_roce_lossless(spec: FabricSpec, device: Device) -> list[Finding]:
                     f"TC {tc} in pfc_enable (hop {_peer(spec, hop.ingress)} → {device.name} → "
                     f"{_peer(spec, hop.egress)})",
                     f"{device.origin.pfc_enable(qos)}; {device.origin.dscp_to_tc(qos_in, dscp)}"))
+        qos_out = device.port(hop.egress.name)
+        if tc in qos_out.pfc_enable and qos_out.pfc_priority_to_queue[tc] != qos_out.tc_to_queue[tc]:
+            found.setdefault((_number(hop.egress), "queue"), Finding(
+                "roce-lossless", device.name, device.label(hop.egress.name), tc,
+                f"a PFC pause for priority {tc} stops queue {qos_out.pfc_priority_to_queue[tc]}, but RoCE "
+                f"(DSCP {dscp}, TC {tc}) waits in queue {qos_out.tc_to_queue[tc]}: the pause holds nothing back",
+                f"priority {tc} → queue {qos_out.pfc_priority_to_queue[tc]}, TC {tc} → queue {qos_out.tc_to_queue[tc]}",
+                f"priority {tc} → queue {qos_out.tc_to_queue[tc]} (toward {_peer(spec, hop.egress)})",
+                f"{device.origin.pfc_to_queue(qos_out, tc)}; {device.origin.tc_to_queue(qos_out, tc)}"))
         from_host = spec.fabric.node(hop.ingress.peer_node).role == "host"
         if from_host and tc in qos_in.pfc_enable and tc != priority:
             found.setdefault((_number(hop.ingress), "priority"), Finding(

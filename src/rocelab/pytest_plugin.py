@@ -13,7 +13,7 @@ rocelab has it. It does nothing until given a fabric description (`rocelab.fabri
   traceback. Select with `-m rocelab_static`, `-k headroom`, `-k leaf1`.
 - Dynamic checks (`rocelab.fabric_lab`, root): the description brought up once per session
   as a netns lab (switchd per switch with its own profile, nicd per host with the
-  description's RoCE settings): `pfc-threshold[LEAF]`, `incast-lossless`,
+  description's RoCE settings): `pfc-threshold[SWITCH:pN]` per lossless priority, `incast-lossless`,
   `ecn-before-pfc`, `allreduce-budget`; marked `rocelab_dynamic`, so
   `-m "not rocelab_dynamic"` keeps a CI job without root static. Without root they skip.
 - Fixtures for users' own tests: `fabric_spec` (session scope), the loaded FabricSpec; it
@@ -100,11 +100,11 @@ class FabricDescription(pytest.File):
             for device in spec.devices:
                 yield StaticCheck.from_parent(self, name=f"{name}[{device}]",
                                               check=checks.get(name), device=device)
-        for leaf in spec.devices:
-            if sum(spec.fabric.node(p.peer_node).role == "host" for p in spec.fabric.node(leaf).ports) >= 2:
-                yield DynamicCheck.from_parent(self, name=f"pfc-threshold[{leaf}]", target=leaf,
-                                               run=lambda s, r, leaf=leaf: fabric_lab.pfc_threshold(s, r, leaf),
-                                               summary="PFC fires at the profile's trigger; the PG then absorbs its xoff")
+        for probe in fabric_lab.threshold_probes(spec):
+            yield DynamicCheck.from_parent(self, name=probe.name, target=probe.switch,
+                                           run=lambda s, r, probe=probe: fabric_lab.pfc_threshold(s, r, probe),
+                                           summary="PFC fires at the profile's trigger; on a leaf the PG then "
+                                                   "absorbs its xoff")
         yield DynamicCheck.from_parent(self, name="incast-lossless", target=None, run=fabric_lab.incast_lossless,
                                        summary="N:1 incast of RDMA writes with PFC alone: no drop")
         yield DynamicCheck.from_parent(self, name="ecn-before-pfc", target=None, run=fabric_lab.ecn_before_pfc,

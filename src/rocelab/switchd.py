@@ -100,7 +100,8 @@ UNCONFIGURED = QosProfile("built-in: no QoS profile (every DSCP lossy in TC 0)",
 
 def load_profile(path: str | None, tdf: int) -> QosProfile:
     """The profile with its times dilated: a PFC watchdog's 200 ms detection time is 200 ms
-    of production time, so 200 ms × TDF on the emulated clock. Bytes stay as written."""
+    of production time, so 200 ms × TDF on the emulated clock (the lab's pfc_wd_tdf, which
+    is its TDF unless the lab says otherwise). Bytes stay as written."""
     profile = load_config_db(path) if path else UNCONFIGURED
     ports = {
         name: replace(port, pfc_wd=replace(port.pfc_wd, detection_time_ms=port.pfc_wd.detection_time_ms * tdf,
@@ -119,7 +120,8 @@ class Switchd:
         self.names = [p.name for p in self.specs]
         self.ipr = IPRoute()
         self.fib: Fib = kernel_fib.read_fib(self.ipr, self.names)
-        self.profile = load_profile(config["profile"], config["tdf"])
+        self.pfc_wd_tdf = config.get("pfc_wd_tdf", config["tdf"])
+        self.profile = load_profile(config["profile"], self.pfc_wd_tdf)
         self.rng = random.Random(config.get("seed", 0))
         self.switch = Switch(config["node"], self.specs, self.profile, self.fib, self.rng)
         self.events = kernel_fib.watch()
@@ -140,7 +142,7 @@ class Switchd:
             return {}
         if op == "counters":
             stats = self.loop.stats
-            return {"counters": self.switch.counters(now), "tdf": self.config["tdf"],
+            return {"counters": self.switch.counters(now), "tdf": self.config["tdf"], "pfc_wd_tdf": self.pfc_wd_tdf,
                     "profile": self.profile.source,
                     "loop": {"rx_frames": stats.rx_frames, "tx_frames": stats.tx_frames,
                              "tx_errors": stats.tx_errors}}
@@ -148,7 +150,7 @@ class Switchd:
             self.switch.clear_counters(now)
             return {}
         if op == "reload":
-            self.profile = load_profile(req.get("profile"), self.config["tdf"])
+            self.profile = load_profile(req.get("profile"), self.pfc_wd_tdf)
             self.switch = Switch(self.config["node"], self.specs, self.profile, self.fib, self.rng)
             self.cpu.switch = self.switch
             return {"profile": self.profile.source}

@@ -68,7 +68,8 @@ def _running(lab: str | None, what: str) -> lab_state.LabState:
 
 @task(positional=["lab"], help={
     "lab": "a lab (folder under labs/) or a topology (file under topologies/, or a path)",
-    "engine": "netns (embedded default)",
+    "engine": "netns (embedded default); docker: the lab's .clab.yml as containers on Docker Engine; "
+              "clab: the same through containerlab (both build rocelab's images first when missing)",
     "tdf": "time-dilation factor: links run at rate/TDF, delays × TDF (default: the lab's, else 1000)",
 })
 @_front_door()
@@ -82,7 +83,11 @@ def up(c, lab, engine="netns", tdf=0):
             raise InputError([Problem("--tdf", "", f"{tdf!r} is not a time-dilation factor", "a whole number ≥ 1")])
         spec = replace(spec, tdf=tdf)
     with console.status(f"bringing up {spec.name} on the {engine} engine"):
-        record = chosen.up(spec)
+        try:
+            record = chosen.up(spec)
+        except RuntimeError as exc:  # an agent, Docker or containerlab failed; the engine removed what it made
+            err_console.print(f"[red]up failed:[/red] {exc}", highlight=False, soft_wrap=True)
+            raise Exit(code=1) from None
     console.print(report.status_table(record, builtin_engines()))
 
 
@@ -390,36 +395,47 @@ def traffic(c, pattern, lab=None, hosts=None, size=None, iters=0, qps=0, json=Fa
 
 
 @task(positional=["lab"], help={"lab": "the lab (a folder under labs/), brought up first with `invoke up LAB`",
-                                 "json": "print one JSON document", "report": "write the run report (default on)"})
+                                 "json": "print one JSON document", "report": "write the run report (default on)",
+                                 "case": "only these cases, comma-separated (checks on other cases are left out)"})
 @_front_door()
-def run(c, lab, json=False, report=True):
+def run(c, lab, json=False, report=True, case=None):
     """Run a lab's scenario: every case, observations side by side, checks, a verdict (exit 0/1)."""
     from rich.table import Table
 
     from rocelab import runreport, scenario
     from rocelab.lab import roce_config
+    from rocelab.train import core as train
+    from rocelab.train.runner import require_torch
 
     spec = load_lab(lab)
     if spec.scenario is None:
         raise InputError([Problem(spec.source, "scenario", "is missing: this lab has nothing to run",
                                   "add `scenario:` cases and `checks:` to its lab.yml")])
+    chosen = spec.scenario if case is None else scenario.only_cases(spec.scenario, case.split(","), spec.source)
     record = lab_state.load(spec.name)
     if record is None:
         raise InputError([Problem(spec.name, "", "is not up", f"run `invoke up {spec.name}` first")])
-    if not any(p["what"] == "nicd" for p in record.processes):
+    if any(k.traffic is not None for k in chosen.cases) and not any(p["what"] == "nicd" for p in record.processes):
         raise InputError([Problem(spec.source, "nic", "the scenario needs the emulated NIC on every host",
                                   "set `nic: emulated` in lab.yml, then `invoke down` and `invoke up` again")])
+    if any(k.training is not None for k in chosen.cases):
+        require_torch(spec.source)
     with _job_progress(spec.name) as on_progress:
-        result = scenario.run(record, spec.scenario, spec.profile, roce_config(spec.roce).cc_algorithm, spec.fabric,
+        result = scenario.run(record, chosen, spec.profile, roce_config(spec.roce).cc_algorithm, spec.fabric,
                               on_case=lambda case: err_console.print(f"case {case.name}: {case.title}",
                                                                      highlight=False),
-                              on_progress=on_progress)
+                              on_progress=on_progress,
+                              on_step=lambda step, workers: err_console.print(train.step_text(step, workers),
+                                                                              highlight=False))
     verdict = "passed" if result.passed else "failed"
+    trained = [(c.case.title, c.observations) for c in result.cases if c.case.training is not None]
+    slowdown = ("Training: total time and slowdown against the first case (wall-clock on this machine)",
+                list(train.SLOWDOWN_COLUMNS), train.slowdown_rows(trained))
     report_path = None
     if report:
         run_dir = runreport.default_run_dir(spec.name)
         tables = [("Observations", ["observation", *(c.case.name for c in result.cases)], result.rows()),
-                  ("Checks", ["result", "check", "left", "right"], result.check_rows())]
+                  ("Checks", ["result", "check", "left", "right"], result.check_rows())] + ([slowdown] if trained else [])
         for case in result.cases:
             runreport.write_report(run_dir / case.case.name, record, case.series, tables,
                                    f"{verdict} (case {case.case.name}: {case.case.title})",
@@ -430,13 +446,23 @@ def run(c, lab, json=False, report=True):
         print(jsonlib.dumps({**result.to_json(), "run_dir": str(report_path) if report_path else None},
                             indent=1, default=str))
     else:
-        table = Table(title=f"{spec.name}: observations (production-equivalent)", title_justify="left")
+        # A training job's times are wall-clock: its compute and the hosts' TCP are not dilated.
+        units = "times wall-clock on this machine" if len(trained) == len(result.cases) else "production-equivalent"
+        table = Table(title=f"{spec.name}: observations ({units})", title_justify="left")
         table.add_column("observation")
         for case in result.cases:
             table.add_column(case.case.title, justify="right")
         for row in result.rows():
             table.add_row(*row)
         console.print(table)
+        if trained:
+            title, columns, rows = slowdown
+            times = Table(title=title, title_justify="left")
+            for column in columns:
+                times.add_column(column, justify="left" if column == "case" else "right")
+            for row in rows:
+                times.add_row(*row)
+            console.print(times)
         checks = Table(title="checks", title_justify="left")
         for column in ("result", "check", "left", "right"):
             checks.add_column(column)
@@ -444,7 +470,9 @@ def run(c, lab, json=False, report=True):
             checks.add_row(*row, style=None if row[0] == "pass" else "bold red")
         console.print(checks)
         for case in result.cases:
-            if case.error:
+            if case.error and case.observations.get("stalled") and case.case.name in result.stall_checked():
+                console.print(f"case {case.case.name} stalled, as its checks expect: {case.error}")
+            elif case.error:
                 console.print(f"[red]case {case.case.name} did not finish:[/red] {case.error}")
         if report_path:
             console.print(f"run report: {report_path}/<case>/report.html")
@@ -495,4 +523,18 @@ def bw(c, src, dst, lab=None, size="65536", qps=1, duration=5.0, json=False):
         console.print(traffic_report.render_bw(summary))
 
 
-ns = TaskCollection(up, down, status, exec_, graph, show, probe, metrics, run, traffic, bw, calc, test)
+@task(help={"force": "rebuild even when the images already hold this checkout's rocelab"})
+@_front_door()
+def images(c, force=False):
+    """Build rocelab's switch and host images locally (debootstrap + this checkout's wheel, no registry)."""
+    from rocelab import images as images_mod
+
+    try:
+        results = images_mod.ensure_images(force, on_step=lambda step: err_console.print(step, highlight=False))
+    except RuntimeError as exc:  # a build step failed (debootstrap, pip, docker): its own words
+        err_console.print(f"[red]images failed:[/red] {exc}", highlight=False, soft_wrap=True)
+        raise Exit(code=1) from None
+    console.print(images_mod.render_table(results))
+
+
+ns = TaskCollection(up, down, status, exec_, graph, show, probe, metrics, run, traffic, bw, calc, images, test)

@@ -39,7 +39,10 @@ from rocelab.yamlfile import at as _at
 
 ROLES = ("host", "leaf", "spine")
 SWITCH_ROLES = frozenset({"leaf", "spine"})
-KINDS = ("linux", "sonic-vs", "arista_ceos")
+# Network OS containers: a switch may be one of these on the clab engine (rocelab.nos renders
+# its startup configuration); an engine without containers refuses them (refuse_nos_nodes).
+NOS_KINDS = ("sonic-vs", "arista_ceos")
+KINDS = ("linux", *NOS_KINDS)
 FABRIC_POOL = ipaddress.IPv4Network("198.18.0.0/15")
 P2P_POOL = ipaddress.IPv4Network("198.18.0.0/16")
 HOST_POOL = ipaddress.IPv4Network("198.19.0.0/16")
@@ -119,7 +122,8 @@ class Link:
 
     @property
     def kind(self) -> str:
-        return "host" if "host" in (self.a.node, self.b.node) else "fabric"
+        # resolve() numbers host links from HOST_POOL and switch–switch links from P2P_POOL.
+        return "host" if self.a.address.ip in HOST_POOL else "fabric"
 
 
 @dataclass(frozen=True)
@@ -292,6 +296,9 @@ def validate(doc: YamlDoc) -> RawTopology:
         if kind not in KINDS:
             problems.add(yaml_path(*where, "kind"), f"{kind!r} is not a node kind rocelab runs",
                          f"expected one of: {', '.join(KINDS)}")
+        elif kind in NOS_KINDS and role == "host":
+            problems.add(yaml_path(*where, "kind"), f"{kind!r} is a switch's network OS, and {node_name} is a host",
+                         "a host is kind linux: rocelab's NIC runs in it")
         nodes.append(RawNode(node_name, str(role), str(kind), raw.get("image", defaults.get("image"))))
     _check_duplicate_nodes(doc, problems)
 
@@ -342,6 +349,17 @@ def validate(doc: YamlDoc) -> RawTopology:
     _check_shape(raw_topo, problems)
     problems.raise_if_any()
     return raw_topo
+
+
+def refuse_nos_nodes(fabric: Fabric, engine: str) -> None:
+    """For an engine without containers: an InputError naming every NOS node, else nothing."""
+    problems = Problems(fabric.source)
+    for node in fabric.nodes:
+        if node.kind in NOS_KINDS:
+            problems.add(f"topology.nodes.{node.name}.kind",
+                         f"{node.kind!r} is a network OS container, which the {engine} engine cannot run",
+                         "bring the lab up with --engine clab")
+    problems.raise_if_any()
 
 
 def _check_duplicate_nodes(doc: YamlDoc, problems: Problems) -> None:

@@ -7,6 +7,7 @@ on a production switch (REFERENCE.md, "What SONiC's counter views look like"):
     wred         queuestat     `show queue wredcounters`
     watermarks   watermarkstat `show priority-group watermark shared|headroom`, `show queue watermark unicast`
     drops        rocelab's drop reasons per port (SONiC splits these across several views)
+    pfcwd        pfcwd         `show pfcwd stats` (queues the PFC watchdog has found stormed)
 
 Plain tables, numbers right-aligned with thousands separators, N/A where there is no value.
 Rates are emulated (what the dilated link carries) and production-equivalent (× TDF).
@@ -25,7 +26,7 @@ from rocelab.switch.counters import (
 )
 from rocelab.units import format_rate
 
-VIEWS = ("interfaces", "queues", "pfc", "wred", "watermarks", "drops")
+VIEWS = ("interfaces", "queues", "pfc", "wred", "watermarks", "drops", "pfcwd")
 RX_ERRORS = frozenset({TRUNCATED, OVERSIZED, BAD_IPV4_HEADER, BAD_IPV4_CHECKSUM, MAC_CONTROL_UNSUPPORTED})
 
 
@@ -136,6 +137,23 @@ def drops(node: str, now: dict) -> Table:
     return table
 
 
+def pfcwd(node: str, now: dict) -> Table:
+    """Like `show pfcwd stats`: every queue that has had a storm since the counters were
+    cleared. RX OK/DROP is N/A: switchd's watchdog acts on the egress queue only."""
+    table = _table(f"{node}: PFC watchdog", ["QUEUE", "STATUS", "STORM DETECTED/RESTORED", "TX OK/DROP", "RX OK/DROP"])
+    for name, port in now["ports"].items():
+        for q, queue in enumerate(port["queues"]):
+            wd = queue.get("pfcwd")
+            if wd and (wd["stormed"] or wd["storms_detected"]):
+                dropped = queue["drops"].get("pfcwd_drop", {"packets": 0})["packets"]
+                table.add_row(f"{name}:{q}", "stormed" if wd["stormed"] else "operational",
+                              f"{wd['storms_detected']:,}/{wd['storms_restored']:,}",
+                              f"{queue['tx_packets']:,}/{dropped:,}", "N/A")
+    if not table.row_count:
+        table.add_row("all", "no storm", "0/0", "", "")
+    return table
+
+
 def switch_views(node: str, now: dict, before: dict | None, interval_s: float, rates: dict[str, float],
                  tdf: int, chosen: tuple[str, ...] = VIEWS) -> Group:
     parts = {
@@ -145,6 +163,7 @@ def switch_views(node: str, now: dict, before: dict | None, interval_s: float, r
         "wred": lambda: wred(node, now),
         "watermarks": lambda: watermarks(node, now),
         "drops": lambda: drops(node, now),
+        "pfcwd": lambda: pfcwd(node, now),
     }
     return Group(*(parts[v]() for v in chosen))
 

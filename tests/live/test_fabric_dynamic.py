@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -10,7 +11,8 @@ import pytest
 pytest_plugins = ["pytester"]
 pytestmark = pytest.mark.root
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-DYNAMIC = ("pfc-threshold[leaf1]", "pfc-threshold[leaf2]", "incast-lossless", "ecn-before-pfc", "allreduce-budget")
+DYNAMIC = ("pfc-threshold[spine1:p3]", "pfc-threshold[spine2:p3]", "pfc-threshold[leaf1:p3]", "pfc-threshold[leaf2:p3]",
+           "incast-lossless", "ecn-before-pfc", "allreduce-budget")
 
 
 @pytest.fixture
@@ -30,7 +32,7 @@ def test_the_good_fabric_passes_every_dynamic_check(pytester: pytest.Pytester, f
 def test_a_lossy_map_fails_the_pfc_threshold_probe_and_leaves_nothing_up(pytester: pytest.Pytester, fabrics: Path):
     result = pytester.runpytest_subprocess("--fabric", "fabric-broken", "-m", "rocelab_dynamic", "-k",
                                            "pfc-threshold")
-    result.assert_outcomes(passed=1, failed=1, deselected=35)
+    result.assert_outcomes(passed=3, failed=1, deselected=35)
     result.stdout.fnmatch_lines(["*leaf2 eth1: DSCP 26 lands in PG0, which is not lossless*"])
     netns = Path("/run/netns")
     assert not [p for p in netns.iterdir() if p.name.startswith("fab")] if netns.is_dir() else True
@@ -48,4 +50,18 @@ def test_users_own_tests_get_a_running_fabric(pytester: pytest.Pytester, fabrics
         """)
     result = pytester.runpytest_subprocess("--fabric", "fabric-good", "-m", "not rocelab_static and not rocelab_dynamic",
                                            "test_mine.py")
-    result.assert_outcomes(passed=1, deselected=37)
+    result.assert_outcomes(passed=1, deselected=39)
+
+
+def test_a_spine_that_pauses_the_wrong_queue_fails_its_probe(pytester: pytest.Pytester, fabrics: Path):
+    # spine2 maps PFC priority 3 to queue 4: leaf2's XOFF stops the wrong queue, so spine2
+    # never holds the RoCE frames and never pauses leaf1 (the static roce-lossless check
+    # reads the same defect from the file; this is the fabric showing it).
+    config = fabrics / "fabric-good" / "spine2" / "config_db.json"
+    doc = json.loads(config.read_text())
+    doc["MAP_PFC_PRIORITY_TO_QUEUE"]["ROCE"]["3"] = "4"
+    config.write_text(json.dumps(doc, indent=4))
+    result = pytester.runpytest_subprocess("--fabric", "fabric-good", "-m", "rocelab_dynamic", "-k", "pfc-threshold")
+    result.assert_outcomes(passed=3, failed=1, deselected=35)
+    result.stdout.fnmatch_lines(["*spine2 Ethernet0 (eth1) priority 3 (PG3, BUFFER_PROFILE *): no PFC after *"
+                                 "expected XOFF at 381,300 B*"])

@@ -74,6 +74,19 @@ def test_leaf_kernel_has_one_equal_cost_next_hop_per_spine(bring_up, topology, s
     assert len(hops) == spines and gateways <= spine_addresses
 
 
+def test_under_switchd_only_switchd_forwards(bring_up):
+    # The initial namespace of a container host forwards IPv4, and new namespaces inherit
+    # that: a switch kernel forwarding beside switchd would deliver every packet twice.
+    spec, record = bring_up("leaf-spine-2x2")
+    out = run_in(record.node("h1").netns, ["ping", "-c3", "-i0.2", "-W2", str(spec.fabric.host_address("h4"))],
+                 capture_output=True, text=True).stdout
+    assert "3 received" in out and "duplicates" not in out, out
+    for switch in spec.fabric.switches:
+        forwarding = run_in(record.node(switch.name).netns, ["cat", "/proc/sys/net/ipv4/ip_forward"],
+                            capture_output=True, text=True).stdout.strip()
+        assert forwarding == "0", f"{switch.name}: kernel IPv4 forwarding is {forwarding}"
+
+
 def test_down_leaves_no_namespace_veth_or_process(bring_up):
     from rocelab.engines import builtin_engines
 

@@ -42,6 +42,15 @@ def test_unknown_lab_exits_2_listing_what_exists():
     assert "lab-pfc" in result.stderr and "leaf-spine-2x2" in result.stderr
 
 
+def test_netns_engine_refuses_network_os_nodes_before_making_anything():
+    result = subprocess.run([*CLI, "up", "leaf-spine-2x2-nos"], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert ("topologies/leaf-spine-2x2-nos.yml: topology.nodes.spine1.kind: 'sonic-vs' is a network OS "
+            "container, which the netns engine cannot run") in result.stderr
+    assert "--engine clab" in result.stderr
+    assert namespaces_of(ROOT / "topologies" / "leaf-spine-2x2-nos.yml") == set()
+
+
 def test_unknown_engine_exits_2_listing_engines():
     result = subprocess.run([*CLI, "up", "lab-pfc", "--engine", "vmware"], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 2

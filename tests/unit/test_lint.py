@@ -188,6 +188,21 @@ def test_roce_lossless_names_the_lossy_hop(tmp_path: Path) -> None:
     assert "spine1.cfg line 19" in findings[0].source  # qos map dscp 26
 
 
+def test_roce_lossless_finds_a_pause_that_stops_the_wrong_queue(tmp_path: Path) -> None:
+    # spine2 pauses queue 4 on priority 3 while TC 3 sits in queue 3: leaves' XOFF holds
+    # nothing back there (the dynamic pfc-threshold[spine2:p3] probe sees the same defect).
+    def wrong_queue(d: Path) -> None:
+        _config_db(d / "spine2" / "config_db.json",
+                   lambda doc: doc["MAP_PFC_PRIORITY_TO_QUEUE"]["ROCE"].update({"3": "4"}))
+
+    findings = _only(_variant(tmp_path, wrong_queue), "roce-lossless", "spine2")
+    assert [f.port for f in findings] == ["Ethernet0 (eth1)", "Ethernet4 (eth2)"]
+    assert findings[0].configured == "priority 3 → queue 4, TC 3 → queue 3"
+    assert findings[0].required == "priority 3 → queue 3 (toward leaf1:Ethernet12)"
+    assert 'spine2/config_db.json: MAP_PFC_PRIORITY_TO_QUEUE.ROCE."3"' in findings[0].source
+    assert 'spine2/config_db.json: TC_TO_QUEUE_MAP.ROCE."3"' in findings[0].source
+
+
 def test_cnp_strict(tmp_path: Path) -> None:
     spec = _variant(tmp_path, lambda d: _replace(
         d / "spine1.cfg", "   tx-queue 6\n      priority strict", "   tx-queue 6\n      no priority"))

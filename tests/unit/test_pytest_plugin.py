@@ -38,7 +38,7 @@ def test_good_fabric_passes(pytester: pytest.Pytester, fabrics: Path) -> None:
     result.stdout.fnmatch_lines([
         "rocelab fabric: fabric-good from fabric-good/fabric.yml: spine1 (eos), spine2 (sonic), "
         "leaf1 (sonic), leaf2 (sonic)",
-        "collecting ... collected 37 items / 5 deselected / 32 selected",
+        "collecting ... collected 39 items / 7 deselected / 32 selected",
     ])
     assert "fabric-good/fabric.yml::buffer-pool[spine1] PASSED" in result.stdout.str()
 
@@ -211,13 +211,14 @@ def test_junit_xml_carries_every_item(pytester: pytest.Pytester, fabrics: Path) 
 
 def test_markers_select_static_checks(pytester: pytest.Pytester, fabrics: Path) -> None:
     result = pytester.runpytest("--fabric", "fabric-good", "-m", "rocelab_static")
-    result.assert_outcomes(passed=32, deselected=5)
+    result.assert_outcomes(passed=32, deselected=7)
     result = pytester.runpytest("--fabric", "fabric-good", "-m", "rocelab_dynamic", "--collect-only", "-q")
     assert [line for line in result.outlines if "::" in line] == [
         f"fabric-good/fabric.yml::{name}" for name in
-        ("pfc-threshold[leaf1]", "pfc-threshold[leaf2]", "incast-lossless", "ecn-before-pfc", "allreduce-budget")]
+        ("pfc-threshold[spine1:p3]", "pfc-threshold[spine2:p3]", "pfc-threshold[leaf1:p3]",
+         "pfc-threshold[leaf2:p3]", "incast-lossless", "ecn-before-pfc", "allreduce-budget")]
     result = pytester.runpytest("--fabric", "fabric-good", "-m", "rocelab_static", "-k", "headroom")
-    result.assert_outcomes(passed=4, deselected=33)
+    result.assert_outcomes(passed=4, deselected=35)
     result = pytester.runpytest("--markers")
     result.stdout.fnmatch_lines(["@pytest.mark.rocelab_static:*", "@pytest.mark.rocelab_dynamic:*"])
 

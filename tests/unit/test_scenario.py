@@ -1,5 +1,6 @@
 """Scenario observations per switch port and over the uplinks, from real counters of switch
-cores that forwarded RoCE frames, and the checks that may name them."""
+cores that forwarded RoCE frames, and the checks that may name them; PFC-storm cases
+(background jobs, expected stalls, the watchdog's storms and restorations)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,19 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from rocelab.errors import InputError
-from rocelab.scenario import load_scenario, port_observations
+from rocelab.qos.model import PfcWatchdog
+from rocelab.scenario import (
+    Case, CaseResult, ScenarioRun, evaluate, load_scenario, only_cases, parse_check, port_observations,
+    stormed_queues,
+    switch_observations,
+)
 from rocelab.switch import Fib, NextHop
+from rocelab.traffic.spec import JobSpec
 from rocelab.yamlfile import load_yaml
-from test_switch_support import PORTS, RATE_BPS, fib, host_ip, host_mac, make_switch, qos_profile, run, switch_mac
+from test_switch_support import (
+    LOSSLESS_TC, PORTS, RATE_BPS, drive, fib, host_ip, host_mac, lossless_profile, make_switch, pfc_from_peer,
+    qos_profile, roce, run, switch_mac,
+)
 
 UPLINKS = ("eth2", "eth3", "eth4")  # leaf1's host sits on eth1; three spines behind the others
 REMOTE = "198.18.100.7"
@@ -108,11 +118,16 @@ checks:
 SWITCH_PORTS = {("leaf1", p) for p in PORTS}
 
 
-def load(tmp_path, observation: str):
+def load_text(tmp_path, text: str):
+    """The scenario of a lab.yml with this text, on a lab of leaf1 and hosts h1, h2."""
     path = tmp_path / "lab.yml"
-    path.write_text(LAB.format(observation=observation))
+    path.write_text(text)
     return load_scenario(load_yaml(path), tmp_path, {"h1", "h2"}, SWITCH_PORTS,
                          SWITCH_PORTS | {("h1", "eth1"), ("h2", "eth1")})
+
+
+def load(tmp_path, observation: str):
+    return load_text(tmp_path, LAB.format(observation=observation))
 
 
 @pytest.mark.parametrize("observation", ["port_tx_util.leaf1:eth3", "port_tx_bytes.leaf1:eth1",
@@ -132,3 +147,93 @@ def test_checks_naming_a_port_that_is_not_there_are_refused(tmp_path, observatio
         load(tmp_path, observation)
     (problem,) = exc.value.problems
     assert observation in problem.message and message in problem.message
+
+
+STORM_LAB = """\
+scenario:
+  - case: storm
+    traffic: elephant
+    with: {{hosts: [h1, h2]}}
+    storm: {{host: h2, priority: 3}}
+    background: {background}
+checks:
+  - "storm: stalled == 1"
+"""
+
+
+def load_storm(tmp_path, background: str):
+    return load_text(tmp_path, STORM_LAB.format(background=background))
+
+
+def test_a_background_job_is_a_traffic_pattern_with_its_own_overrides(tmp_path):
+    (case,) = load_storm(tmp_path, "{traffic: elephant, with: {hosts: [h2, h1], qps: 8}}").cases
+    assert case.background.pattern == "elephant"
+    assert case.background.hosts == ("h2", "h1") and case.background.qps == 8
+    assert case.traffic.hosts == ("h1", "h2")
+
+
+@pytest.mark.parametrize("background, message", [
+    ("elephant", "is not a background job"),
+    ("{traffic: elephant, size: 4MB}", "is not a background job"),
+    ("{traffic: no-such-pattern}", "no-such-pattern"),
+    ("{traffic: elephant, with: {qps: 0}}", "not a whole number"),
+])
+def test_a_bad_background_job_names_the_case_and_the_key(tmp_path, background, message):
+    with pytest.raises(InputError) as exc:
+        load_storm(tmp_path, background)
+    (problem,) = exc.value.problems
+    assert problem.path.startswith("scenario[0].background") and message in str(problem)
+
+
+def storm_run(observations: dict[str, float], error: str | None, check: str) -> ScenarioRun:
+    case = Case("storm", "storm", JobSpec(pattern="elephant"))
+    result = CaseResult(case, observations, error=error)
+    return ScenarioRun("lab", [result], evaluate((parse_check(check),), {"storm": observations}))
+
+
+def test_a_stall_passes_only_where_a_check_expects_it():
+    stalled = {"stalled": 1.0, "drops": 0.0}
+    assert storm_run(stalled, "no progress for 6 s", "storm: stalled == 1").passed
+    # The same stall in a lab that does not ask about it is a failed case, whatever else passed.
+    assert not storm_run(stalled, "no progress for 6 s", "storm: drops == 0").passed
+    # A QP that failed is never excused by a stall check.
+    failed = {"stalled": 0.0, "drops": 0.0}
+    assert not storm_run(failed, "h1: QP 17 entered the error state", "storm: stalled == 0").passed
+
+
+def test_the_watchdog_counts_a_storm_and_its_restoration_and_names_the_stormed_queue():
+    wd = PfcWatchdog(action="drop", detection_time_ms=200, restoration_time_ms=200)
+    switch = make_switch(lossless_profile(pfc_wd=wd))
+    storm = [(i * 0.05, "eth2", pfc_from_peer("eth2", {LOSSLESS_TC: 0xFFFF})) for i in range(10)]
+    traffic = [(0.01 + i * 0.02, "eth1", roce("eth1", "eth2", 1000)) for i in range(20)]
+    drive(switch, storm + traffic, 0.0, 0.3)
+    assert stormed_queues({"leaf1": switch.counters(0.3)}) == [f"leaf1:eth2/{LOSSLESS_TC}"]
+    obs = switch_observations({"leaf1": switch.counters(0.3)}, set())
+    assert (obs["pfcwd_storms"], obs["pfcwd_restored"]) == (1, 0) and obs["drops.pfcwd_drop"] > 0
+    drive(switch, [], 0.3, 2.0)  # the storm is over: restoration time passes without a pause
+    assert stormed_queues({"leaf1": switch.counters(2.0)}) == []
+    assert switch_observations({"leaf1": switch.counters(2.0)}, set())["pfcwd_restored"] == 1
+
+
+THREE_CASES = """\
+scenario:
+  - {case: a, traffic: elephant, with: {hosts: [h1, h2]}}
+  - {case: b, traffic: elephant, with: {hosts: [h1, h2]}}
+  - {case: c, traffic: elephant, with: {hosts: [h1, h2]}}
+checks:
+  - "a: drops == 0"
+  - "b: drops == 0"
+  - "c: job_time_s > a: job_time_s"
+  - "c: stalled == 0"
+"""
+
+
+def test_a_run_of_some_cases_keeps_only_the_checks_it_can_decide(tmp_path):
+    scenario = load_text(tmp_path, THREE_CASES)
+    path = tmp_path / "lab.yml"
+    cut = only_cases(scenario, ["c", "b"], str(path))
+    assert [c.name for c in cut.cases] == ["b", "c"]  # the lab's order, not the command line's
+    assert [c.text for c in cut.checks] == ["b: drops == 0", "c: stalled == 0"]
+    with pytest.raises(InputError) as exc:
+        only_cases(scenario, ["b", "storm"], str(path))
+    assert "has no case 'storm'" in str(exc.value) and "cases: a, b, c" in str(exc.value)

@@ -4,7 +4,6 @@ and `nic: verbs` / `roce:` in lab files."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -100,33 +99,24 @@ def test_a_job_on_a_verbs_lab_without_pyverbs_is_an_input_error(tmp_path, no_pyv
         run_job(record, JobSpec("elephant"))
 
 
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    """A project folder with the shipped topologies and one lab to write."""
-    shutil.copytree(ROOT / "topologies", tmp_path / "topologies")
-    (tmp_path / "labs" / "l1").mkdir(parents=True)
-    monkeypatch.setenv("ROCELAB_HOME", str(tmp_path))
-    return tmp_path / "labs" / "l1" / "lab.yml"
-
-
-def test_lab_files_take_nic_verbs_and_roce_settings(home):
-    home.write_text("topology: leaf-spine-2x2\nnic: verbs\nroce:\n  pmtu_bytes: 1024\n  cc_algorithm: none\n"
+def test_lab_files_take_nic_verbs_and_roce_settings(lab_home):
+    lab_home.write_text("topology: leaf-spine-2x2\nnic: verbs\nroce:\n  pmtu_bytes: 1024\n  cc_algorithm: none\n"
                     "  dcqcn: {g: 0.0625}\n  dscp_to_priority: {26: 3, 48: 6}\n")
     lab = load_lab("l1")
     assert lab.nic == "verbs"
     assert lab.roce["pmtu_bytes"] == 1024 and lab.roce["dcqcn"] == {"g": 0.0625}
 
 
-def test_bad_roce_settings_name_the_key_and_what_is_expected(home):
-    home.write_text("topology: leaf-spine-2x2\nnic: emulated\nroce:\n  pmtu_bytes: 1000\n  cc: dcqcn\n")
+def test_bad_roce_settings_name_the_key_and_what_is_expected(lab_home):
+    lab_home.write_text("topology: leaf-spine-2x2\nnic: emulated\nroce:\n  pmtu_bytes: 1000\n  cc: dcqcn\n")
     with pytest.raises(InputError) as exc:
         load_lab("l1")
     text = str(exc.value)
     assert "lab.yml: roce" in text and "unknown key(s) cc" in text and "pmtu_bytes" in text
-    home.write_text("topology: leaf-spine-2x2\nroce:\n  pmtu_bytes: 1000\n")
+    lab_home.write_text("topology: leaf-spine-2x2\nroce:\n  pmtu_bytes: 1000\n")
     with pytest.raises(InputError, match=r"pmtu_bytes=1000 must be one of \(256, 512, 1024, 2048, 4096\)"):
         load_lab("l1")
-    home.write_text("topology: leaf-spine-2x2\nroce:\n  cc_algorithm: cubic\n")
+    lab_home.write_text("topology: leaf-spine-2x2\nroce:\n  cc_algorithm: cubic\n")
     with pytest.raises(InputError, match="unknown congestion control 'cubic'; valid: dcqcn, none"):
         load_lab("l1")
 

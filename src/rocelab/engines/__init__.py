@@ -1,4 +1,5 @@
-"""Engines build a lab's nodes and links: `netns` (embedded default) and, later, `clab`.
+"""Engines build a lab's nodes and links: `netns` (embedded default), `clab` (containerlab)
+and `docker` (the same containers on Docker Engine directly, where containerlab is missing).
 
 An engine is a small object with up / down / exec; it is chosen by name from ENGINES.
 """
@@ -7,6 +8,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from rocelab.engines.clab import ClabEngine
+from rocelab.engines.docker import DockerEngine
 from rocelab.engines.netns import NetnsEngine
 from rocelab.lab import Lab
 from rocelab.registry import Registry
@@ -26,4 +29,6 @@ class Engine(Protocol):
 def builtin_engines() -> Registry[Engine]:
     engines: Registry[Engine] = Registry("engine")
     engines.register("netns", NetnsEngine())
+    engines.register("clab", ClabEngine())
+    engines.register("docker", DockerEngine())
     return engines

@@ -28,16 +28,20 @@ from rocelab import state as lab_state
 from rocelab.errors import InputError, Problem
 from rocelab.lab import Lab
 from rocelab.state import InterfaceState, LabState, NodeState
-from rocelab.topology import Fabric, Node
+from rocelab.topology import NOS_KINDS, Fabric, Node, refuse_nos_nodes
 
 NETNS_DIR = Path("/run/netns")
 NUD_PERMANENT = 0x80
 
 # Written in every namespace before any interface exists. IPv6 off: router solicitations
-# and MLD reports would otherwise appear in every capture a learner takes.
+# and MLD reports would otherwise appear in every capture a learner takes. IPv4 forwarding
+# off: a new namespace inherits it from the initial one (net.core.devconf_inherit_init_net
+# 0), where container hosts turn it on, and a kernel forwarding beside switchd would deliver
+# a second, unshaped copy of every packet.
 COMMON_SYSCTLS = {
     "net/ipv6/conf/all/disable_ipv6": "1",
     "net/ipv6/conf/default/disable_ipv6": "1",
+    "net/ipv4/ip_forward": "0",
 }
 # Kernel data plane ("traditional DC" baseline): forward, hash ECMP on the 5-tuple so the
 # UDP source port of a RoCE flow picks its path as a switch ASIC's hash would.
@@ -77,7 +81,7 @@ def netns_name(lab: str, node: str) -> str:
     return f"{lab}.{node}"
 
 
-def plan(lab: Lab) -> LabState:
+def plan(lab: Lab, engine: str = "netns") -> LabState:
     """The state record of everything `up` will make, written before it makes any of it."""
     fabric = lab.fabric
     nodes = [
@@ -86,7 +90,7 @@ def plan(lab: Lab) -> LabState:
         ])
         for node in fabric.nodes
     ]
-    return LabState(lab.name, "netns", lab.source, lab.dataplane, lab.tdf, "creating", nodes)
+    return LabState(lab.name, engine, lab.source, lab.dataplane, lab.tdf, "creating", nodes)
 
 
 def write_sysctls(ns: str, values: dict[str, str]) -> None:
@@ -174,25 +178,59 @@ def _zombie(pid: int) -> bool:
         return True
 
 
-def run_in(ns: str, argv: list[str], **kwargs) -> subprocess.CompletedProcess:
-    """Run a program inside a namespace (as `ip netns exec` would, through setns(2))."""
+def _entering(ns: str):
+    """A preexec_fn that moves the child into a namespace (as `ip netns exec` would, through setns(2))."""
 
     def enter() -> None:
         pyroute2_netns.setns(ns, flags=0)
 
-    return subprocess.run(argv, preexec_fn=enter, check=False, **kwargs)
+    return enter
+
+
+def run_in(ns: str, argv: list[str], **kwargs) -> subprocess.CompletedProcess:
+    """Run a program inside a namespace to its end."""
+    return subprocess.run(argv, preexec_fn=_entering(ns), check=False, **kwargs)
+
+
+def popen_in(ns: str, argv: list[str], **kwargs) -> subprocess.Popen:
+    """Start a program inside a namespace, in its own session: a Ctrl-C at the shell that
+    started it does not reach it, and its process group can be stopped as one."""
+    return subprocess.Popen(argv, preexec_fn=_entering(ns), start_new_session=True, **kwargs)
+
+
+def write_agent_config(lab: Lab, node: Node) -> Path:
+    """An agent's configuration file, beside its control socket and log (paths.STATE_DIR/<lab>/)."""
+    folder = paths.STATE_DIR / lab.name
+    folder.mkdir(parents=True, exist_ok=True)
+    config = {
+        "lab": lab.name, "node": node.name, "role": node.role, "tdf": lab.tdf,
+        "pfc_wd_tdf": lab.pfc_wd_tdf or lab.tdf,
+        "socket": str(control.socket_path(lab.name, node.name)),
+        "profile": str(lab.node_profiles.get(node.name) or lab.profile or "") or None,
+        "roce": dict(lab.roce),
+        "ports": [{"name": p.name, "mac": p.mac, "address": str(p.address),
+                   "peer_mac": lab.fabric.peer(p).mac,
+                   "rate_bps": lab.fabric.links[p.link].rate_bps / lab.tdf,
+                   "delay_s": lab.fabric.links[p.link].delay_s * lab.tdf} for p in node.ports],
+    }
+    config_file = folder / f"{node.name}.json"
+    config_file.write_text(json.dumps(config, indent=1))
+    return config_file
 
 
 class NetnsEngine:
     name = "netns"
+    runs_nos = False  # SONiC-VS and cEOS are container images: only the clab engine runs them
 
     def up(self, lab: Lab) -> LabState:
+        if not self.runs_nos:
+            refuse_nos_nodes(lab.fabric, self.name)
         require_root("invoke up")
         existing = lab_state.load(lab.name)
         if existing is not None:
             raise LabAlreadyUp([Problem(lab.name, "", f"is already up (engine {existing.engine}, status {existing.status})",
                                         f"run `invoke down {lab.name}` first")])
-        record = plan(lab)
+        record = plan(lab, self.name)
         lab_state.save(record)
         try:
             self._apply(lab, record)
@@ -206,29 +244,27 @@ class NetnsEngine:
     def _apply(self, lab: Lab, record: LabState) -> None:
         fabric, dataplane = lab.fabric, lab.dataplane
         ns_of = {n.name: n.netns for n in record.nodes}
-        for node in fabric.nodes:
-            pyroute2_netns.create(ns_of[node.name])
+        self._make_nodes(lab, record)
+        # A network OS container (clab engine) configures itself from its startup configuration.
+        ours = [n for n in fabric.nodes if n.kind not in NOS_KINDS]
+        for node in ours:
             sysctls = dict(COMMON_SYSCTLS)
             if node.is_switch and dataplane == "kernel":
                 sysctls |= KERNEL_SWITCH_SYSCTLS
             write_sysctls(ns_of[node.name], sysctls)
         handles = {n.name: IPRoute(netns=ns_of[n.name]) for n in fabric.nodes}
         try:
-            for link in fabric.links:
-                a, b = link.a, link.b
-                handles[a.node].link("add", ifname=a.name, kind="veth", address=a.mac, mtu=link.mtu,
-                                     peer={"ifname": b.name, "net_ns_fd": ns_of[b.node],
-                                           "address": b.mac, "mtu": link.mtu})
-            for node in fabric.nodes:
+            self._make_links(fabric, handles, ns_of)
+            for node in ours:
                 self._configure(handles[node.name], node, fabric)
         finally:
             for ipr in handles.values():
                 ipr.close()
         agents = []
         if dataplane == "switchd":
-            for node in fabric.nodes:
+            for node in ours:
                 _offloads_off(ns_of[node.name], [p.name for p in node.ports])
-            agents += [(node, "rocelab.switchd") for node in fabric.switches]
+            agents += [(node, "rocelab.switchd") for node in ours if node.is_switch]
         if lab.nic == "emulated":
             agents += [(node, "rocelab.nicd") for node in fabric.hosts]
         # Start every agent first, then wait for all: their Python start-ups overlap.
@@ -239,30 +275,24 @@ class NetnsEngine:
         for (node, module), proc in zip(agents, started):
             _wait_ready(lab.name, node.name, module, proc)
 
+    def _make_nodes(self, lab: Lab, record: LabState) -> None:
+        """A network namespace per node."""
+        for node in record.nodes:
+            pyroute2_netns.create(node.netns)
+
+    def _make_links(self, fabric: Fabric, handles: dict[str, IPRoute], ns_of: dict[str, str]) -> None:
+        """A veth pair per link, created straight into its two namespaces."""
+        for link in fabric.links:
+            a, b = link.a, link.b
+            handles[a.node].link("add", ifname=a.name, kind="veth", address=a.mac, mtu=link.mtu,
+                                 peer={"ifname": b.name, "net_ns_fd": ns_of[b.node], "address": b.mac, "mtu": link.mtu})
+
     def _spawn_agent(self, lab: Lab, node: Node, ns: str, module: str) -> subprocess.Popen:
         """Start an agent inside the node's namespace with its configuration file."""
-        folder = paths.STATE_DIR / lab.name
-        folder.mkdir(parents=True, exist_ok=True)
-        config = {
-            "lab": lab.name, "node": node.name, "role": node.role, "tdf": lab.tdf,
-            "socket": str(control.socket_path(lab.name, node.name)),
-            "profile": str(lab.node_profiles.get(node.name) or lab.profile or "") or None,
-            "roce": dict(lab.roce),
-            "ports": [{"name": p.name, "mac": p.mac, "address": str(p.address),
-                       "peer_mac": lab.fabric.peer(p).mac,
-                       "rate_bps": lab.fabric.links[p.link].rate_bps / lab.tdf,
-                       "delay_s": lab.fabric.links[p.link].delay_s * lab.tdf} for p in node.ports],
-        }
-        config_file = folder / f"{node.name}.json"
-        config_file.write_text(json.dumps(config, indent=1))
+        config_file = write_agent_config(lab, node)
         with control.log_path(lab.name, node.name).open("wb") as log:
-
-            def enter() -> None:
-                pyroute2_netns.setns(ns, flags=0)
-                os.setsid()  # its own session: a Ctrl-C at the shell that ran `up` does not stop it
-
-            return subprocess.Popen([sys.executable, "-m", module, str(config_file)], stdin=subprocess.DEVNULL,
-                                    stdout=log, stderr=subprocess.STDOUT, preexec_fn=enter, close_fds=True)
+            return popen_in(ns, [sys.executable, "-m", module, str(config_file)], stdin=subprocess.DEVNULL,
+                            stdout=log, stderr=subprocess.STDOUT, close_fds=True)
 
     def _configure(self, ipr: IPRoute, node: Node, fabric: Fabric) -> None:
         index = {}

@@ -76,7 +76,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
-from typing import Literal, Mapping
+from typing import Literal, Mapping, Sequence
 
 from rocelab.errors import InputError, Problem, Problems
 from rocelab.qos.model import (
@@ -621,15 +621,18 @@ def _queue_lines(q: int, queue: QueueQos, keyword: str) -> list[str]:
 
 
 def render_eos(profile: QosProfile, *, mtu_bytes: Mapping[str, int] | None = None,
-               queue_keyword: Literal["tx-queue", "uc-tx-queue"] = "tx-queue") -> str:
+               queue_keyword: Literal["tx-queue", "uc-tx-queue"] = "tx-queue",
+               interface_lines: Mapping[str, Sequence[str]] | None = None) -> str:
     """The EOS statements for `profile` (what EOS can express: module docstring), one
-    interface block per port; `mtu_bytes` (SONiC port name → MTU) adds `mtu` lines.
+    interface block per port; `mtu_bytes` (SONiC port name → MTU) adds `mtu` lines, and
+    `interface_lines` (SONiC port name → statements) other statements to a port's block, so
+    a whole startup-config keeps one block per interface.
 
     Raises ValueError where EOS cannot say what the profile says: ports with different DSCP
     (other than untrusted) or TC → queue maps, or a PFC watchdog action of alert.
     """
-    mtu_bytes = mtu_bytes or {}
-    names = sorted(set(profile.ports) | set(mtu_bytes), key=lambda p: int(p[8:]))
+    mtu_bytes, interface_lines = mtu_bytes or {}, interface_lines or {}
+    names = sorted(set(profile.ports) | set(mtu_bytes) | set(interface_lines), key=lambda p: int(p[8:]))
     ports = [profile.ports.get(name, PortQos(port=name)) for name in names]
     untrusted = (UNTRUSTED_TC,) * DSCP_VALUES
     dscp_to_tc = _one([p.dscp_to_tc for p in ports if p.dscp_to_tc != untrusted],
@@ -651,6 +654,7 @@ def render_eos(profile: QosProfile, *, mtu_bytes: Mapping[str, int] | None = Non
         out += ["!", *_watchdog_lines(default_wd, "")]
     for name, port in zip(names, ports):
         out += ["!", f"interface {lab_to_eos(sonic_to_lab(name))}"]
+        out += [f"   {line}" for line in interface_lines.get(name, ())]
         if name in mtu_bytes:
             out.append(f"   mtu {mtu_bytes[name]}")
         if port.dscp_to_tc != dscp_to_tc:

@@ -44,6 +44,15 @@ class JobFailed(RuntimeError):
     """The job ran and did not finish: a QP failed, or nothing moved for too long."""
 
 
+class JobStalled(JobFailed):
+    """Nothing moved for the job's stall_timeout: every QP alive, every byte stuck (a PFC
+    storm's signature), as opposed to a QP that failed."""
+
+
+class JobStopped(JobFailed):
+    """The caller asked the job to stop before it finished (a background job, say)."""
+
+
 @dataclass(frozen=True)
 class Progress:
     elapsed_s: float
@@ -112,9 +121,11 @@ def _ask(sockets: Mapping[str, Path], host: str, op: str, **fields) -> dict:
 
 def run_job(record: LabState, spec: JobSpec, *, on_progress: Callable[[Progress], None] | None = None,
             record_messages: bool = False, clock: Callable[[], float] = time.monotonic,
-            sleep: Callable[[float], None] = time.sleep) -> tuple[dict, dict[str, dict]]:
+            sleep: Callable[[float], None] = time.sleep,
+            stop: Callable[[], bool] = lambda: False) -> tuple[dict, dict[str, dict]]:
     """Run `spec` on the lab; (report, each host's runner result). Raises InputError for a
-    spec the lab cannot run, JobFailed for a job that did not finish."""
+    spec the lab cannot run, JobFailed for a job that did not finish (JobStalled when nothing
+    moved for its stall timeout, JobStopped once `stop()` is true)."""
     plan = make_plan(record, spec)
     hosts = plan.hosts
     job_id = f"{os.getpid()}-{time.time_ns()}"
@@ -133,7 +144,7 @@ def run_job(record: LabState, spec: JobSpec, *, on_progress: Callable[[Progress]
             start_at = clock() + START_MARGIN_S
             for h in hosts:
                 _ask(sockets, h, "job_start", job=job_id, start_at=start_at)
-            _watch(sockets, hosts, job_id, spec, start_at, on_progress, clock, sleep)
+            _watch(sockets, hosts, job_id, spec, start_at, on_progress, clock, sleep, stop)
             results = {h: _ask(sockets, h, "job_result", job=job_id) for h in hosts}
         finally:
             for h in hosts:
@@ -148,7 +159,7 @@ def run_job(record: LabState, spec: JobSpec, *, on_progress: Callable[[Progress]
 
 def _watch(sockets: Mapping[str, Path], hosts: tuple[str, ...], job_id: str, spec: JobSpec, start_at: float,
            on_progress: Callable[[Progress], None] | None, clock: Callable[[], float],
-           sleep: Callable[[float], None]) -> None:
+           sleep: Callable[[float], None], stop: Callable[[], bool]) -> None:
     last_moved = clock()
     last_mark = None
     while True:
@@ -169,8 +180,10 @@ def _watch(sockets: Mapping[str, Path], hosts: tuple[str, ...], job_id: str, spe
                                  min(s["iteration"] for s in status.values()), spec.iterations, status))
         if all(s["state"] == DONE for s in status.values()):
             return
+        if stop():
+            raise JobStopped(f"stopped ({done:,} of {total:,} bytes moved)")
         if now - last_moved > spec.stall_timeout_s:
-            raise JobFailed(f"no progress for {spec.stall_timeout_s:g} s ({done:,} of {total:,} bytes moved)"
+            raise JobStalled(f"no progress for {spec.stall_timeout_s:g} s ({done:,} of {total:,} bytes moved)"
                             + _waiting(status))
 
 

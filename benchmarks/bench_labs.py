@@ -1,0 +1,72 @@
+"""Wall time of every lab: `rocelab up LAB`, `rocelab run LAB --no-report`, `rocelab down LAB`.
+
+    python benchmarks/bench_labs.py [LAB ...]
+
+Each lab (default: every folder under labs/ with a scenario) is brought up, run and torn
+down through the CLI, as a learner would, one after another. Prints each command's wall
+time, the lab's verdict, and the total against the 15-minute budget for the whole set.
+Needs root. Keeps its lab records in a state folder of its own, so labs a user has up are
+neither seen nor touched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+os.environ.setdefault("ROCELAB_STATE_DIR", tempfile.mkdtemp(prefix="rocelab-bench-"))
+
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from rocelab.lab import load_lab  # noqa: E402
+
+BUDGET_S = 15 * 60
+CLI = [sys.executable, "-m", "rocelab"]
+
+
+def timed(argv: list[str]) -> tuple[float, int]:
+    start = time.perf_counter()
+    code = subprocess.run(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+    return time.perf_counter() - start, code
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("labs", nargs="*", help="labs to time (default: every lab with a scenario)")
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench_labs: needs root (the netns engine creates namespaces)")
+    labs = args.labs or sorted(p.parent.name for p in (ROOT / "labs").glob("*/lab.yml")
+                               if load_lab(p.parent.name).scenario is not None)
+    table = Table(title=f"labs: up + run + down, wall seconds ({os.cpu_count()} cores)", title_justify="left")
+    for column in ("lab", "up", "run", "down", "total", "verdict"):
+        table.add_column(column, justify="left" if column in ("lab", "verdict") else "right")
+    grand = 0.0
+    for lab in labs:
+        up_s, code = timed([*CLI, "up", lab])
+        if code != 0:
+            table.add_row(lab, f"{up_s:.1f}", "", "", "", f"up failed (exit {code})")
+            timed([*CLI, "down", lab])
+            continue
+        run_s, verdict = timed([*CLI, "run", lab, "--no-report"])
+        down_s, _ = timed([*CLI, "down", lab])
+        total = up_s + run_s + down_s
+        grand += total
+        table.add_row(lab, f"{up_s:.1f}", f"{run_s:.1f}", f"{down_s:.1f}", f"{total:.1f}",
+                      "passed" if verdict == 0 else f"failed (exit {verdict})")
+    console = Console()
+    console.print(table)
+    console.print(f"whole set: {grand:.0f} s ({grand / 60:.1f} min) of a {BUDGET_S // 60}-minute budget: "
+                  f"{'within' if grand <= BUDGET_S else 'OVER'}")
+
+
+if __name__ == "__main__":
+    main()

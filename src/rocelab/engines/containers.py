@@ -1,0 +1,152 @@
+"""What the docker and clab engines share: rocelab's nodes as containers, deployed from the
+lab's generated `<lab>.clab.yml`, and everything after deployment done by NetnsEngine's own
+code (sysctls, addresses, static neighbours, ECMP routes, offloads, agents).
+
+The two differ only in deploy and destroy. Each container's network namespace is attached
+at /run/netns/<lab>.<node>, the name the netns engine gives its namespaces, so the CLI,
+probes and tests reach a node the same way on every engine. Agents run inside the
+containers (`docker exec`) with the lab's state folder bind-mounted at the same path: their
+sockets, configuration files and logs are where status/show/probe/run look for them.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+from pyroute2 import netns as pyroute2_netns
+
+from rocelab import control, dockercli, images, paths
+from rocelab.clab import container_name, write_clab
+from rocelab.engines.netns import (COMMON_SYSCTLS, NETNS_DIR, NetnsEngine, _zombie, pids_in, require_root,
+                                   write_agent_config)
+from rocelab.lab import Lab
+from rocelab.state import LabState
+from rocelab.topology import Node
+
+AGENT_FOUND_TIMEOUT_S = 5.0
+AGENT_CAPABILITIES = ("NET_RAW", "NET_ADMIN")
+
+
+def binds(lab: Lab) -> list[str]:
+    """The lab's state folder (read-write) and the folders its profiles live in (read-only),
+    each at its own path: agent configurations and `invoke run`'s profile reloads name them."""
+    state = (paths.STATE_DIR / lab.name).resolve()
+    root = paths.project_root()
+    profiles = (lab.profile, *lab.node_profiles.values())
+    shared = {root} | {p.resolve().parent for p in profiles if p and not p.resolve().is_relative_to(root)}
+    return [f"{state}:{state}", *(f"{d}:{d}:ro" for d in sorted(shared))]
+
+
+def write_deployment(lab: Lab, workdir: Path) -> Path:
+    """The lab's .clab.yml (rocelab.clab) plus what rocelab's own nodes need from this machine,
+    set once on containerlab's `linux` kind: the binds above, the netns engine's sysctls (IPv6
+    off before any interface exists), the two capabilities the agents use (raw sockets;
+    NET_ADMIN for their large receive buffers), and no pulling: rocelab's images exist only
+    where `invoke images` built them. Not `privileged`: a machine whose own bounding set lacks
+    a capability (as this project's CI lacks CAP_SYS_RESOURCE) cannot start one."""
+    path = write_clab(lab, workdir)
+    text = path.read_text()
+    doc = yaml.safe_load(text)
+    linux = {"binds": binds(lab), "sysctls": {key.replace("/", "."): value for key, value in COMMON_SYSCTLS.items()},
+             "cap-add": list(AGENT_CAPABILITIES), "image-pull-policy": "Never"}
+    doc["topology"] = {"kinds": {"linux": linux}, **doc["topology"]}
+    header = "".join(line for line in text.splitlines(keepends=True)[:1] if line.startswith("#"))
+    path.write_text(header + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None))
+    return path
+
+
+def topology_file(record: LabState) -> Path | None:
+    return next((paths.STATE_DIR / record.name).glob("*.clab.yml"), None)
+
+
+class ContainerAgent:
+    """An agent started with `docker exec --detach`: found by its command line among the
+    processes of the node's namespace, with Popen's `pid` and `poll()` (pid -1: it was gone
+    before it was seen; its exit status says why)."""
+
+    def __init__(self, pid: int, exit_file: Path):
+        self.pid, self.exit_file = pid, exit_file
+
+    @classmethod
+    def find(cls, ns: str, argv: list[str], exit_file: Path) -> "ContainerAgent":
+        deadline = time.monotonic() + AGENT_FOUND_TIMEOUT_S
+        while time.monotonic() < deadline:
+            for pid in pids_in([ns]):
+                try:
+                    if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1] == [a.encode() for a in argv]:
+                        return cls(pid, exit_file)
+                except OSError:
+                    continue
+            if exit_file.exists():
+                break
+            time.sleep(0.02)
+        return cls(-1, exit_file)
+
+    def poll(self) -> int | None:
+        """None while it runs; its exit status once the shell that started it wrote it down."""
+        if self.pid > 0 and Path(f"/proc/{self.pid}").exists() and not _zombie(self.pid):
+            return None
+        try:
+            return int(self.exit_file.read_text())
+        except (OSError, ValueError):
+            return None  # not written yet: the engine's start timeout bounds the wait
+
+
+class ContainerEngine(NetnsEngine):
+    """Subclasses say how to check their prerequisites, deploy a .clab.yml and destroy it."""
+
+    def _require(self, lab: Lab) -> None:
+        raise NotImplementedError
+
+    def _deploy(self, lab: Lab, topology: Path) -> None:
+        raise NotImplementedError
+
+    def _destroy(self, record: LabState) -> None:
+        raise NotImplementedError
+
+    def up(self, lab: Lab) -> LabState:
+        # Every prerequisite before the lab is recorded: a missing tool leaves nothing behind.
+        self._require(lab)
+        require_root("invoke up")
+        images.ensure_images()
+        return super().up(lab)
+
+    def _make_nodes(self, lab: Lab, record: LabState) -> None:
+        self._deploy(lab, write_deployment(lab, paths.STATE_DIR / lab.name))
+        for node in record.nodes:
+            pyroute2_netns.attach(node.netns, dockercli.container_pid(container_name(lab.name, node.name)))
+
+    def _spawn_agent(self, lab: Lab, node: Node, ns: str, module: str) -> ContainerAgent:
+        config = write_agent_config(lab, node)
+        log = control.log_path(lab.name, node.name)
+        exit_file = log.with_suffix(".exit")
+        exit_file.unlink(missing_ok=True)
+        argv = ["python", "-m", module, str(config)]
+        script = f"{shlex.join(argv)} >{shlex.quote(str(log))} 2>&1; echo $? >{shlex.quote(str(exit_file))}"
+        dockercli.docker("exec", "--detach", container_name(lab.name, node.name), "sh", "-c", script)
+        return ContainerAgent.find(ns, argv, exit_file)
+
+    def down(self, record: LabState) -> None:
+        """The containers first (their processes go with them), then the namespace entries,
+        the state folder and the record, as on the netns engine."""
+        dockercli.require_docker(f"invoke down {record.name}")
+        self._destroy(record)
+        super().down(record)
+
+    def exec(self, record: LabState, node: str, argv: list[str]) -> int:
+        tty = ["--tty"] if sys.stdin.isatty() else []
+        return subprocess.call(["docker", "exec", "--interactive", *tty, container_name(record.name, node), *argv])
+
+    def alive(self, record: LabState) -> dict[str, bool]:
+        up = dockercli.running(self.containers(record))
+        return {n.name: container_name(record.name, n.name) in up and (NETNS_DIR / n.netns).exists()
+                for n in record.nodes}
+
+    @staticmethod
+    def containers(record: LabState) -> list[str]:
+        return [container_name(record.name, n.name) for n in record.nodes]
