@@ -422,8 +422,8 @@ def run(c, lab, json=False, report=True, case=None):
         require_torch(spec.source)
     with _job_progress(spec.name) as on_progress:
         result = scenario.run(record, chosen, spec.profile, roce_config(spec.roce).cc_algorithm, spec.fabric,
-                              on_case=lambda case: err_console.print(f"case {case.name}: {case.title}",
-                                                                     highlight=False),
+                              on_case=lambda started: err_console.print(f"case {started.name}: {started.title}",
+                                                                        highlight=False),
                               on_progress=on_progress,
                               on_step=lambda step, workers: err_console.print(train.step_text(step, workers),
                                                                               highlight=False))
