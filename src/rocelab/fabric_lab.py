@@ -241,9 +241,10 @@ def threshold_probes(spec: FabricSpec) -> list[ThresholdProbe]:
     return probes
 
 
-def _sport_via(record: LabState, spec: FabricSpec, probe: ThresholdProbe) -> int:
+def _sport_via(record: LabState, spec: FabricSpec, probe: ThresholdProbe) -> int | None:
     """A UDP source port that the sender's leaf hashes onto the probed switch (any, for a
-    leaf): its ECMP group as switchd holds it, and switchd's own hash."""
+    leaf): its ECMP group as switchd holds it, and switchd's own hash. None: the leaf's
+    routes to the receiver do not use that switch."""
     leaf = probe.sender.peer_node
     if leaf == probe.switch:
         return PROBE_SPORT
@@ -254,8 +255,8 @@ def _sport_via(record: LabState, spec: FabricSpec, probe: ThresholdProbe) -> int
     hops = [port for port, _mac in routes[str(prefix)]]
     want = next(p.name for p in spec.fabric.node(leaf).ports if p.peer_node == probe.switch)
     src = int(ipaddress.IPv4Address(probe.sender.address.ip))
-    return next(sport for sport in range(PROBE_SPORT, 65536)
-                if hops[ecmp_hash(src, int(dst), 17, sport, 4791) % len(hops)] == want)
+    return next((sport for sport in range(PROBE_SPORT, 65536)
+                 if hops[ecmp_hash(src, int(dst), 17, sport, 4791) % len(hops)] == want), None)
 
 
 def pfc_threshold(spec: FabricSpec, record: LabState, probe: ThresholdProbe) -> list[str]:
@@ -283,6 +284,10 @@ def pfc_threshold(spec: FabricSpec, record: LabState, probe: ThresholdProbe) -> 
         leaf_pool = spec.devices[leaf_port.node].profile.pools[leaf_pg.pool]
         leaf_trigger = xoff_trigger_bytes(leaf_pg, leaf_pool.size_bytes, congested_pgs=1)
         max_frames = min(PROBE_MAX_FRAMES, 2 * (expected_trigger + leaf_trigger) // PROBE_FRAME_BYTES)
+    sport = _sport_via(record, spec, probe)
+    if sport is None:
+        return [f"{where}: {probe.sender.peer_node}'s routes to {probe.receiver.node} do not use {probe.switch}, "
+                "so no frame can be steered through it"]
     switch = control.socket_path(record.name, probe.switch)
     _wait_drained(record)  # what an earlier probe left queued would lower this one's trigger
     start_clean(record, "none")
@@ -291,8 +296,7 @@ def pfc_threshold(spec: FabricSpec, record: LabState, probe: ThresholdProbe) -> 
     holder = fork.Process(target=hold_pfc_pause, daemon=True,
                           args=(record.node(probe.receiver.node).netns, probe.receiver.name, probe.receiver.mac,
                                 probe.priority, stop))
-    frame = _probe_frame(spec, probe.sender, probe.receiver, PROBE_FRAME_BYTES, probe.dscp,
-                         _sport_via(record, spec, probe))
+    frame = _probe_frame(spec, probe.sender, probe.receiver, PROBE_FRAME_BYTES, probe.dscp, sport)
     sender_proc = fork.Process(target=_send_frames, daemon=True,
                                args=(record.node(probe.sender.node).netns, probe.sender.name, frame, requests, replies))
     holder.start()
