@@ -20,6 +20,7 @@ containerlab names a node's container `clab-<lab>-<node>` (its default prefix, k
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Mapping
 
 import yaml
 
@@ -67,13 +68,16 @@ def clab_document(lab: Lab, workdir: Path) -> dict:
     return _document(lab, workdir.resolve(), startup_configs(lab))
 
 
-def write_clab(lab: Lab, workdir: Path) -> Path:
+def write_clab(lab: Lab, workdir: Path, kinds: Mapping[str, dict] | None = None) -> Path:
     """Write `<workdir>/<lab>.clab.yml` and each NOS switch's configuration beside it; the
-    topology's path. Everything is rendered before anything is written, so bad input leaves
-    no files behind."""
+    topology's path. `kinds`: containerlab's per-kind defaults (`topology.kinds`), for what an
+    engine needs set on every node of a kind. Everything is rendered before anything is
+    written, so bad input leaves no files behind."""
     workdir = workdir.resolve()
     configs = startup_configs(lab)
     doc = _document(lab, workdir, configs)
+    if kinds:
+        doc["topology"] = {"kinds": dict(kinds), **doc["topology"]}
     workdir.mkdir(parents=True, exist_ok=True)
     for config in configs:
         (workdir / config.filename).write_text(config.text)

@@ -200,12 +200,17 @@ def _dscp_for(qos: PortQos, priority: int, preferred: int) -> int | None:
     return next((d for d, tc in enumerate(qos.dscp_to_tc) if tc == priority), None)
 
 
+def _ingress(qos: PortQos, dscp: int) -> tuple[int, int, bool]:
+    """TC and PG of `dscp` frames arriving on a port, and whether that PG sends XOFF for them."""
+    tc = qos.dscp_to_tc[dscp]
+    pg = qos.tc_to_pg[tc]
+    return tc, pg, qos.lossless_pg(pg) and tc in qos.pfc_enable
+
+
 def _pauses(spec: FabricSpec, port: Port, dscp: int, priority: int) -> bool:
     """Whether a switch sends XOFF on `priority` for `dscp` frames queued behind `port`'s PG."""
-    qos = spec.devices[port.node].port(port.name)
-    tc = qos.dscp_to_tc[dscp]
-    profile = qos.pgs.get(qos.tc_to_pg[tc])
-    return tc == priority and tc in qos.pfc_enable and profile is not None and profile.lossless
+    tc, _pg, lossless = _ingress(spec.devices[port.node].port(port.name), dscp)
+    return lossless and tc == priority
 
 
 def threshold_probes(spec: FabricSpec) -> list[ThresholdProbe]:
@@ -264,11 +269,10 @@ def pfc_threshold(spec: FabricSpec, record: LabState, probe: ThresholdProbe) -> 
     device = spec.devices[probe.switch]
     qos = device.port(probe.port.name)
     where = f"{probe.switch} {device.label(probe.port.name)} priority {probe.priority}"
-    tc = qos.dscp_to_tc[probe.dscp]
-    pg = qos.tc_to_pg[tc]
-    profile = qos.pgs.get(pg)
-    if profile is None or not profile.lossless or tc not in qos.pfc_enable:
+    _tc, pg, lossless = _ingress(qos, probe.dscp)
+    if not lossless:
         return [f"{probe.switch} {probe.port.name}: DSCP {probe.dscp} lands in PG{pg}, which is not lossless"]
+    profile = qos.pgs[pg]
     where += f" (PG{pg}, BUFFER_PROFILE {profile.name})"
     pool = device.profile.pools[profile.pool]
     expected_trigger = xoff_trigger_bytes(profile, pool.size_bytes, congested_pgs=1)
@@ -280,7 +284,7 @@ def pfc_threshold(spec: FabricSpec, record: LabState, probe: ThresholdProbe) -> 
         leaf_port = spec.fabric.peer(next(p for p in spec.fabric.node(probe.switch).ports
                                           if p.peer_node == probe.receiver.peer_node))
         leaf_qos = spec.devices[leaf_port.node].port(leaf_port.name)
-        leaf_pg = leaf_qos.pgs[leaf_qos.tc_to_pg[leaf_qos.dscp_to_tc[probe.dscp]]]
+        leaf_pg = leaf_qos.pgs[_ingress(leaf_qos, probe.dscp)[1]]
         leaf_pool = spec.devices[leaf_port.node].profile.pools[leaf_pg.pool]
         leaf_trigger = xoff_trigger_bytes(leaf_pg, leaf_pool.size_bytes, congested_pgs=1)
         max_frames = min(PROBE_MAX_FRAMES, 2 * (expected_trigger + leaf_trigger) // PROBE_FRAME_BYTES)

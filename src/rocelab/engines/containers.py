@@ -17,7 +17,6 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
 from pyroute2 import netns as pyroute2_netns
 
 from rocelab import control, dockercli, images, paths
@@ -49,15 +48,9 @@ def write_deployment(lab: Lab, workdir: Path) -> Path:
     NET_ADMIN for their large receive buffers), and no pulling: rocelab's images exist only
     where `invoke images` built them. Not `privileged`: a machine whose own bounding set lacks
     a capability (as this project's CI lacks CAP_SYS_RESOURCE) cannot start one."""
-    path = write_clab(lab, workdir)
-    text = path.read_text()
-    doc = yaml.safe_load(text)
     linux = {"binds": binds(lab), "sysctls": {key.replace("/", "."): value for key, value in COMMON_SYSCTLS.items()},
              "cap-add": list(AGENT_CAPABILITIES), "image-pull-policy": "Never"}
-    doc["topology"] = {"kinds": {"linux": linux}, **doc["topology"]}
-    header = "".join(line for line in text.splitlines(keepends=True)[:1] if line.startswith("#"))
-    path.write_text(header + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None))
-    return path
+    return write_clab(lab, workdir, kinds={"linux": linux})
 
 
 def topology_file(record: LabState) -> Path | None:
