@@ -10,6 +10,7 @@ request never races the data plane.
 from __future__ import annotations
 
 import errno
+import os
 import select
 import signal
 import socket
@@ -26,6 +27,9 @@ RCVBUF_BYTES = 8 << 20
 MAX_FRAME = 65536
 BATCH = 64  # frames read from one port before the others get a turn
 IDLE_WAIT_S = 0.05  # the longest sleep with nothing due: bounds how late a stop is seen
+RT_PRIORITY = 1  # the lowest real-time priority: ahead of every ordinary process, behind the kernel's RT threads
+NICE_FALLBACK = -10
+REALTIME = f"SCHED_RR {RT_PRIORITY}"
 
 
 class Core(Protocol):
@@ -45,11 +49,35 @@ def open_port(ifname: str) -> socket.socket:
     return sock
 
 
+def claim_cpu() -> str:
+    """Put this agent ahead of ordinary processes and say what it got.
+
+    An agent that runs late reacts late: a switch that reads a burst after another process's
+    time slice sends its XOFF after the burst, and at TDF 1000 a 45 KB headroom is only 3.6 ms of
+    wall time. With one busy process beside a lab on 2 cores, lab-ecn-dcqcn's PFC-only incast
+    dropped 14-20 packets a run as an ordinary process and none under SCHED_RR. The agents block
+    in select() between frames, so they take only what they use; the kernel's RT throttling
+    keeps 5% for everyone else. A container without a real-time budget (Docker's default) gets
+    nice -10 instead; a process without CAP_SYS_NICE stays as it is.
+    """
+    try:
+        os.sched_setscheduler(0, os.SCHED_RR | os.SCHED_RESET_ON_FORK, os.sched_param(RT_PRIORITY))
+        return REALTIME
+    except OSError:
+        pass
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, NICE_FALLBACK)
+        return f"nice {NICE_FALLBACK}"
+    except OSError:
+        return "ordinary"
+
+
 @dataclass
 class LoopStats:
     rx_frames: int = 0
     tx_frames: int = 0
     tx_errors: dict[str, int] = field(default_factory=dict)  # errno name → count
+    scheduling: str = "ordinary"  # what claim_cpu() got
 
 
 @dataclass
@@ -66,6 +94,7 @@ class Loop:
         self.stopping = True
 
     def run(self) -> None:
+        self.stats.scheduling = claim_cpu()
         signal.signal(signal.SIGTERM, self.stop)
         signal.signal(signal.SIGINT, self.stop)
         by_fd = {s.fileno(): name for name, s in self.ports.items()}

@@ -220,6 +220,8 @@ def _loop(out: _Families, base: dict[str, str], loop: dict) -> None:
             loop["rx_frames"])
     out.add(COUNTER, "rocelab_agent_tx_frames", "Frames the agent's loop wrote to its ports.", base,
             loop["tx_frames"])
+    out.add(GAUGE, "rocelab_agent_scheduling", "1, labelled with the CPU scheduling the agent got.",
+            {**base, "scheduling": loop.get("scheduling", "ordinary")}, 1)
     for errno_name, n in loop["tx_errors"].items():
         out.add(COUNTER, "rocelab_agent_tx_errors", "Frames the agent could not write, by errno.",
                 {**base, "errno": errno_name}, n)

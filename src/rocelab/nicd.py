@@ -104,7 +104,8 @@ class Nicd:
         if op == "ping":
             config = self.nic.config
             return {"node": self.node, "backend": "emulated", "port_rate_bps": self.nic.port_rate_bps,
-                    "pmtu_bytes": config.pmtu_bytes, "cc_algorithm": config.cc_algorithm}
+                    "pmtu_bytes": config.pmtu_bytes, "cc_algorithm": config.cc_algorithm,
+                    "scheduling": self.loop.stats.scheduling}
         if op == "counters":
             return {"node": self.node, "counters": _subtract(self.nic.counters(), self._baseline),
                     "loop": asdict(self.loop.stats), "delay_line": {"max_frames": self.core.max_line_frames},

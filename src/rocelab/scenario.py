@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from rocelab import control, paths
+from rocelab.agent import REALTIME
 from rocelab.errors import InputError, Problem, Problems
 from rocelab.ethernet import mac_bytes
 from rocelab.roce.cc import builtin_cc_registry
@@ -472,6 +473,14 @@ def evaluate(checks: tuple[Check, ...], observed: Mapping[str, Mapping[str, floa
 def agent_sockets(record: LabState, what: str) -> dict[str, Path]:
     """Control socket of every agent of one kind ("switchd", "nicd") in a running lab."""
     return {p["node"]: control.socket_path(record.name, p["node"]) for p in record.processes if p["what"] == what}
+
+
+def unprivileged_agents(record: LabState) -> dict[str, str]:
+    """Agents that did not get real-time scheduling (rocelab.agent.claim_cpu), with what they
+    got: on a busy machine they can react late enough to overflow an emulated headroom."""
+    got = {node: control.request(sock, "ping").get("scheduling", "ordinary")
+           for what in ("switchd", "nicd") for node, sock in agent_sockets(record, what).items()}
+    return {node: how for node, how in got.items() if how != REALTIME}
 
 
 def start_clean(record: LabState, cc: str) -> None:

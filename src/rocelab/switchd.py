@@ -25,7 +25,7 @@ import random
 import struct
 import sys
 import time
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from pyroute2 import IPRoute
@@ -139,13 +139,12 @@ class Switchd:
         op = req["op"]
         now = time.monotonic()
         if op == "ping":
-            return {}
+            return {"node": self.config["node"], "scheduling": self.loop.stats.scheduling}
         if op == "counters":
             stats = self.loop.stats
             return {"counters": self.switch.counters(now), "tdf": self.config["tdf"], "pfc_wd_tdf": self.pfc_wd_tdf,
                     "profile": self.profile.source,
-                    "loop": {"rx_frames": stats.rx_frames, "tx_frames": stats.tx_frames,
-                             "tx_errors": stats.tx_errors}}
+                    "loop": asdict(stats)}
         if op == "clear":
             self.switch.clear_counters(now)
             return {}

@@ -287,7 +287,8 @@ class VerbsAgent:
     def handle(self, req: dict) -> dict:
         op = req["op"]
         if op == "ping":
-            return {"node": self.node, "backend": "verbs", "device": self.nic.device, "port_rate_bps": self.rate_bps}
+            return {"node": self.node, "backend": "verbs", "device": self.nic.device, "port_rate_bps": self.rate_bps,
+                    "scheduling": self.loop.stats.scheduling}
         if op == "counters":
             return {"node": self.node, "counters": self.nic.counters(), "job": self.jobs.status()}
         if op in JOB_OPS:

@@ -69,3 +69,21 @@ def test_every_command_in_the_guide_runs(lab, clean_slate, tmp_path):
         assert result.returncode in (0, 1), f"`{command}` exited {result.returncode}:\n{result.stderr[-3000:]}"
         if argv[0] == "run":
             assert result.returncode == 0, f"`{command}`: the lab's verdict failed:\n{result.stdout[-3000:]}"
+
+
+def test_lossless_incast_drops_nothing_beside_busy_processes(clean_slate):
+    """Two processes spinning on this 2-core machine (as CI's own work may) do not make the
+    emulation drop on a lossless class: the agents run real-time (rocelab.agent.claim_cpu).
+    As ordinary processes, one such process cost this incast 14-20 drops a run."""
+    cli("up", "lab-ecn-dcqcn")
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        result = cli("run", "lab-ecn-dcqcn", "--case", "pfc-only", "--json", "--no-report", check=False)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    observations = json.loads(result.stdout)["cases"][0]["observations"]
+    assert (observations["drops"], observations["retransmitted_packets"]) == (0, 0), observations
+    assert "without real-time" not in result.stderr, result.stderr
+    assert result.returncode == 0

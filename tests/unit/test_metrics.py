@@ -20,7 +20,7 @@ TDF = 1000
 def reading() -> LabReading:
     _, switch = switch_incast(until_s=0.25)  # mid-incast: a queue stands and PGs assert XOFF
     _, nics = nic_congestion()
-    loop = {"rx_frames": 10, "tx_frames": 9, "tx_errors": {"ENOBUFS": 1}}
+    loop = {"rx_frames": 10, "tx_frames": 9, "tx_errors": {"ENOBUFS": 1}, "scheduling": "SCHED_RR 1"}
     leaf = AgentReading("leaf1", "switchd", {**switch[-1][0].reply, "loop": loop})
     return LabReading("unit", TDF, (leaf, *nics[-1]))
 
@@ -59,6 +59,7 @@ def test_switch_counters_parse_into_prometheus_families_with_their_labels(readin
     assert value(families, "rocelab_tdf", lab="unit") == TDF
     assert value(families, "rocelab_agent_up", **at, agent="switchd") == 1
     assert value(families, "rocelab_agent_tx_errors_total", **at, agent="switchd", errno="ENOBUFS") == 1
+    assert value(families, "rocelab_agent_scheduling", **at, agent="switchd", scheduling="SCHED_RR 1") == 1
     assert b"# TYPE rocelab_port_rx_packets_total counter" in text
     assert b"# TYPE rocelab_queue_depth_bytes gauge" in text
 
