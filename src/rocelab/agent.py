@@ -52,13 +52,11 @@ def open_port(ifname: str) -> socket.socket:
 def claim_cpu() -> str:
     """Put this agent ahead of ordinary processes and say what it got.
 
-    An agent that runs late reacts late: a switch that reads a burst after another process's
-    time slice sends its XOFF after the burst, and at TDF 1000 a 45 KB headroom is only 3.6 ms of
-    wall time. With one busy process beside a lab on 2 cores, lab-ecn-dcqcn's PFC-only incast
-    dropped 14-20 packets a run as an ordinary process and none under SCHED_RR. The agents block
-    in select() between frames, so they take only what they use; the kernel's RT throttling
-    keeps 5% for everyone else. A container without a real-time budget (Docker's default) gets
-    nice -10 instead; a process without CAP_SYS_NICE stays as it is.
+    An agent that runs late reacts late: a switch that reads a burst late sends its XOFF
+    late, and at TDF 1000 a 45 KB headroom is only 3.6 ms of wall time (README, "Agents run
+    real-time", has the measurements). Agents block in select() between frames, so they take
+    only what they use, and the kernel keeps 5% for ordinary processes. A container without
+    a real-time budget (Docker's default) gets nice -10; without CAP_SYS_NICE, nothing.
     """
     try:
         os.sched_setscheduler(0, os.SCHED_RR | os.SCHED_RESET_ON_FORK, os.sched_param(RT_PRIORITY))

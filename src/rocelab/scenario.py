@@ -475,7 +475,7 @@ def agent_sockets(record: LabState, what: str) -> dict[str, Path]:
     return {p["node"]: control.socket_path(record.name, p["node"]) for p in record.processes if p["what"] == what}
 
 
-def unprivileged_agents(record: LabState) -> dict[str, str]:
+def agents_not_realtime(record: LabState) -> dict[str, str]:
     """Agents that did not get real-time scheduling (rocelab.agent.claim_cpu), with what they
     got: on a busy machine they can react late enough to overflow an emulated headroom."""
     got = {node: control.request(sock, "ping").get("scheduling", "ordinary")

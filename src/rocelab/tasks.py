@@ -420,11 +420,10 @@ def run(c, lab, json=False, report=True, case=None):
                                   "set `nic: emulated` in lab.yml, then `invoke down` and `invoke up` again")])
     if any(k.training is not None for k in chosen.cases):
         require_torch(spec.source)
-    late = scenario.unprivileged_agents(record)
+    late = ", ".join(f"{node} ({how})" for node, how in scenario.agents_not_realtime(record).items())
     if late:
-        err_console.print(f"note: {', '.join(f'{node} ({how})' for node, how in late.items())} run without real-time "
-                          "scheduling: on a busy machine they can react late, and a lossless class can drop "
-                          "(emulation lag, not PFC)", highlight=False)
+        err_console.print(f"note: {late} run without real-time scheduling: on a busy machine they can react "
+                          "late, and a lossless class can drop (emulation lag, not PFC)", highlight=False)
     with _job_progress(spec.name) as on_progress:
         result = scenario.run(record, chosen, spec.profile, roce_config(spec.roce).cc_algorithm, spec.fabric,
                               on_case=lambda started: err_console.print(f"case {started.name}: {started.title}",

@@ -95,8 +95,8 @@ def test_docker_run_gives_each_node_no_network_and_only_the_agents_capabilities(
     argv = run_argv(lab.name, "leaf1", settings, tmp_path / "lab-pfc.clab.yml")
     pairs = set(zip(argv, argv[1:]))
     assert {("--network", "none"), ("--pull", "never"), ("--name", "clab-lab-pfc-leaf1"),
-            ("--cap-add", "NET_RAW"), ("--cap-add", "NET_ADMIN"), ("--cap-add", "SYS_NICE"), ("--label", "clab-node-group=leaf"),
-            ("--sysctl", "net.ipv6.conf.all.disable_ipv6=1")} <= pairs
+            ("--cap-add", "NET_RAW"), ("--cap-add", "NET_ADMIN"), ("--cap-add", "SYS_NICE"),
+            ("--label", "clab-node-group=leaf"), ("--sysctl", "net.ipv6.conf.all.disable_ipv6=1")} <= pairs
     assert "--privileged" not in argv
     assert [a for a, b in pairs if a == "--volume"] and all(("--volume", bind) in pairs for bind in settings["binds"])
     assert argv[-1] == settings["image"] == doc["topology"]["nodes"]["leaf1"]["image"]

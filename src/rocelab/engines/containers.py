@@ -45,8 +45,8 @@ def write_deployment(lab: Lab, workdir: Path) -> Path:
     """The lab's .clab.yml (rocelab.clab) plus what rocelab's own nodes need from this machine,
     set once on containerlab's `linux` kind: the binds above, the netns engine's sysctls (IPv6
     off before any interface exists), the capabilities the agents use (raw sockets; NET_ADMIN
-    for their large receive buffers; SYS_NICE for their priority), and no pulling: rocelab's images exist only
-    where `invoke images` built them. Not `privileged`: a machine whose own bounding set lacks
+    for their large receive buffers; SYS_NICE for their priority), and no pulling: rocelab's
+    images exist only where `invoke images` built them. Not `privileged`: a machine whose own bounding set lacks
     a capability (as this project's CI lacks CAP_SYS_RESOURCE) cannot start one."""
     linux = {"binds": binds(lab), "sysctls": {key.replace("/", "."): value for key, value in COMMON_SYSCTLS.items()},
              "cap-add": list(AGENT_CAPABILITIES), "image-pull-policy": "Never"}
