@@ -38,7 +38,7 @@ from pathlib import Path
 from rocelab import control
 from rocelab.ethernet import internet_checksum, mac_bytes
 from rocelab.fabric_spec import FabricSpec
-from rocelab.headroom import xoff_trigger_bytes
+from rocelab.headroom import pg_trigger_bytes
 from rocelab.lab import Lab
 from rocelab.qos.model import PortQos
 from rocelab.qos.sonic import dump_config_db
@@ -274,8 +274,7 @@ def pfc_threshold(spec: FabricSpec, record: LabState, probe: ThresholdProbe) -> 
         return [f"{probe.switch} {probe.port.name}: DSCP {probe.dscp} lands in PG{pg}, which is not lossless"]
     profile = qos.pgs[pg]
     where += f" (PG{pg}, BUFFER_PROFILE {profile.name})"
-    pool = device.profile.pools[profile.pool]
-    expected_trigger = xoff_trigger_bytes(profile, pool.size_bytes, congested_pgs=1)
+    expected_trigger = pg_trigger_bytes(device.profile, qos, pg, congested_pgs=1)
     on_leaf = probe.sender.peer_node == probe.switch
     max_frames = PROBE_MAX_FRAMES
     if not on_leaf:
@@ -283,10 +282,9 @@ def pfc_threshold(spec: FabricSpec, record: LabState, probe: ThresholdProbe) -> 
         # spine's own PG to fill, twice over.
         leaf_port = spec.fabric.peer(next(p for p in spec.fabric.node(probe.switch).ports
                                           if p.peer_node == probe.receiver.peer_node))
-        leaf_qos = spec.devices[leaf_port.node].port(leaf_port.name)
-        leaf_pg = leaf_qos.pgs[_ingress(leaf_qos, probe.dscp)[1]]
-        leaf_pool = spec.devices[leaf_port.node].profile.pools[leaf_pg.pool]
-        leaf_trigger = xoff_trigger_bytes(leaf_pg, leaf_pool.size_bytes, congested_pgs=1)
+        leaf = spec.devices[leaf_port.node]
+        leaf_qos = leaf.port(leaf_port.name)
+        leaf_trigger = pg_trigger_bytes(leaf.profile, leaf_qos, _ingress(leaf_qos, probe.dscp)[1], congested_pgs=1)
         max_frames = min(PROBE_MAX_FRAMES, 2 * (expected_trigger + leaf_trigger) // PROBE_FRAME_BYTES)
     sport = _sport_via(record, spec, probe)
     if sport is None:

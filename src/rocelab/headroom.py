@@ -49,7 +49,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from rocelab.qos.model import BufferProfile
+from rocelab.qos.model import BufferProfile, PortQos, QosProfile
 from rocelab.units import PROPAGATION_M_PER_S
 
 BITS_PER_BYTE = 8
@@ -143,3 +143,9 @@ def xoff_trigger_bytes(profile: BufferProfile, pool_size_bytes: int,
         if congested_pgs:
             shared = min(shared, pool_size_bytes / congested_pgs)
     return profile.size_bytes + math.floor(shared)
+
+
+def pg_trigger_bytes(profile: QosProfile, qos: PortQos, pg: int, congested_pgs: int = 0) -> int:
+    """xoff_trigger_bytes of PG `pg` of a port of `profile`, in the pool its buffer profile names."""
+    buffer = qos.pgs[pg]
+    return xoff_trigger_bytes(buffer, profile.pools[buffer.pool].size_bytes, congested_pgs)

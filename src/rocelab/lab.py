@@ -47,6 +47,11 @@ class Lab:
     pfc_wd_tdf: int | None = None
 
 
+def _is_tdf(value: object) -> bool:
+    """A time-dilation factor: a whole number ≥ 1 (YAML's true is not one)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
 def roce_config(settings: Mapping) -> NicConfig:
     """The NicConfig of a lab's `roce:` mapping (or its JSON copy, whose keys are strings).
     Raises ValueError naming what is wrong."""
@@ -119,10 +124,10 @@ def _load_lab_file(path: Path) -> Lab:
     if dataplane not in DATAPLANES:
         problems.add("dataplane", f"{dataplane!r} is not a data plane", f"expected one of: {', '.join(DATAPLANES)}")
     tdf = data.get("tdf", DEFAULT_TDF)
-    if isinstance(tdf, bool) or not isinstance(tdf, int) or tdf < 1:
+    if not _is_tdf(tdf):
         problems.add("tdf", f"{tdf!r} is not a time-dilation factor", "a whole number ≥ 1, e.g. 1000")
     pfc_wd_tdf = data.get("pfc_wd_tdf")
-    if pfc_wd_tdf is not None and (isinstance(pfc_wd_tdf, bool) or not isinstance(pfc_wd_tdf, int) or pfc_wd_tdf < 1):
+    if pfc_wd_tdf is not None and not _is_tdf(pfc_wd_tdf):
         problems.add("pfc_wd_tdf", f"{pfc_wd_tdf!r} is not a time-dilation factor",
                      "a whole number ≥ 1: the PFC watchdog's timers run this much slower than production")
     profile = None

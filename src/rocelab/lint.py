@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from rocelab.fabric_spec import Device, FabricSpec
-from rocelab.headroom import ROCE_IP_OVERHEAD_BYTES, headroom, xoff_trigger_bytes
+from rocelab.headroom import ROCE_IP_OVERHEAD_BYTES, headroom, pg_trigger_bytes
 from rocelab.qos.model import PortQos
 from rocelab.registry import Registry
 from rocelab.topology import Link, Port
@@ -271,10 +271,6 @@ def check_ecn_before_pfc(spec: FabricSpec, device: Device) -> list[Finding]:
                if qos.lossless_pg(pg) and qos.pgs[pg].pool in profile.pools]
     n = len(feeding)
 
-    def trigger(qos: PortQos, pg: int, congested_pgs: int) -> int:
-        buffer = qos.pgs[pg]
-        return xoff_trigger_bytes(buffer, profile.pools[buffer.pool].size_bytes, congested_pgs)
-
     findings = []
     for port, qos, priority, _ in _lossless(device, ports):
         queue = qos.tc_to_queue[priority]
@@ -290,9 +286,10 @@ def check_ecn_before_pfc(spec: FabricSpec, device: Device) -> list[Finding]:
         sources = [(p, q, pg) for p, q, prio, pg in feeding if prio == priority]
         if not sources:
             continue  # no lossless PG, so no trigger: the headroom check reports it
-        src_port, src_qos, src_pg = min(sources, key=lambda s: trigger(s[1], s[2], n))
+        src_port, src_qos, src_pg = min(sources, key=lambda s: pg_trigger_bytes(profile, s[1], s[2], n))
         kmin = wred.green_min_threshold_bytes
-        if kmin < trigger(src_qos, src_pg, n):
+        trigger = pg_trigger_bytes(profile, src_qos, src_pg, n)
+        if kmin < trigger:
             continue
         buffer = src_qos.pgs[src_pg]
         pool = profile.pools[buffer.pool]
@@ -303,9 +300,9 @@ def check_ecn_before_pfc(spec: FabricSpec, device: Device) -> list[Finding]:
             "ecn-before-pfc", device.name, device.label(port.name), priority,
             f"queue {queue} starts marking ECN only after PFC has fired",
             f"Kmin {_bytes(kmin)}",
-            f"Kmin < {_bytes(trigger(src_qos, src_pg, n))}, the PFC trigger of PG {src_pg} on "
+            f"Kmin < {_bytes(trigger)}, the PFC trigger of PG {src_pg} on "
             f"{device.label(src_port.name)} ({threshold}, {n} lossless PGs congested at once; "
-            f"{_bytes(trigger(src_qos, src_pg, 0))} on an empty buffer)",
+            f"{_bytes(pg_trigger_bytes(profile, src_qos, src_pg, 0))} on an empty buffer)",
             f"{device.origin.wred(qos, queue, 'green_min_threshold')}; "
             f"{device.origin.pg_buffer(src_qos, src_pg, 'dynamic_th' if dynamic else 'static_th')}"))
     return findings

@@ -498,14 +498,20 @@ def stormed_queues(counters: Mapping[str, dict]) -> list[str]:
             for i, q in enumerate(port["queues"]) if (q.get("pfcwd") or {}).get("stormed")]
 
 
-def wait_restored(switches: Mapping[str, Path], timeout_s: float, poll_s: float = 0.1) -> dict[str, dict]:
-    """After a storm: until the watchdogs have restored every stormed queue (or timeout_s),
-    then every switch's counters."""
-    deadline = time.monotonic() + timeout_s
+def read_restored(switches: Mapping[str, Path], profile: Path | None, poll_s: float = 0.1) -> dict[str, dict]:
+    """Every switch's counters, once no PFC watchdog holds a queue as stormed: after a storm
+    ends, the watchdogs get their restoration time (restoration_wait_s), as an operator would
+    give it, and the counters are read then, restored or not."""
+    deadline = None
     while True:
         replies = {n: control.request(s, "counters") for n, s in switches.items()}
         counters = {n: r["counters"] for n, r in replies.items()}
-        if not stormed_queues(counters) or time.monotonic() > deadline:
+        if not stormed_queues(counters):
+            return counters
+        if deadline is None:
+            pfc_wd_tdf = next(iter(replies.values()))["pfc_wd_tdf"]
+            deadline = time.monotonic() + restoration_wait_s(profile, pfc_wd_tdf)
+        elif time.monotonic() > deadline:
             return counters
         time.sleep(poll_s)
 
@@ -602,12 +608,7 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, lab_cc: str
             stop.set()
             storm.join(5)
         probe_reports = {where: p.stop().to_json() for where, p in probes.items()}
-    replies = {n: control.request(s, "counters") for n, s in switches.items()}
-    counters = {n: r["counters"] for n, r in replies.items()}
-    if stormed_queues(counters):
-        # The storm has ended: give the watchdogs their restoration time, as an operator would.
-        pfc_wd_tdf = next(iter(replies.values()))["pfc_wd_tdf"]
-        counters = wait_restored(switches, restoration_wait_s(case.profile or lab_profile, pfc_wd_tdf))
+    counters = read_restored(switches, case.profile or lab_profile)
     host_facing = {(s.name, p.name) for s in fabric.switches for p in s.ports if fabric.node(p.peer_node).role == "host"}
     obs = switch_observations(counters, host_facing)
     if report is not None:
