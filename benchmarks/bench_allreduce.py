@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT / "src"))
 os.environ.setdefault("ROCELAB_STATE_DIR", tempfile.mkdtemp(prefix="rocelab-bench-"))
 
 from rocelab.engines import builtin_engines  # noqa: E402
-from rocelab.lab import load_lab  # noqa: E402
+from rocelab.model.lab import load_lab  # noqa: E402
 from rocelab.traffic.job import run_job  # noqa: E402
 from rocelab.traffic.spec import JobSpec  # noqa: E402
 from rocelab.units import parse_bytes  # noqa: E402

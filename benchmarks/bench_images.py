@@ -21,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from rocelab import dockercli  # noqa: E402
-from rocelab.clab import HOST_IMAGE, SWITCH_IMAGE  # noqa: E402
+from rocelab.engines import dockercli  # noqa: E402
+from rocelab.engines.clabfile import HOST_IMAGE, SWITCH_IMAGE  # noqa: E402
 
 
 def timed_images(cache: Path, *flags: str) -> float:

@@ -26,7 +26,7 @@ os.environ.setdefault("ROCELAB_STATE_DIR", tempfile.mkdtemp(prefix="rocelab-benc
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from rocelab.lab import load_lab  # noqa: E402
+from rocelab.model.lab import load_lab  # noqa: E402
 
 BUDGET_S = 15 * 60
 CLI = [sys.executable, "-m", "rocelab"]

@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT / "src"))
 os.environ.setdefault("ROCELAB_STATE_DIR", tempfile.mkdtemp(prefix="rocelab-bench-"))
 
 from rocelab.engines import builtin_engines  # noqa: E402
-from rocelab.lab import load_lab  # noqa: E402
+from rocelab.model.lab import load_lab  # noqa: E402
 from rocelab.traffic.job import bw_spec, bw_summary, run_job  # noqa: E402
 
 GOODPUT_TARGET = 0.95

@@ -30,10 +30,11 @@ from scapy.layers.inet import IP, UDP  # noqa: E402
 from scapy.layers.l2 import Ether  # noqa: E402
 from scapy.packet import Raw  # noqa: E402
 
-from nsutil import InNetns, blast, capture  # noqa: E402
-from rocelab import control  # noqa: E402
+from rocelab.kernel.netns import CallIn  # noqa: E402
+from nsutil import blast, capture  # noqa: E402
+from rocelab.kernel import control  # noqa: E402
 from rocelab.engines import builtin_engines  # noqa: E402
-from rocelab.lab import load_lab  # noqa: E402
+from rocelab.model.lab import load_lab  # noqa: E402
 
 FRAME_BYTES = 4096
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -66,9 +67,9 @@ def shaping(seconds: float) -> None:
     try:
         rate_bps = 100e9 / spec.tdf
         pairs = [("h1", "h2"), ("h2", "h3"), ("h3", "h4"), ("h4", "h5")]
-        rx = {dst: InNetns(record.node(dst).netns, capture, "eth1", seconds + 1.0) for _, dst in pairs}
+        rx = {dst: CallIn(record.node(dst).netns, capture, "eth1", seconds + 1.0) for _, dst in pairs}
         time.sleep(0.3)
-        tx = [InNetns(record.node(src).netns, blast, "eth1", frame(spec.fabric, src, dst, 7000 + i), 1.2 * rate_bps,
+        tx = [CallIn(record.node(src).netns, blast, "eth1", frame(spec.fabric, src, dst, 7000 + i), 1.2 * rate_bps,
                       seconds) for i, (src, dst) in enumerate(pairs)]
         for t in tx:
             t.result()
@@ -103,7 +104,7 @@ def ceiling(seconds: float, with_probe: bool = False) -> None:
             before = control.request(sock, "counters")["counters"]
             cpu0, t0 = cpu_s(pid), time.monotonic()
             per_sender_bps = offered_pps / 2 * FRAME_BYTES * 8
-            senders = [InNetns(record.node(src).netns, blast, "eth1", frame(spec.fabric, src, dst, 8000 + i),
+            senders = [CallIn(record.node(src).netns, blast, "eth1", frame(spec.fabric, src, dst, 8000 + i),
                                per_sender_bps, seconds) for i, (src, dst) in enumerate([("h1", "h2"), ("h3", "h4")])]
             sent = sum(s.result() for s in senders)
             time.sleep(0.2)

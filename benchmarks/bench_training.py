@@ -25,8 +25,9 @@ sys.path.insert(0, str(ROOT / "src"))
 os.environ.setdefault("ROCELAB_STATE_DIR", tempfile.mkdtemp(prefix="rocelab-bench-"))
 
 from rocelab.engines import builtin_engines  # noqa: E402
-from rocelab.lab import load_lab  # noqa: E402
-from rocelab.scenario import only_cases, run  # noqa: E402
+from rocelab.model.lab import load_lab  # noqa: E402
+from rocelab.model.scenario import only_cases  # noqa: E402
+from rocelab.runtime.scenario import run  # noqa: E402
 from rocelab.train.runner import require_torch  # noqa: E402
 
 

@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "src"))
 os.environ.setdefault("ROCELAB_STATE_DIR", tempfile.mkdtemp(prefix="rocelab-bench-"))
 
 from rocelab.engines import builtin_engines  # noqa: E402
-from rocelab.lab import load_lab  # noqa: E402
+from rocelab.model.lab import load_lab  # noqa: E402
 
 TARGETS_S = {("leaf-spine-2x2", "up"): 3.0, ("leaf-spine-2x2", "down"): 2.0, ("leaf-spine-4x4", "up"): 10.0}
 
@@ -50,7 +50,7 @@ def main() -> None:
         sys.exit("bench_up_down: needs root (it creates network namespaces)")
     engine = builtin_engines().get(args.engine)
     if args.engine != "netns":
-        from rocelab.images import ensure_images
+        from rocelab.engines.images import ensure_images
 
         ensure_images()
     rows = []

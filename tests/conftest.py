@@ -49,7 +49,7 @@ def lab_home(tmp_path, monkeypatch):
 def bring_up():
     """bring_up(lab_or_topology, **overrides) → (Lab, LabState); torn down after the test."""
     from rocelab.engines import builtin_engines
-    from rocelab.lab import load_lab
+    from rocelab.model.lab import load_lab
 
     engine = builtin_engines().get("netns")
     made = []

@@ -1,18 +1,28 @@
-"""Ethernet-level facts every data plane shares: MAC Control / PFC, ECN bits, MACs.
+"""The wire's constants and the few helpers every data plane shares: EtherTypes, MAC
+Control / PFC, IPv4 and its checksum, ECN bits, the RoCEv2 UDP port, MACs.
 
-The switch pipeline, the NIC core and the probes all speak these; one definition keeps
-them agreeing (REFERENCE.md, 802.1Qbb PFC frame)."""
+The switch pipeline, the NIC core, the probes and the fabric checks all speak these; one
+definition keeps them agreeing (REFERENCE.md, 802.1Qbb PFC frame)."""
 
 from __future__ import annotations
 
 import struct
 
+ETH_P_ALL = 0x0003  # a packet socket's "every protocol"
+ETH_P_IPV4 = 0x0800
+ETH_P_8021Q = 0x8100
 ETH_P_MAC_CONTROL = 0x8808
 MAC_CONTROL_PAUSE = 0x0001  # 802.3x: one pause time for the whole link
 MAC_CONTROL_PFC = 0x0101  # 802.1Qbb: a pause time per priority
 PFC_QUANTUM_BITS = 512  # one quantum = 512 bit times at the port's speed
 MIN_FRAME_BYTES = 60  # Ethernet minimum without FCS
+IPPROTO_ICMP = 1
+IPPROTO_TCP = 6
 IPPROTO_UDP = 17
+ROCE_UDP_PORT = 4791  # RoCEv2 (IANA)
+ETH = struct.Struct("!6s6sH")
+IPV4 = struct.Struct("!BBHHHBBH4s4s")  # version/IHL, ToS, length, id, flags/fragment, TTL, protocol, checksum, addresses
+IPV4_DONT_FRAGMENT = 0x4000
 ECN_MASK = 0x03
 ECN_CE = 0x03
 
@@ -30,11 +40,23 @@ def pause_duration_s(quanta: int, rate_bps: float) -> float:
     return quanta * PFC_QUANTUM_BITS / rate_bps
 
 
-def internet_checksum(data: bytes) -> int:
+def internet_checksum(data: bytes | bytearray | memoryview) -> int:
     """RFC 1071: the 16-bit one's complement of the one's complement sum (ICMP, IPv4)."""
     if len(data) % 2:
-        data += b"\x00"
+        data = bytes(data) + b"\x00"
     total = sum(struct.unpack(f"!{len(data) // 2}H", data))
     while total >> 16:
         total = (total & 0xFFFF) + (total >> 16)
     return ~total & 0xFFFF
+
+
+def ipv4_checksum(header: bytes | bytearray | memoryview) -> int:
+    """The checksum an IPv4 header should carry: its own checksum field taken as zero."""
+    return internet_checksum(bytes(header[:10]) + b"\x00\x00" + bytes(header[12:]))
+
+
+def ipv4_header(*, tos: int, total_bytes: int, ttl: int, protocol: int, src: bytes, dst: bytes,
+                flags_fragment: int = 0) -> bytes:
+    """A 20-byte IPv4 header (identification 0) with its checksum."""
+    header = IPV4.pack(0x45, tos, total_bytes, 0, flags_fragment, ttl, protocol, 0, src, dst)
+    return header[:10] + struct.pack("!H", internet_checksum(header)) + header[12:]

@@ -1,17 +1,17 @@
 """rocelab's pytest plugin: regression-test a fabric's QoS config before production.
 
 Installed as the pytest11 entry point `rocelab`, so any pytest in an environment with
-rocelab has it. It does nothing until given a fabric description (`rocelab.fabric_spec`):
+rocelab has it. It does nothing until given a fabric description (`rocelab.fabric.spec`):
 
     pytest --fabric examples/fabric-good            # a directory holding fabric.yml
     pytest --fabric fabric.yml --junitxml=qos.xml   # or the YAML file itself
 
-- Static checks (`rocelab.lint`): one test item per check and switch, named like
+- Static checks (`rocelab.fabric.lint`): one test item per check and switch, named like
   `fabric.yml::headroom[leaf1]` and marked `rocelab_static`, collected whenever --fabric is
   given: no test files are needed. A failing item lists its findings (device, port,
   priority, configured and required values, file and table/key or line), without a
   traceback. Select with `-m rocelab_static`, `-k headroom`, `-k leaf1`.
-- Dynamic checks (`rocelab.fabric_lab`, root): the description brought up once per session
+- Dynamic checks (`rocelab.fabric.lab`, root): the description brought up once per session
   as a netns lab (switchd per switch with its own profile, nicd per host with the
   description's RoCE settings): `pfc-threshold[SWITCH:pN]` per lossless priority, `incast-lossless`,
   `ecn-before-pfc`, `allreduce-budget`; marked `rocelab_dynamic`, so
@@ -35,8 +35,8 @@ import pytest
 # pytest loads this plugin before any conftest.py runs, and rocelab.paths reads
 # ROCELAB_STATE_DIR when first imported: import rocelab's modules only when --fabric is used.
 if TYPE_CHECKING:
-    from rocelab.fabric_spec import FabricSpec
-    from rocelab.lint import Check, Finding
+    from rocelab.fabric.spec import FabricSpec
+    from rocelab.fabric.lint import Check, Finding
 
 FABRIC_SPEC = pytest.StashKey["FabricSpec"]()
 _FABRIC_FILE = pytest.StashKey[Path]()
@@ -60,7 +60,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if given is None:
         return
     from rocelab.errors import InputError
-    from rocelab.fabric_spec import fabric_file, load_fabric_spec
+    from rocelab.fabric.spec import fabric_file, load_fabric_spec
 
     path = config.invocation_params.dir / given
     try:
@@ -91,8 +91,8 @@ class FabricDescription(pytest.File):
     """The fabric.yml: one StaticCheck per check and switch, then the dynamic checks."""
 
     def collect(self):
-        from rocelab import fabric_lab
-        from rocelab.lint import builtin_checks
+        from rocelab.fabric import lab as fabric_lab
+        from rocelab.fabric.lint import builtin_checks
 
         spec = self.config.stash[FABRIC_SPEC]
         checks = builtin_checks()
@@ -128,7 +128,7 @@ def _running_lab(config: pytest.Config):
         import tempfile
 
         from rocelab.engines import builtin_engines
-        from rocelab.fabric_lab import lab_from_spec
+        from rocelab.fabric.lab import lab_from_spec
 
         spec = config.stash[FABRIC_SPEC]
         engine = builtin_engines().get("netns")
@@ -223,7 +223,7 @@ def fabric_spec(pytestconfig: pytest.Config) -> FabricSpec:
 @pytest.fixture(scope="session")
 def fabric(pytestconfig: pytest.Config, fabric_spec: FabricSpec):
     """The description up as a netns lab (switchd per switch with its own profile, nicd per
-    host): a rocelab.state.LabState. Needs root; torn down when the session ends."""
+    host): a rocelab.engines.state.LabState. Needs root; torn down when the session ends."""
     import os
 
     if os.geteuid() != 0:
@@ -234,7 +234,7 @@ def fabric(pytestconfig: pytest.Config, fabric_spec: FabricSpec):
 @pytest.fixture
 def counters(fabric):
     """counters(NODE) → that switchd's or nicd's counters, as `invoke show counters --json`."""
-    from rocelab import control
+    from rocelab.kernel import control
 
     return lambda node: control.request(control.socket_path(fabric.name, node), "counters")["counters"]
 

@@ -17,16 +17,19 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from invoke import Exit, task
+from invoke import Collection, Exit, task
 from rich.console import Console
 
-from rocelab import calc as calc_mod
-from rocelab import control, paths, report, views
-from rocelab import state as lab_state
-from rocelab.cli import TaskCollection
+from rocelab.traffic import calc as calc_mod
+from rocelab.kernel import control
+from rocelab import paths
+from rocelab.reporting import status as report
+from rocelab.reporting import views
+from rocelab.engines import state as lab_state
+from rocelab import frontdoor
 from rocelab.engines import builtin_engines
 from rocelab.errors import EXIT_USAGE, InputError, Problem
-from rocelab.lab import load_lab
+from rocelab.model.lab import load_lab
 from rocelab.registry import UnknownName
 
 # Wide enough for SONiC's 14-column interface view when output goes to a file or pipe.
@@ -34,7 +37,7 @@ console = Console(width=None if sys.stdout.isatty() else 160)
 err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 
 
-def _front_door(optional_positionals: tuple[str, ...] = ()):
+def _front_door():
     """Turn rocelab's input errors into exit status 2 with their message, no traceback."""
 
     def wrap(fn):
@@ -46,7 +49,6 @@ def _front_door(optional_positionals: tuple[str, ...] = ()):
                 err_console.print(f"[red]error:[/red] {exc}", highlight=False, markup=True, soft_wrap=True)
                 raise Exit(code=EXIT_USAGE) from None
 
-        body.optional_positionals = optional_positionals
         return body
 
     return wrap
@@ -91,8 +93,8 @@ def up(c, lab, engine="netns", tdf=0):
     console.print(report.status_table(record, builtin_engines()))
 
 
-@task(positional=["lab"], help={"lab": "the lab to tear down (default: every lab that is up)"})
-@_front_door(optional_positionals=("lab",))
+@task(positional=["lab"], optional=["lab"], help={"lab": "the lab to tear down (default: every lab that is up)"})
+@_front_door()
 def down(c, lab=None):
     """Tear down a lab: its processes, namespaces and links. Safe to repeat."""
     engines = builtin_engines()
@@ -139,12 +141,12 @@ def exec_(c, node, lab=None):
     raise Exit(code=builtin_engines().get(record.engine).exec(record, node, argv))
 
 
-@task(positional=["lab"], help={"lab": "a lab or topology (default: the lab that is up)",
+@task(positional=["lab"], optional=["lab"], help={"lab": "a lab or topology (default: the lab that is up)",
                                  "out": "PNG file to write (default: <lab>-graph.png)"})
-@_front_door(optional_positionals=("lab",))
+@_front_door()
 def graph(c, lab=None, out=None):
     """Draw the topology: roles, links and addresses, as text and as a PNG."""
-    from rocelab import graph as graph_mod
+    from rocelab.reporting import graph as graph_mod
 
     spec = load_lab(lab if lab else _running(None, "graph").name)
     console.print(graph_mod.text_tree(spec.fabric))
@@ -161,12 +163,12 @@ def _agents(record: lab_state.LabState, node: str | None) -> list[dict]:
     return agents
 
 
-@task(positional=["what", "node"], help={
+@task(positional=["what", "node"], optional=["node"], help={
     "what": "counters", "node": "one node (default: every node with an agent)", "lab": "the lab (default: the one up)",
     "view": f"only these switch views, comma-separated: {', '.join(views.VIEWS)}",
     "interval": "seconds between the two samples that give interface rates (default 1)",
     "json": "print one JSON document"})
-@_front_door(optional_positionals=("node",))
+@_front_door()
 def show(c, what, node=None, lab=None, view=None, interval=1.0, json=False):
     """SONiC-style counter views of switchd and nicd: `invoke show counters leaf1`."""
     if what != "counters":
@@ -214,7 +216,7 @@ def show(c, what, node=None, lab=None, view=None, interval=1.0, json=False):
 @_front_door()
 def probe(c, where, lab=None, duration=0.0, pcap=None, json=False):
     """Watch one lab interface: ECN CE marks, CNPs, PFC frames and quanta, PSN gaps, go-back-N."""
-    from rocelab import probes
+    from rocelab.reporting import probe as probe_view
 
     node, sep, iface = where.partition(":")
     if not sep or not iface:
@@ -230,7 +232,7 @@ def probe(c, where, lab=None, duration=0.0, pcap=None, json=False):
     if iface not in {i.name for i in state_node.interfaces}:
         raise InputError([Problem(where, "", f"{node} has no interface {iface!r}",
                                   f"interfaces: {', '.join(i.name for i in state_node.interfaces)}")])
-    report = probes.live(state_node.netns, iface, duration or None, pcap, json, console=None if json else console)
+    report = probe_view.live(state_node.netns, iface, duration or None, pcap, json, console=None if json else console)
     if json:
         print(jsonlib.dumps(report.to_json(), indent=1))
     elif pcap:
@@ -246,7 +248,8 @@ def metrics(c, lab=None, serve=None, out=None):
 
     `invoke metrics --serve 9400` answers Prometheus scrapes on 127.0.0.1:9400 until Ctrl-C.
     """
-    from rocelab import metrics as metrics_mod  # prometheus_client only for this task
+    from rocelab.reporting import metrics as metrics_mod  # prometheus_client only for this task
+    from rocelab.runtime.readings import lab_reader
 
     if serve is not None and out:
         raise InputError([Problem("--serve", "", "and --out do not go together", "serve, or write a file, not both")])
@@ -254,7 +257,7 @@ def metrics(c, lab=None, serve=None, out=None):
         _running(lab, "metrics")
     elif serve is None and not lab_state.all_labs():
         raise InputError([Problem("metrics", "", "found no lab up", "run `invoke up lab-pfc` first")])
-    read = metrics_mod.lab_reader(lab)
+    read = lab_reader(lab)
     if serve is None:
         readings = read()
         for agent in (a for r in readings for a in r.agents if a.reply is None):
@@ -359,9 +362,9 @@ def _job_progress(title: str):
 @_front_door()
 def traffic(c, pattern, lab=None, hosts=None, size=None, iters=0, qps=0, json=False, report_dir=None):
     """Run a traffic pattern on a running lab; report time, algbw, busbw, FCT, retransmissions, CNPs, PFC."""
-    from rocelab import runreport
-    from rocelab.timeseries import Sampler
-    from rocelab.traffic import report as traffic_report
+    from rocelab.reporting import run as runreport
+    from rocelab.runtime.timeseries import Sampler
+    from rocelab.reporting import traffic as traffic_report
     from rocelab.traffic.job import JobFailed, run_job
     from rocelab.traffic.patterns import builtin_patterns
     from rocelab.traffic.spec import resolve_spec, with_overrides
@@ -402,8 +405,11 @@ def run(c, lab, json=False, report=True, case=None):
     """Run a lab's scenario: every case, observations side by side, checks, a verdict (exit 0/1)."""
     from rich.table import Table
 
-    from rocelab import runreport, scenario
-    from rocelab.lab import roce_config
+    from rocelab.reporting import run as runreport
+
+    from rocelab.model import scenario
+    from rocelab.runtime import scenario as scenario_run
+    from rocelab.roce.config import roce_config
     from rocelab.train import core as train
     from rocelab.train.runner import require_torch
 
@@ -420,12 +426,12 @@ def run(c, lab, json=False, report=True, case=None):
                                   "set `nic: emulated` in lab.yml, then `invoke down` and `invoke up` again")])
     if any(k.training is not None for k in chosen.cases):
         require_torch(spec.source)
-    late = ", ".join(f"{node} ({how})" for node, how in scenario.agents_not_realtime(record).items())
+    late = ", ".join(f"{node} ({how})" for node, how in scenario_run.agents_not_realtime(record).items())
     if late:
         err_console.print(f"note: {late} run without real-time scheduling: on a busy machine they can react "
                           "late, and a lossless class can drop (emulation lag, not PFC)", highlight=False)
     with _job_progress(spec.name) as on_progress:
-        result = scenario.run(record, chosen, spec.profile, roce_config(spec.roce).cc_algorithm, spec.fabric,
+        result = scenario_run.run(record, chosen, spec.profile, roce_config(spec.roce).cc_algorithm, spec.fabric,
                               on_case=lambda started: err_console.print(f"case {started.name}: {started.title}",
                                                                         highlight=False),
                               on_progress=on_progress,
@@ -496,7 +502,7 @@ def run(c, lab, json=False, report=True, case=None):
 @_front_door()
 def bw(c, src, dst, lab=None, size="65536", qps=1, duration=5.0, json=False):
     """RDMA WRITE bandwidth from SRC to DST, as perftest's ib_write_bw: BW peak/average, MsgRate."""
-    from rocelab.traffic import report as traffic_report
+    from rocelab.reporting import traffic as traffic_report
     from rocelab.traffic.job import JobFailed, run_bw
     from rocelab.units import parse_bytes
 
@@ -531,7 +537,7 @@ def bw(c, src, dst, lab=None, size="65536", qps=1, duration=5.0, json=False):
 @_front_door()
 def images(c, force=False):
     """Build rocelab's switch and host images locally (debootstrap + this checkout's wheel, no registry)."""
-    from rocelab import images as images_mod
+    from rocelab.engines import images as images_mod
 
     try:
         results = images_mod.ensure_images(force, on_step=lambda step: err_console.print(step, highlight=False))
@@ -541,4 +547,5 @@ def images(c, force=False):
     console.print(images_mod.render_table(results))
 
 
-ns = TaskCollection(up, down, status, exec_, graph, show, probe, metrics, run, traffic, bw, calc, images, test)
+frontdoor.install()
+ns = Collection(up, down, status, exec_, graph, show, probe, metrics, run, traffic, bw, calc, images, test)

@@ -21,15 +21,18 @@ import pytest
 from pyroute2 import IPRoute
 from scapy.utils import rdpcap
 
-import rocelab.layers  # noqa: F401  binds RETH after BTH for the pcap check
+import rocelab.probes.layers  # noqa: F401  binds RETH after BTH for the pcap check
 from conftest import unique_lab_name
-from rocelab import control, dockercli, images, paths
-from rocelab import state as lab_state
-from rocelab.clab import HOST_IMAGE, SWITCH_IMAGE, container_name
+from rocelab.kernel import control
+from rocelab.engines import dockercli
+from rocelab.engines import images
+from rocelab import paths
+from rocelab.engines import state as lab_state
+from rocelab.engines.clabfile import HOST_IMAGE, SWITCH_IMAGE, container_name
 from rocelab.engines import builtin_engines
-from rocelab.engines.netns import NETNS_DIR
+from rocelab.kernel.netns import NETNS_DIR
 from rocelab.errors import InputError
-from rocelab.lab import load_lab
+from rocelab.model.lab import load_lab
 from rocelab.probes import Probe
 from rocelab.traffic.job import run_job
 from rocelab.traffic.spec import JobSpec
@@ -87,7 +90,7 @@ def test_images_hold_this_checkouts_rocelab(docker_engine):
         found = dockercli.image(tag)
         assert found["Config"]["Labels"][images.SOURCE_LABEL] == digest
     ran = dockercli.docker("run", "--rm", "--network", "none", "--pull", "never", SWITCH_IMAGE,
-                           "python", "-c", "import rocelab.switchd, rocelab.nicd; print(rocelab.__file__)")
+                           "python", "-c", "import rocelab.switch.agent, rocelab.roce.agent; print(rocelab.__file__)")
     assert ran.strip() == f"{images.VENV}/lib/python3.11/site-packages/rocelab/__init__.py"
 
 
@@ -119,7 +122,7 @@ def test_rdma_writes_cross_two_switch_containers_with_pfc_frames_on_the_wire(lin
     pfc = [f for f in frames if f.type == MAC_CONTROL and bytes(f.payload)[:2] == PFC_OPCODE]
     writes = [f for f in frames if f.haslayer("RETH")]
     assert len(pfc) == pfc_sent == sum(r["xoff_frames"] + r["xon_frames"] for r in seen["pfc"])
-    assert writes and all(f["BTH"].opcode in (rocelab.layers.RC_RDMA_WRITE_FIRST, rocelab.layers.RC_RDMA_WRITE_ONLY)
+    assert writes and all(f["BTH"].opcode in (rocelab.probes.layers.RC_RDMA_WRITE_FIRST, rocelab.probes.layers.RC_RDMA_WRITE_ONLY)
                           for f in writes)
 
 

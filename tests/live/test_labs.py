@@ -73,7 +73,7 @@ def test_every_command_in_the_guide_runs(lab, clean_slate, tmp_path):
 
 def test_lossless_incast_drops_nothing_beside_busy_processes(clean_slate):
     """Two processes spinning on this 2-core machine (as CI's own work may) do not make the
-    emulation drop on a lossless class: the agents run real-time (rocelab.agent.claim_cpu).
+    emulation drop on a lossless class: the agents run real-time (rocelab.kernel.loop.claim_cpu).
     As ordinary processes, one such process cost this incast 14-20 drops a run."""
     cli("up", "lab-ecn-dcqcn")
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]

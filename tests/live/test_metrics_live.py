@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from rocelab import control
-from rocelab.runreport import write_report
-from rocelab.timeseries import Sampler
+from rocelab.kernel import control
+from rocelab.reporting.run import write_report
+from rocelab.runtime.timeseries import Sampler
 
 from nsutil import blast_together
 from test_switchd_live import udp_frame

@@ -16,8 +16,8 @@ import pytest
 import yaml
 from pyroute2 import IPRoute
 
-from rocelab import state as lab_state
-from rocelab.engines.netns import NETNS_DIR, run_in
+from rocelab.engines import state as lab_state
+from rocelab.kernel.netns import NETNS_DIR, run_in
 
 pytestmark = pytest.mark.root
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,9 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from nsutil import InNetns, capture, in_netns, raw_socket
+from rocelab.kernel.netns import CallIn, call_in, packet_socket
+from nsutil import capture
 
-from rocelab import control
+from rocelab.kernel import control
 from rocelab.ethernet import mac_bytes
 from rocelab.roce.wire import ECN_ECT0, FlowHeaders, Opcode, ip_to_bytes
 from rocelab.switch.frames import build_pfc
@@ -40,7 +41,7 @@ def agent_config(record, host: str) -> dict:
 
 
 def send_frames(ns: str, iface: str, frames: list[bytes]) -> int:
-    sock = raw_socket(iface)
+    sock = packet_socket(iface)
     for frame in frames:
         sock.send(frame)
     sock.close()
@@ -106,7 +107,7 @@ def test_malformed_roce_frames_are_counted_and_dropped_while_qps_keep_working(la
     far_psn = headers.frame(Opcode.SEND_ONLY, qpn, (prepared["h2"]["qps"]["h1"][0]["psn"] + (1 << 22)) & 0xFFFFFF,
                             payload=bytes(64))
     frames = [bad_icrc] * 3 + [unknown_qp] * 2 + [truncated] * 4 + [far_psn] * 5
-    assert in_netns(record.node("leaf1").netns, send_frames, record.node("leaf1").netns, "eth1", frames) == len(frames)
+    assert call_in(record.node("leaf1").netns, send_frames, record.node("leaf1").netns, "eth1", frames) == len(frames)
     time.sleep(0.3)
     results = run_pair(record, "malformed", ("h2", "h1"))
     assert results["h1"]["bytes_received"] == results["h2"]["bytes_sent"] == 2_000_000
@@ -123,7 +124,7 @@ def test_far_psn_is_dropped_as_out_of_window_on_the_qp(lab):
     headers = FlowHeaders(mac_bytes(h1["peer_mac"]), mac_bytes(h1["mac"]), ip_to_bytes(h2["address"].split("/")[0]),
                           ip_to_bytes(h1["address"].split("/")[0]), dscp=26, ecn=ECN_ECT0, ttl=62, udp_sport=0xC123)
     far = (prepared["h2"]["qps"]["h1"][0]["psn"] + (1 << 22)) & 0xFFFFFF
-    in_netns(record.node("leaf1").netns, send_frames, record.node("leaf1").netns, "eth1",
+    call_in(record.node("leaf1").netns, send_frames, record.node("leaf1").netns, "eth1",
              [headers.frame(Opcode.SEND_ONLY, qpn, far, payload=bytes(64))] * 5)
     time.sleep(0.3)
     qp = ask(record, "h1", "counters")["counters"]["qps"][str(qpn)]
@@ -138,7 +139,7 @@ def test_pfc_from_the_tor_pauses_the_nic_for_its_quanta(lab):
     quanta = 20000  # 20000 × 512 bits at 100 Mb/s: 102 ms
     frame = build_pfc(mac_bytes(h1["peer_mac"]), {3: quanta})
     ask(record, "h1", "clear")
-    in_netns(record.node("leaf1").netns, send_frames, record.node("leaf1").netns, "eth1", [frame])
+    call_in(record.node("leaf1").netns, send_frames, record.node("leaf1").netns, "eth1", [frame])
     time.sleep(0.3)
     pfc = ask(record, "h1", "counters")["counters"]["pfc"]
     assert pfc["rx_pause_frames"] == [0, 0, 0, 1, 0, 0, 0, 0]
@@ -160,13 +161,13 @@ def test_the_host_kernel_never_answers_roce_with_icmp_port_unreachable(lab):
     h1_ip = agent_config(record, "h1")["ports"][0]["address"].split("/")[0]
     leaf1 = record.node("leaf1").netns
     # The capture works: a datagram to a closed port does draw an ICMP port unreachable.
-    watching = InNetns(leaf1, capture, "eth1", 1.0)
+    watching = CallIn(leaf1, capture, "eth1", 1.0)
     time.sleep(0.3)
-    in_netns(record.node("h2").netns, _udp_to, h1_ip, 4792)
+    call_in(record.node("h2").netns, _udp_to, h1_ip, 4792)
     assert len(_icmp_unreachables(watching.result())) == 1
     # RoCE into h1 for a while: not one.
     prepare_pair(record, "icmp", "h2", "h1", 4_000_000)
-    watching = InNetns(leaf1, capture, "eth1", 1.2)
+    watching = CallIn(leaf1, capture, "eth1", 1.2)
     time.sleep(0.2)
     results = run_pair(record, "icmp", ("h2", "h1"))
     frames = watching.result()

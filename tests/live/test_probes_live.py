@@ -24,7 +24,8 @@ from scapy.utils import rdpcap
 
 from rocelab.engines.netns import COMMON_SYSCTLS, write_sysctls
 from rocelab.errors import InputError
-from rocelab.probes import Flow, Probe, ProbeReport, QpKey, decode_pcap, live
+from rocelab.probes import Flow, Probe, ProbeReport, QpKey, decode_pcap
+from rocelab.reporting.probe import live
 
 pytestmark = pytest.mark.root
 

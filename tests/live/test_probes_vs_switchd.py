@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rocelab import control
+from rocelab.kernel import control
 from rocelab.probes import Probe
 from rocelab.traffic.job import run_job
 from rocelab.traffic.spec import JobSpec

@@ -13,10 +13,10 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Raw, fuzz
 from scapy.volatile import RandString
 
-from rocelab import control
-from rocelab.engines.netns import pids_in, run_in
+from rocelab.kernel import control
 
-from nsutil import InNetns, blast, capture, in_netns, raw_socket
+from rocelab.kernel.netns import CallIn, call_in, packet_socket, pids_in, run_in
+from nsutil import blast, capture
 
 pytestmark = pytest.mark.root
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,9 +40,9 @@ def udp_frame(spec, src: str, dst: str, dscp: int, size: int, sport: int = 4791)
 def test_a_port_is_shaped_to_its_emulated_rate(bring_up):
     spec, record = bring_up("incast-1x5", dataplane="switchd", profile=PROFILES / "lossy.json")
     frame = udp_frame(spec, "h1", "h2", 0, 4096)
-    rx = InNetns(record.node("h2").netns, capture, "eth1", 4.0)
+    rx = CallIn(record.node("h2").netns, capture, "eth1", 4.0)
     time.sleep(0.3)
-    in_netns(record.node("h1").netns, blast, "eth1", frame, 1.5 * RATE_BPS, 3.0)
+    call_in(record.node("h1").netns, blast, "eth1", frame, 1.5 * RATE_BPS, 3.0)
     frames = [(t, f) for t, f in rx.result() if f[12:14] == b"\x08\x00" and f[23] == 17]
     # Skip the first half second: the egress queue fills while the shaper settles.
     start = frames[0][0] + 0.5
@@ -59,27 +59,27 @@ def test_a_pfc_frame_pauses_exactly_its_priority(bring_up):
     lossless = udp_frame(spec, "h1", "h2", 26, 1024)
     lossy = udp_frame(spec, "h1", "h2", 0, 1024, sport=5000)
     ready = multiprocessing.get_context("fork").Event()
-    rx = InNetns(record.node("h2").netns, capture, "eth1", 2.0, ready)
+    rx = CallIn(record.node("h2").netns, capture, "eth1", 2.0, ready)
     assert ready.wait(10)
 
     def send_pause():
-        sock = raw_socket("eth1")
+        sock = packet_socket("eth1")
         before = time.monotonic()  # the pause cannot start earlier than this
         sock.send(pause)
         return before
 
     def send_both():
-        sock = raw_socket("eth1")
+        sock = packet_socket("eth1")
         for _ in range(20):
             sock.send(lossless)
             sock.send(lossy)
         return time.monotonic()
 
-    paused_at = in_netns(record.node("h2").netns, send_pause)
+    paused_at = call_in(record.node("h2").netns, send_pause)
     while counters(spec.name, "leaf1")["ports"]["eth2"]["pfc_rx_frames"][3] == 0:  # switchd has taken it
         assert time.monotonic() < paused_at + 0.1, "switchd did not take the pause frame in time"
         time.sleep(0.002)
-    sent_at = in_netns(record.node("h1").netns, send_both)
+    sent_at = call_in(record.node("h1").netns, send_both)
     frames = rx.result()
     # 65535 quanta × 512 bit times at 100 Mb/s = 0.3355 s: nothing on priority 3 meanwhile.
     hold_s = 0xFFFF * 512 / RATE_BPS
@@ -98,9 +98,9 @@ def test_a_pfc_frame_pauses_exactly_its_priority(bring_up):
 
 def test_lossy_incast_drops_and_sends_no_pfc(bring_up):
     spec, record = bring_up("incast-1x5", dataplane="switchd", profile=PROFILES / "lossy.json")
-    seen_by_h1 = InNetns(record.node("h1").netns, capture, "eth1", 2.5)
+    seen_by_h1 = CallIn(record.node("h1").netns, capture, "eth1", 2.5)
     time.sleep(0.2)
-    senders = [InNetns(record.node(h).netns, blast, "eth1", udp_frame(spec, h, "h5", 26, 4096, sport=6000 + i),
+    senders = [CallIn(record.node(h).netns, blast, "eth1", udp_frame(spec, h, "h5", 26, 4096, sport=6000 + i),
                        RATE_BPS, 1.5) for i, h in enumerate(("h1", "h2"))]
     for s in senders:
         s.result()
@@ -126,7 +126,7 @@ def test_garbage_on_every_port_is_counted_and_never_stops_switchd(bring_up):
     ]
 
     def inject(iface, frames, n_fuzz):
-        sock = raw_socket(iface)
+        sock = packet_socket(iface)
         for f in frames:
             sock.send(f)
         for _ in range(n_fuzz):
@@ -138,7 +138,7 @@ def test_garbage_on_every_port_is_counted_and_never_stops_switchd(bring_up):
     for switch in fabric.switches:
         for port in switch.ports:
             peer = fabric.peer(port)  # inject from the far end of the cable into this port
-            sent[(switch.name, port.name)] = in_netns(record.node(peer.node).netns, inject, peer.name, garbage, 30)
+            sent[(switch.name, port.name)] = call_in(record.node(peer.node).netns, inject, peer.name, garbage, 30)
     time.sleep(0.5)
     for switch in fabric.switches:
         after = counters(spec.name, switch.name)
@@ -157,7 +157,7 @@ def test_show_counters_gives_sonic_views_and_json(bring_up):
     import sys
 
     spec, record = bring_up("incast-1x5", dataplane="switchd", profile=PROFILES / "roce-lossless.json")
-    in_netns(record.node("h1").netns, blast, "eth1", udp_frame(spec, "h1", "h2", 26, 1000), RATE_BPS / 10, 0.3)
+    call_in(record.node("h1").netns, blast, "eth1", udp_frame(spec, "h1", "h2", 26, 1000), RATE_BPS / 10, 0.3)
     cli = [sys.executable, "-m", "rocelab", "show", "counters", "leaf1", "--lab", spec.name]
     doc = json.loads(subprocess.run([*cli, "--json"], capture_output=True, text=True, check=True).stdout)
     ports = doc["nodes"]["leaf1"]["counters"]["ports"]
@@ -180,7 +180,7 @@ def test_two_to_one_incast_of_roce_writes(bring_up, profile, lossless):
     spec, record = bring_up("incast-1x5", dataplane="switchd", profile=PROFILES / profile, nic="emulated",
                             roce={"cc_algorithm": "none"})
     ready = multiprocessing.get_context("fork").Event()
-    seen = InNetns(record.node("h1").netns, capture, "eth1", 8.0, ready)
+    seen = CallIn(record.node("h1").netns, capture, "eth1", 8.0, ready)
     assert ready.wait(10)
     # lossy: 2:1 grows the queue by half the burst; past 7.4 MB the 8 MiB egress pool tail-drops
     size = 2_000_000 if lossless else 9_000_000

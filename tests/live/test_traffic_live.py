@@ -103,7 +103,7 @@ def test_traffic_on_a_lab_without_nics_exits_2_with_the_fix(bring_up):
 def test_a_job_that_stops_moving_fails_with_what_each_host_waits_for(lab):
     from pyroute2 import IPRoute
 
-    from rocelab import control
+    from rocelab.kernel import control
     from rocelab.traffic.job import JobFailed
 
     spec, record = lab
@@ -124,7 +124,7 @@ def test_a_job_that_stops_moving_fails_with_what_each_host_waits_for(lab):
 
 
 def test_incast_on_a_lossless_switchd_fabric_is_held_by_pfc(bring_up):
-    from rocelab import control
+    from rocelab.kernel import control
 
     # DCQCN off (the lab's `roce:` settings reach nicd), so PFC alone holds the incast.
     spec, record = bring_up("incast-1x5", nic="emulated", dataplane="switchd", roce={"cc_algorithm": "none"})

@@ -20,11 +20,11 @@ import pytest
 from conftest import unique_lab_name
 from pyroute2 import IPRoute
 
-from rocelab import control
+from rocelab.kernel import control
 from rocelab.engines import builtin_engines
-from rocelab.engines.netns import pids_in
-from rocelab.lab import load_lab
-from rocelab.scenario import agent_sockets, run, start_clean
+from rocelab.kernel.netns import pids_in
+from rocelab.model.lab import load_lab
+from rocelab.runtime.scenario import agent_sockets, run, start_clean
 from rocelab.train.core import TrainSpec
 from rocelab.train.runner import run_training
 

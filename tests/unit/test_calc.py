@@ -9,7 +9,7 @@ import json
 import pytest
 from rich.console import Console
 
-from rocelab.calc import CalcInputs, CalcResult, calculate, render_table, to_json
+from rocelab.traffic.calc import CalcInputs, CalcResult, calculate, render_table, to_json
 from rocelab.errors import InputError
 
 approx = pytest.approx

@@ -14,10 +14,10 @@ import pytest
 import yaml
 
 from rocelab import __version__
-from rocelab.clab import HOST_IMAGE, SWITCH_IMAGE, clab_document, container_name, write_clab
+from rocelab.engines.clabfile import HOST_IMAGE, SWITCH_IMAGE, clab_document, container_name, write_clab
 from rocelab.errors import InputError
-from rocelab.lab import load_lab
-from rocelab.topology import FABRIC_POOL, load_topology, refuse_nos_nodes
+from rocelab.model.lab import load_lab
+from rocelab.model.topology import FABRIC_POOL, load_topology, refuse_nos_nodes
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "tests" / "data" / "containerlab" / "clab.schema.json"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rocelab.engines.netns import NETNS_DIR
+from rocelab.kernel.netns import NETNS_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "rocelab"]

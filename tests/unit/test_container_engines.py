@@ -17,8 +17,8 @@ import yaml
 from rocelab import paths
 from rocelab.engines.containers import write_deployment
 from rocelab.engines.docker import node_settings, run_argv
-from rocelab.images import mirror_from_sources, source_digest
-from rocelab.lab import load_lab
+from rocelab.engines.images import mirror_from_sources, source_digest
+from rocelab.model.lab import load_lab
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "tests" / "data" / "containerlab" / "clab.schema.json"

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from rocelab.errors import InputError
-from rocelab.lab import load_lab
-from rocelab.switchd import load_profile
+from rocelab.model.lab import load_lab
+from rocelab.switch.agent import load_profile
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,9 +12,9 @@ from typing import Callable
 import pytest
 
 from rocelab.errors import InputError
-from rocelab.fabric_spec import FabricSpec, load_fabric_spec
-from rocelab.headroom import headroom, required_headroom_bytes, xoff_trigger_bytes
-from rocelab.lint import builtin_checks, lint
+from rocelab.fabric.spec import FabricSpec, load_fabric_spec
+from rocelab.qos.headroom import headroom, required_headroom_bytes, xoff_trigger_bytes
+from rocelab.fabric.lint import builtin_checks, lint
 from rocelab.qos.model import BufferProfile
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,8 +8,8 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from rocelab import metrics
-from rocelab.metrics import AgentReading, LabReading
+from rocelab.reporting import metrics
+from rocelab.runtime.readings import AgentReading, LabReading
 from test_switch_support import LOSSLESS_TC
 from test_timeseries import SENDERS, nic_congestion, switch_incast
 

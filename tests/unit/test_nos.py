@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from rocelab.errors import InputError
-from rocelab.lab import Lab, load_lab
-from rocelab.nos import (
+from rocelab.model.lab import Lab, load_lab
+from rocelab.engines.nos import (
     LOOPBACKS,
     SONIC_VS_FIRST_LANES,
     eos_startup_config,

@@ -15,8 +15,9 @@ from scapy.packet import Raw
 
 from rocelab.errors import InputError
 from rocelab.ethernet import mac_bytes
-from rocelab.layers import RETH
-from rocelab.probes import Flow, ProbeReport, QpKey, Tally, decode_pcap, render
+from rocelab.probes.layers import RETH
+from rocelab.probes import Flow, ProbeReport, QpKey, Tally, decode_pcap
+from rocelab.reporting.probe import render
 from rocelab.probes.capture import (
     AUXDATA,
     PACKET_AUXDATA,

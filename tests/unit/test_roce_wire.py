@@ -11,7 +11,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Dot1Q, Ether
 from scapy.packet import Padding, Raw, raw
 
-from rocelab.layers import RETH
+from rocelab.probes.layers import RETH
 from rocelab.roce import Nic, NicConfig
 from rocelab.roce.sim import EcnMarking, FabricSim, connect_qps
 from rocelab.ethernet import ECN_CE

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from rocelab import runreport
-from rocelab.state import LabState
-from rocelab.timeseries import TimeSeries, build, observe
+from rocelab.reporting import run as runreport
+from rocelab.engines.state import LabState
+from rocelab.runtime.timeseries import TimeSeries, build, observe
 from test_timeseries import SAMPLE_S, TDF, nic_congestion, switch_incast
 
 ROOT = Path(__file__).resolve().parents[2]

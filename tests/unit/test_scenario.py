@@ -13,11 +13,10 @@ from scapy.layers.l2 import Ether
 
 from rocelab.errors import InputError
 from rocelab.qos.model import PfcWatchdog
-from rocelab.scenario import (
-    Case, CaseResult, ScenarioRun, evaluate, load_scenario, only_cases, parse_check, port_observations,
-    stormed_queues,
-    switch_observations,
+from rocelab.model.scenario import (
+    Case, evaluate, load_scenario, only_cases, parse_check, port_observations, switch_observations,
 )
+from rocelab.runtime.scenario import CaseResult, ScenarioRun, stormed_queues
 from rocelab.switch import Fib, NextHop
 from rocelab.traffic.spec import JobSpec
 from rocelab.yamlfile import load_yaml

@@ -6,7 +6,7 @@ from scapy.layers.inet import ICMP, IP, UDP, IPerror, UDPerror
 from scapy.layers.l2 import Ether
 
 from rocelab.ethernet import mac_bytes
-from rocelab.switchd import icmp_time_exceeded
+from rocelab.switch.agent import icmp_time_exceeded
 
 PORT_MAC = "02:52:4c:00:03:01"
 PORT_IP = bytes([198, 19, 1, 1])

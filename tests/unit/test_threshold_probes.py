@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from rocelab.fabric_lab import threshold_probes
-from rocelab.fabric_spec import load_fabric_spec
+from rocelab.fabric.lab import threshold_probes
+from rocelab.fabric.spec import load_fabric_spec
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

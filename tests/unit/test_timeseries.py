@@ -9,11 +9,11 @@ import time
 
 import pytest
 
-from rocelab.metrics import AgentReading
+from rocelab.runtime.readings import AgentReading
 from rocelab.roce import Nic, NicConfig
 from rocelab.roce.sim import EcnMarking, FabricSim, connect_qps
-from rocelab.state import LabState
-from rocelab.timeseries import Sampler, TimeSeries, build, observe
+from rocelab.engines.state import LabState
+from rocelab.runtime.timeseries import Sampler, TimeSeries, build, observe
 from test_switch_support import (
     LOSSLESS_TC, RATE_BPS, drive, lossless_profile, make_switch, paced, pfc_from_peer, roce,
 )

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rocelab.errors import InputError
-from rocelab.topology import load_topology
+from rocelab.model.topology import load_topology
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPOLOGIES = sorted((ROOT / "topologies").glob("*.yml"))

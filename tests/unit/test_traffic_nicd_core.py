@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from rocelab.nicd import NicPort, _subtract
+from rocelab.roce.agent import NicPort, _subtract
 from rocelab.roce import Nic, NicConfig, dilate
 from rocelab.traffic.host import JobHost
 

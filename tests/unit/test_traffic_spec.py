@@ -12,10 +12,10 @@ import pytest
 from rich.console import Console
 
 from rocelab.errors import InputError
-from rocelab.state import InterfaceState, LabState, NodeState
-from rocelab.traffic.job import bw_summary, make_plan, nic_backend, run_job
+from rocelab.engines.state import InterfaceState, LabState, NodeState
+from rocelab.traffic.job import bw_summary, make_plan, run_job
 from rocelab.traffic.patterns import builtin_patterns
-from rocelab.traffic.report import render_bw, render_report
+from rocelab.reporting.traffic import render_bw, render_report
 from rocelab.traffic.sim import run_in_sim
 from rocelab.traffic.spec import JobSpec, load_spec, resolve_spec, traffic_dir, with_overrides
 
@@ -117,7 +117,7 @@ def test_plan_names_unknown_hosts_and_pattern_limits(tmp_path):
 
 def test_a_lab_without_nics_is_refused_with_the_fix(tmp_path):
     record = lab_record(tmp_path)
-    assert nic_backend(record) == "none"
+    assert record.nic == "none"
     with pytest.raises(InputError) as exc:
         run_job(record, JobSpec("ring-allreduce"))
     assert "nic: emulated" in str(exc.value)

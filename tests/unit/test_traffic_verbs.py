@@ -11,11 +11,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from rocelab import verbs
+from rocelab.roce import verbs
 from rocelab.errors import EXIT_USAGE, InputError
-from rocelab.lab import load_lab
-from rocelab.state import InterfaceState, LabState, NodeState
-from rocelab.traffic.job import nic_backend, run_job
+from rocelab.model.lab import load_lab
+from rocelab.engines.state import InterfaceState, LabState, NodeState
+from rocelab.traffic.job import run_job
 from rocelab.traffic.spec import JobSpec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,7 +81,7 @@ def test_the_verbs_agent_exits_2_with_the_message(tmp_path):
     config = tmp_path / "h1-verbs.json"
     config.write_text(json.dumps({"node": "h1", "socket": str(tmp_path / "s"), "tdf": 1, "roce": {}, "ports": [
         {"name": "eth1", "address": "198.19.1.2/24", "peer_mac": "02:00:00:00:00:01", "rate_bps": 1e11}]}))
-    result = subprocess.run([sys.executable, "-m", "rocelab.verbs", str(config)], capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-m", "rocelab.roce.verbs", str(config)], capture_output=True, text=True,
                             env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"})
     assert result.returncode == EXIT_USAGE
     assert "needs pyverbs" in result.stderr and "Traceback" not in result.stderr
@@ -93,8 +93,7 @@ def test_a_job_on_a_verbs_lab_without_pyverbs_is_an_input_error(tmp_path, no_pyv
     source.write_text("topology: leaf-spine-2x2\nnic: verbs\n")
     nodes = [NodeState(h, "host", f"rxe.{h}", [InterfaceState("eth1", f"198.19.{n}.2/24", "leaf1:eth1", "02:00:00:00:00:01")])
              for n, h in enumerate(("h1", "h2"), start=1)]
-    record = LabState("rxe", "netns", str(source), "kernel", 1000, "up", nodes)
-    assert nic_backend(record) == "verbs"
+    record = LabState("rxe", "netns", str(source), "kernel", 1000, "up", nodes, nic="verbs")
     with pytest.raises(InputError, match="needs pyverbs"):
         run_job(record, JobSpec("elephant"))
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from rocelab.errors import InputError
-from rocelab.lab import load_lab
+from rocelab.model.lab import load_lab
 from rocelab.qos.sonic import load_config_db
-from rocelab.topology import load_topology
+from rocelab.model.topology import load_topology
 from rocelab.train.core import (
     Done, Ready, StallWatch, Step, TrainResult, TrainSpec, bucket_bytes, event_line, parse_line, ring_share_bytes,
     slowdown_rows, training_observations,

@@ -11,9 +11,22 @@ from typing import Protocol
 from rocelab.engines.clab import ClabEngine
 from rocelab.engines.docker import DockerEngine
 from rocelab.engines.netns import NetnsEngine
-from rocelab.lab import Lab
+from rocelab.model.lab import Lab
+from rocelab.model.topology import Node
 from rocelab.registry import Registry
-from rocelab.state import LabState
+from rocelab.engines.state import LabState
+
+
+class AgentProcess(Protocol):
+    """A started agent: a subprocess.Popen on the netns engine, a `docker exec`ed one in a container."""
+
+    def poll(self) -> int | None: ...
+
+    def terminate(self) -> None: ...
+
+    def kill(self) -> None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
 
 
 class Engine(Protocol):
@@ -24,6 +37,11 @@ class Engine(Protocol):
     def down(self, state: LabState) -> None: ...
 
     def exec(self, state: LabState, node: str, argv: list[str]) -> int: ...
+
+    def alive(self, state: LabState) -> dict[str, bool]: ...
+
+    def spawn_agent(self, lab: Lab, node: Node, ns: str, module: str) -> AgentProcess:
+        """Start an agent module in a node (its configuration written beside its socket)."""
 
 
 def builtin_engines() -> Registry[Engine]:

@@ -5,7 +5,7 @@ configuration and agents as every engine; `down` is `containerlab destroy --clea
 
 containerlab creates the containers and their veth pairs; rocelab then gives each veth end
 the MAC and MTU of its topology (the static neighbours name those MACs). Network OS nodes
-(sonic-vs, arista_ceos) start from the configurations rocelab.nos rendered beside the file.
+(sonic-vs, arista_ceos) start from the configurations rocelab.engines.nos rendered beside the file.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from pathlib import Path
 
 from pyroute2 import IPRoute
 
-from rocelab import dockercli
+from rocelab.engines import dockercli
 from rocelab.engines.containers import ContainerEngine, topology_file
 from rocelab.errors import InputError, Problem
-from rocelab.lab import Lab
-from rocelab.state import LabState
-from rocelab.topology import Fabric
+from rocelab.model.lab import Lab
+from rocelab.engines.state import LabState
+from rocelab.model.topology import Fabric
 
 INSTALL_HINT = ('install containerlab (bash -c "$(curl -sL https://get.containerlab.dev)", or a release '
                 "package from github.com/srl-labs/containerlab), or bring the lab up with --engine docker "

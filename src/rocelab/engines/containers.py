@@ -19,13 +19,20 @@ from pathlib import Path
 
 from pyroute2 import netns as pyroute2_netns
 
-from rocelab import control, dockercli, images, paths
-from rocelab.clab import container_name, write_clab
-from rocelab.engines.netns import (COMMON_SYSCTLS, NETNS_DIR, NetnsEngine, _zombie, pids_in, require_root,
+from rocelab.kernel import control
+
+from rocelab.engines import dockercli
+
+from rocelab.engines import images
+
+from rocelab import paths
+from rocelab.engines.clabfile import container_name, write_clab
+from rocelab.engines.netns import (COMMON_SYSCTLS, NetnsEngine, require_root,
                                    write_agent_config)
-from rocelab.lab import Lab
-from rocelab.state import LabState
-from rocelab.topology import Node
+from rocelab.kernel.netns import exists, pids_in, zombie
+from rocelab.model.lab import Lab
+from rocelab.engines.state import LabState
+from rocelab.model.topology import Node
 
 AGENT_FOUND_TIMEOUT_S = 5.0
 AGENT_CAPABILITIES = ("NET_RAW", "NET_ADMIN", "SYS_NICE")
@@ -42,7 +49,7 @@ def binds(lab: Lab) -> list[str]:
 
 
 def write_deployment(lab: Lab, workdir: Path) -> Path:
-    """The lab's .clab.yml (rocelab.clab) plus what rocelab's own nodes need from this machine,
+    """The lab's .clab.yml (rocelab.engines.clabfile) plus what rocelab's own nodes need from this machine,
     set once on containerlab's `linux` kind: the binds above, the netns engine's sysctls (IPv6
     off before any interface exists), the capabilities the agents use (raw sockets; NET_ADMIN
     for their large receive buffers; SYS_NICE for their priority), and no pulling: rocelab's
@@ -82,7 +89,7 @@ class ContainerAgent:
 
     def poll(self) -> int | None:
         """None while it runs; its exit status once the shell that started it wrote it down."""
-        if self.pid > 0 and Path(f"/proc/{self.pid}").exists() and not _zombie(self.pid):
+        if self.pid > 0 and Path(f"/proc/{self.pid}").exists() and not zombie(self.pid):
             return None
         try:
             return int(self.exit_file.read_text())
@@ -114,7 +121,7 @@ class ContainerEngine(NetnsEngine):
         for node in record.nodes:
             pyroute2_netns.attach(node.netns, dockercli.container_pid(container_name(lab.name, node.name)))
 
-    def _spawn_agent(self, lab: Lab, node: Node, ns: str, module: str) -> ContainerAgent:
+    def spawn_agent(self, lab: Lab, node: Node, ns: str, module: str) -> ContainerAgent:
         config = write_agent_config(lab, node)
         log = control.log_path(lab.name, node.name)
         exit_file = log.with_suffix(".exit")
@@ -137,7 +144,7 @@ class ContainerEngine(NetnsEngine):
 
     def alive(self, record: LabState) -> dict[str, bool]:
         up = dockercli.running(self.containers(record))
-        return {n.name: container_name(record.name, n.name) in up and (NETNS_DIR / n.netns).exists()
+        return {n.name: container_name(record.name, n.name) in up and exists(n.netns)
                 for n in record.nodes}
 
     @staticmethod

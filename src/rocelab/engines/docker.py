@@ -16,12 +16,12 @@ from pathlib import Path
 
 import yaml
 
-from rocelab import dockercli
-from rocelab.clab import container_name
+from rocelab.engines import dockercli
+from rocelab.engines.clabfile import container_name
 from rocelab.engines.containers import ContainerEngine
-from rocelab.lab import Lab
-from rocelab.state import LabState
-from rocelab.topology import refuse_nos_nodes
+from rocelab.model.lab import Lab
+from rocelab.engines.state import LabState
+from rocelab.model.topology import refuse_nos_nodes
 
 PULL = {"always": "always", "never": "never", "ifnotpresent": "missing"}  # containerlab's policy → docker's
 

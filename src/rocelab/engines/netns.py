@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -22,15 +21,15 @@ from pyroute2 import IPRoute
 from pyroute2 import netns as pyroute2_netns
 from pyroute2.ethtool import Ethtool
 
-from rocelab import control
+from rocelab.kernel import control
 from rocelab import paths
-from rocelab import state as lab_state
+from rocelab.engines import state as lab_state
 from rocelab.errors import InputError, Problem
-from rocelab.lab import Lab
-from rocelab.state import InterfaceState, LabState, NodeState
-from rocelab.topology import NOS_KINDS, Fabric, Node, refuse_nos_nodes
+from rocelab.kernel.netns import exists, in_netns, pids_in, popen_in, run_in, stop
+from rocelab.model.lab import Lab
+from rocelab.engines.state import InterfaceState, LabState, NodeState
+from rocelab.model.topology import NOS_KINDS, Fabric, Node, refuse_nos_nodes
 
-NETNS_DIR = Path("/run/netns")
 NUD_PERMANENT = 0x80
 
 # Written in every namespace before any interface exists. IPv6 off: router solicitations
@@ -90,34 +89,27 @@ def plan(lab: Lab, engine: str = "netns") -> LabState:
         ])
         for node in fabric.nodes
     ]
-    return LabState(lab.name, engine, lab.source, lab.dataplane, lab.tdf, "creating", nodes)
+    return LabState(lab.name, engine, lab.source, lab.dataplane, lab.tdf, "creating", nodes, nic=lab.nic)
 
 
 def write_sysctls(ns: str, values: dict[str, str]) -> None:
     # /proc/sys/net is per network namespace of the thread that opens it.
-    pyroute2_netns.pushns(ns)
-    try:
+    with in_netns(ns):
         for key, value in values.items():
             Path("/proc/sys", key).write_text(value)
-    finally:
-        pyroute2_netns.popns()
 
 
 def _offloads_off(ns: str, ifnames: list[str]) -> None:
-    pyroute2_netns.pushns(ns)
-    try:
-        with Ethtool() as ethtool:
-            for ifname in ifnames:
-                features = ethtool.get_features(ifname)
-                for name in AGENT_OFFLOADS_OFF:
-                    if name in features.features:
-                        features.features[name].enable = False
-                ethtool.set_features(ifname, features)
-    finally:
-        pyroute2_netns.popns()
+    with in_netns(ns), Ethtool() as ethtool:
+        for ifname in ifnames:
+            features = ethtool.get_features(ifname)
+            for name in AGENT_OFFLOADS_OFF:
+                if name in features.features:
+                    features.features[name].enable = False
+            ethtool.set_features(ifname, features)
 
 
-def _wait_ready(lab: str, node: str, module: str, proc: subprocess.Popen) -> None:
+def wait_ready(lab: str, node: str, module: str, proc: subprocess.Popen) -> None:
     """Until the agent's control socket answers; its log tail if it dies or hangs."""
     sock = control.socket_path(lab, node)
     deadline = time.monotonic() + AGENT_START_TIMEOUT_S
@@ -129,73 +121,6 @@ def _wait_ready(lab: str, node: str, module: str, proc: subprocess.Popen) -> Non
             time.sleep(0.02)
     tail = control.log_path(lab, node).read_text(errors="replace")[-2000:]
     raise AgentFailed(f"{module} on {node} did not start (exit {proc.poll()}); its log:\n{tail}")
-
-
-def _netns_inode(ns: str) -> int | None:
-    try:
-        return (NETNS_DIR / ns).stat().st_ino
-    except OSError:
-        return None
-
-
-def pids_in(namespaces: list[str]) -> list[int]:
-    """Processes whose network namespace is one of these: they belong to the lab."""
-    inodes = {i for i in (_netns_inode(ns) for ns in namespaces) if i is not None}
-    pids = []
-    if not inodes:
-        return pids
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                if os.stat(f"/proc/{entry.name}/ns/net").st_ino in inodes:
-                    pids.append(int(entry.name))
-            except OSError:
-                continue
-    return pids
-
-
-def _stop(pids: list[int], grace_s: float = 2.0) -> None:
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + grace_s
-    while pids and time.monotonic() < deadline:
-        pids = [p for p in pids if Path(f"/proc/{p}").exists() and not _zombie(p)]
-        time.sleep(0.02)
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")
-    except (OSError, IndexError):
-        return True
-
-
-def _entering(ns: str):
-    """A preexec_fn that moves the child into a namespace (as `ip netns exec` would, through setns(2))."""
-
-    def enter() -> None:
-        pyroute2_netns.setns(ns, flags=0)
-
-    return enter
-
-
-def run_in(ns: str, argv: list[str], **kwargs) -> subprocess.CompletedProcess:
-    """Run a program inside a namespace to its end."""
-    return subprocess.run(argv, preexec_fn=_entering(ns), check=False, **kwargs)
-
-
-def popen_in(ns: str, argv: list[str], **kwargs) -> subprocess.Popen:
-    """Start a program inside a namespace, in its own session: a Ctrl-C at the shell that
-    started it does not reach it, and its process group can be stopped as one."""
-    return subprocess.Popen(argv, preexec_fn=_entering(ns), start_new_session=True, **kwargs)
 
 
 def write_agent_config(lab: Lab, node: Node) -> Path:
@@ -264,16 +189,16 @@ class NetnsEngine:
         if dataplane == "switchd":
             for node in ours:
                 _offloads_off(ns_of[node.name], [p.name for p in node.ports])
-            agents += [(node, "rocelab.switchd") for node in ours if node.is_switch]
+            agents += [(node, "rocelab.switch.agent") for node in ours if node.is_switch]
         if lab.nic == "emulated":
-            agents += [(node, "rocelab.nicd") for node in fabric.hosts]
+            agents += [(node, "rocelab.roce.agent") for node in fabric.hosts]
         # Start every agent first, then wait for all: their Python start-ups overlap.
-        started = [self._spawn_agent(lab, node, ns_of[node.name], module) for node, module in agents]
+        started = [self.spawn_agent(lab, node, ns_of[node.name], module) for node, module in agents]
         record.processes += [{"node": node.name, "pid": proc.pid, "what": module.rsplit(".", 1)[-1]}
                              for (node, module), proc in zip(agents, started)]
         lab_state.save(record)
         for (node, module), proc in zip(agents, started):
-            _wait_ready(lab.name, node.name, module, proc)
+            wait_ready(lab.name, node.name, module, proc)
 
     def _make_nodes(self, lab: Lab, record: LabState) -> None:
         """A network namespace per node."""
@@ -287,7 +212,7 @@ class NetnsEngine:
             handles[a.node].link("add", ifname=a.name, kind="veth", address=a.mac, mtu=link.mtu,
                                  peer={"ifname": b.name, "net_ns_fd": ns_of[b.node], "address": b.mac, "mtu": link.mtu})
 
-    def _spawn_agent(self, lab: Lab, node: Node, ns: str, module: str) -> subprocess.Popen:
+    def spawn_agent(self, lab: Lab, node: Node, ns: str, module: str) -> subprocess.Popen:
         """Start an agent inside the node's namespace with its configuration file."""
         config_file = write_agent_config(lab, node)
         with control.log_path(lab.name, node.name).open("wb") as log:
@@ -320,15 +245,15 @@ class NetnsEngine:
         # the job a moment later: for a half-built lab, sweep again until nothing reappears.
         sweeps = 1 if record.status == "up" else CRASHED_UP_SWEEPS
         for sweep in range(sweeps):
-            namespaces = [ns for ns in record.namespaces if (NETNS_DIR / ns).exists()]
+            namespaces = [ns for ns in record.namespaces if exists(ns)]
             if not namespaces and sweep:
                 break
-            _stop(pids_in(namespaces))
+            stop(pids_in(namespaces))
             for ns in namespaces:
                 try:
                     pyroute2_netns.remove(ns)
                 except OSError:
-                    if (NETNS_DIR / ns).exists():
+                    if exists(ns):
                         raise
             if sweep + 1 < sweeps:
                 time.sleep(SWEEP_INTERVAL_S)
@@ -340,4 +265,4 @@ class NetnsEngine:
 
     @staticmethod
     def alive(record: LabState) -> dict[str, bool]:
-        return {n.name: (NETNS_DIR / n.netns).exists() for n in record.nodes}
+        return {n.name: exists(n.netns) for n in record.nodes}

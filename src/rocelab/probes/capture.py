@@ -33,12 +33,11 @@ from scapy.data import DLT_EN10MB
 from scapy.error import Scapy_Exception
 from scapy.utils import PcapWriter, RawPcapReader
 
-from rocelab.engines.netns import NETNS_DIR
+from rocelab.kernel.netns import NETNS_DIR
 from rocelab.errors import InputError, Problem
-from rocelab.ethernet import mac_bytes
+from rocelab.ethernet import ETH_P_8021Q, ETH_P_ALL, mac_bytes
 from rocelab.probes.tally import ProbeReport, Tally, mac_text
 
-ETH_P_ALL = 0x0003
 SOL_PACKET = 263
 PACKET_AUXDATA = 8
 PACKET_STATISTICS = 6
@@ -46,7 +45,6 @@ SO_TIMESTAMPNS = 35  # also the cmsg type (SCM_TIMESTAMPNS)
 SO_RCVBUFFORCE = 33
 TP_STATUS_VLAN_VALID = 1 << 4
 TP_STATUS_VLAN_TPID_VALID = 1 << 6
-ETH_P_8021Q = 0x8100
 MAC_ADDRESSES_BYTES = 12
 
 AUXDATA = struct.Struct("=IIIHHHH")  # status, len, snaplen, mac, net, vlan_tci, vlan_tpid

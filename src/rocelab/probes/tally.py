@@ -20,12 +20,9 @@ from typing import NamedTuple
 
 from scapy.contrib.roce import BTH as ScapyBTH
 
-from rocelab.ethernet import ECN_CE, ECN_MASK, ETH_P_MAC_CONTROL, IPPROTO_UDP, MAC_CONTROL_PFC
+from rocelab.ethernet import ECN_CE, ECN_MASK, ETH_P_IPV4, ETH_P_MAC_CONTROL, IPPROTO_TCP, IPPROTO_UDP, MAC_CONTROL_PFC, ROCE_UDP_PORT
 
-ETH_P_IPV4 = 0x0800
 VLAN_TPIDS = (0x8100, 0x88A8)
-IPPROTO_TCP = 6
-ROCE_UDP_PORT = 4791
 PRIORITIES = 8
 
 ETH = struct.Struct("!6s6sH")

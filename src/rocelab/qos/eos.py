@@ -62,7 +62,7 @@ How EOS maps onto the profile (PortQos per interface, keyed by SONiC port name):
 
 What EOS cannot express, and `render_eos` leaves out: buffer pools, buffer profiles and PG
 assignments (EOS has no config_db buffer model: a fabric description gives an EOS device's
-PFC threshold and headroom as platform figures, see `rocelab.fabric_spec`); TC → PG maps;
+PFC threshold and headroom as platform figures, see `rocelab.fabric.spec`); TC → PG maps;
 MAP_PFC_PRIORITY_TO_QUEUE; pfcwd_sw_enable (EOS guards every PFC priority); WRED that only
 drops (wred_green_enable) or marks some colours; the WRR/DWRR distinction (both render as
 weighted round robin); map names. `parse_eos(render_eos(p)) == p` for every profile that

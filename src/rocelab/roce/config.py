@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from rocelab.roce.cc import CcConfig
+from rocelab.roce.cc import CcConfig, DcqcnConfig, builtin_cc_registry
 
 PMTU_VALUES_BYTES = (256, 512, 1024, 2048, 4096)  # InfiniBand path MTUs
 PSN_HALF_SPACE = 1 << 23
@@ -116,3 +116,30 @@ def dilate(config: NicConfig, tdf: float) -> NicConfig:
             rate_ai_bps=slower(dcqcn.rate_ai_bps),
             rate_hai_bps=slower(dcqcn.rate_hai_bps),
             min_rate_bps=slower(dcqcn.min_rate_bps))))
+
+
+# A lab's `roce:` keys: NicConfig's fields, with DCQCN's parameters under `dcqcn:`.
+ROCE_KEYS = tuple(f.name for f in dataclasses.fields(NicConfig) if f.name != "cc") + ("dcqcn",)
+
+
+def roce_config(settings: Mapping) -> NicConfig:
+    """The NicConfig of a lab's `roce:` mapping (or its JSON copy, whose keys are strings).
+    Raises ValueError naming what is wrong."""
+    unknown = sorted(str(k) for k in settings if k not in ROCE_KEYS)
+    dcqcn = settings.get("dcqcn") or {}
+    dcqcn_keys = [f.name for f in dataclasses.fields(DcqcnConfig)]
+    if not isinstance(dcqcn, Mapping):
+        raise ValueError(f"dcqcn: {dcqcn!r} is not a mapping of DCQCN parameters ({', '.join(dcqcn_keys)})")
+    unknown += [f"dcqcn.{k}" for k in dcqcn if k not in dcqcn_keys]
+    if unknown:
+        raise ValueError(f"unknown key(s) {', '.join(unknown)}; expected: {', '.join(ROCE_KEYS)}; "
+                         f"under dcqcn: {', '.join(dcqcn_keys)}")
+    values = {k: v for k, v in settings.items() if k != "dcqcn"}
+    if "dscp_to_priority" in values:
+        values["dscp_to_priority"] = {int(d): int(p) for d, p in dict(values["dscp_to_priority"]).items()}
+    try:
+        config = NicConfig(**values, cc=CcConfig(dcqcn=DcqcnConfig(**dcqcn)))
+    except TypeError as exc:  # a string where a number belongs
+        raise ValueError(f"a value has the wrong type: {exc}") from None
+    builtin_cc_registry().check(config.cc_algorithm)
+    return config

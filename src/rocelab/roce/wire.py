@@ -1,6 +1,6 @@
 """RoCEv2 and 802.1Qbb frames on the wire, packed and parsed with precompiled structs.
 
-This is the NIC's hot path, so it does not use scapy; `rocelab.layers` holds the scapy
+This is the NIC's hot path, so it does not use scapy; `rocelab.probes.layers` holds the scapy
 view of the same headers and tests check one against the other. Layout
 (REFERENCE.md, "RoCEv2"): Ethernet [802.1Q] / IPv4 / UDP 4791 / BTH / [RETH | AETH |
 16 reserved bytes of a CNP] / payload / pad to 4 bytes / ICRC.
@@ -15,12 +15,11 @@ import ipaddress
 import struct
 from enum import IntEnum
 
-from rocelab.ethernet import ECN_CE, ECN_MASK, ETH_P_MAC_CONTROL, IPPROTO_UDP, MAC_CONTROL_PAUSE, MAC_CONTROL_PFC, MIN_FRAME_BYTES
+from rocelab.ethernet import (ECN_CE, ECN_MASK, ETH, ETH_P_8021Q, ETH_P_IPV4, ETH_P_MAC_CONTROL, IPPROTO_UDP, IPV4,
+                              IPV4_DONT_FRAGMENT, MAC_CONTROL_PAUSE, MAC_CONTROL_PFC, MIN_FRAME_BYTES, ROCE_UDP_PORT,
+                              ipv4_checksum)
 from rocelab.roce.icrc import ICRC, ICRC_BYTES, icrc, mask_variant_fields
 
-ETH_P_IPV4 = 0x0800
-ETH_P_8021Q = 0x8100
-ROCE_UDP_PORT = 4791
 
 PRIORITIES = 8
 
@@ -32,9 +31,7 @@ QPN_MASK = 0xFFFFFF
 DEFAULT_PKEY = 0xFFFF
 _PKEY_BASE_MASK = 0x7FFF  # the top bit is membership (full/limited), not the key
 
-ETH = struct.Struct("!6s6sH")
 VLAN_TAG = struct.Struct("!HH")  # TCI, inner EtherType (after the 0x8100 TPID)
-IPV4 = struct.Struct("!BBHHHBBH4s4s")
 IPV4_WORDS = struct.Struct("!10H")
 UDP = struct.Struct("!HHHH")
 BTH = struct.Struct("!BBHII")
@@ -48,7 +45,6 @@ IPV4_HEADER_BYTES = IPV4.size
 BTH_BYTES = BTH.size
 RETH_BYTES = RETH.size
 AETH_BYTES = AETH.size
-_IPV4_DONT_FRAGMENT = 0x4000
 _IPV4_FRAGMENT_BITS = 0x3FFF  # MF flag + fragment offset
 _BTH_BECN = 0x40000000
 _BTH_ACKREQ = 0x80000000
@@ -128,14 +124,9 @@ def ip_to_bytes(ip: str | bytes) -> bytes:
 
 
 def _ones_complement_sum(total: int) -> int:
+    """Fold a 32-bit sum of 16-bit words into 16 bits (the fast path's incremental checksum)."""
     total = (total & 0xFFFF) + (total >> 16)
     return (total & 0xFFFF) + (total >> 16)
-
-
-def ipv4_checksum(header: bytes | bytearray | memoryview) -> int:
-    """The IPv4 header checksum of `header` (its own checksum field taken as zero)."""
-    words = struct.unpack(f"!{len(header) // 2}H", header)
-    return ~_ones_complement_sum(sum(words) - words[5]) & 0xFFFF
 
 
 class FlowHeaders:
@@ -163,7 +154,7 @@ class FlowHeaders:
         self._sport = udp_sport
         self._pkey = pkey
         # Checksum of every IPv4 word except total length, so a packet adds one word.
-        fixed = IPV4.pack(0x45, self._tos, 0, 0, _IPV4_DONT_FRAGMENT, ttl, IPPROTO_UDP, 0,
+        fixed = IPV4.pack(0x45, self._tos, 0, 0, IPV4_DONT_FRAGMENT, ttl, IPPROTO_UDP, 0,
                           src_ip, dst_ip)
         self._csum_base = sum(IPV4_WORDS.unpack(fixed))
 
@@ -175,13 +166,13 @@ class FlowHeaders:
         udp_bytes = 8 + BTH_BYTES + len(extension) + len(payload) + pad + ICRC_BYTES
         total = IPV4_HEADER_BYTES + udp_bytes
         csum = ~_ones_complement_sum(self._csum_base + total) & 0xFFFF
-        ip = IPV4.pack(0x45, self._tos, total, 0, _IPV4_DONT_FRAGMENT, self._ttl, IPPROTO_UDP,
+        ip = IPV4.pack(0x45, self._tos, total, 0, IPV4_DONT_FRAGMENT, self._ttl, IPPROTO_UDP,
                        csum, self._src_ip, self._dst_ip)
         udp = UDP.pack(self._sport, ROCE_UDP_PORT, udp_bytes, 0)
         flags = pad << _BTH_PADCNT_SHIFT
         psn_word = (_BTH_ACKREQ if ackreq else 0) | (psn & PSN_MASK)
         bth = BTH.pack(opcode, flags, self._pkey, (_BTH_BECN if becn else 0) | dest_qpn, psn_word)
-        masked = (IPV4.pack(0x45, 0xFF, total, 0, _IPV4_DONT_FRAGMENT, 0xFF, IPPROTO_UDP, 0xFFFF,
+        masked = (IPV4.pack(0x45, 0xFF, total, 0, IPV4_DONT_FRAGMENT, 0xFF, IPPROTO_UDP, 0xFFFF,
                             self._src_ip, self._dst_ip)
                   + UDP.pack(self._sport, ROCE_UDP_PORT, udp_bytes, 0xFFFF)
                   + BTH.pack(opcode, flags, self._pkey, 0xFF000000 | dest_qpn, psn_word))

@@ -12,8 +12,6 @@ from typing import Mapping
 from rocelab.ethernet import ETH_P_MAC_CONTROL, MAC_CONTROL_PFC, MIN_FRAME_BYTES
 from rocelab.qos.model import PRIORITIES
 
-ETH_P_IPV4 = 0x0800
-ETH_P_8021Q = 0x8100
 
 ETH_HEADER_BYTES = 14
 VLAN_TAG_BYTES = 4
@@ -26,7 +24,6 @@ MAX_FRAME_BYTES = 9216 + ETH_HEADER_BYTES + VLAN_TAG_BYTES
 PFC_DST_MAC = bytes.fromhex("0180c2000001")
 PFC_XOFF_QUANTA = 0xFFFF  # the longest pause one frame can ask for
 
-IPPROTO_TCP = 6
 
 # IPv4 header after its version/IHL byte: TOS, total length, flags/fragment offset, TTL,
 # protocol, source, destination (identification and checksum skipped).

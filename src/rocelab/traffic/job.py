@@ -6,7 +6,7 @@
     start    one CLOCK_MONOTONIC instant for all (every namespace reads the same clock)
     watch    progress polled until every host is done; a host that fails, or a job
              that moves no byte for stall_timeout_s, ends the job with JobFailed
-    collect  every host's records → the report (rocelab.traffic.report)
+    collect  every host's records → the report (rocelab.traffic.summary)
     end      QPs destroyed on every host, whatever happened
 
 The agents are nicd (nic: emulated, started by `up`) or the verbs agents (nic: verbs),
@@ -18,19 +18,22 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterator, Mapping
 
-import yaml
-
-from rocelab import control
+from rocelab.engines import AgentProcess, builtin_engines
+from rocelab.engines.netns import AgentFailed, wait_ready
+from rocelab.kernel import control
+from rocelab.model.lab import load_lab
+from rocelab.roce.verbs import require_device, require_pyverbs
 from rocelab.errors import InputError, Problem
 from rocelab.registry import Registry
-from rocelab.state import LabState
+from rocelab.engines.state import LabState
 from rocelab.traffic.patterns import Pattern, PatternError, Plan, builtin_patterns
-from rocelab.traffic.report import build_report
+from rocelab.traffic.summary import build_report
 from rocelab.traffic.runner import DONE, FAILED, GAP, WAITING
 from rocelab.traffic.spec import JobSpec
 
@@ -68,32 +71,44 @@ def lab_hosts(record: LabState) -> dict[str, str]:
     return {n.name: n.interfaces[0].address.split("/")[0] for n in record.nodes if n.role == "host" and n.interfaces}
 
 
-def nic_backend(record: LabState) -> str:
-    """emulated (nicd runs on the hosts), verbs, or none: as the lab file says."""
-    if any(p.get("what") == "nicd" for p in record.processes):
-        return "emulated"
-    source = Path(record.source)
-    if source.name == "lab.yml" and source.is_file():
-        data = yaml.safe_load(source.read_text()) or {}
-        if isinstance(data, dict) and data.get("nic") == "verbs":
-            return "verbs"
-    return "none"
-
-
 @contextlib.contextmanager
 def _agents(record: LabState, hosts: tuple[str, ...]) -> Iterator[dict[str, Path]]:
-    backend = nic_backend(record)
+    backend = record.nic
     if backend == "emulated":
         yield {h: control.socket_path(record.name, h) for h in hosts}
     elif backend == "verbs":
-        from rocelab import verbs
-
-        with verbs.agents(record, hosts) as sockets:
+        with _verbs_agents(record, hosts) as sockets:
             yield sockets
     else:
         raise InputError([Problem(record.name, "", "has no NIC on its hosts (nic: none)",
                                   "set `nic: emulated` (or `nic: verbs`) in the lab's lab.yml, then "
                                   "`invoke down` and `invoke up` it again")])
+
+
+@contextlib.contextmanager
+def _verbs_agents(record: LabState, hosts: tuple[str, ...]) -> Iterator[dict[str, Path]]:
+    """A verbs agent in each host's namespace for the length of a job; their sockets. The
+    netns engine starts them as it starts nicd (same configuration file, socket and log)."""
+    require_device(require_pyverbs())  # fail here, once, before any process starts
+    lab = replace(load_lab(Path(record.source).parent.name), name=record.name, tdf=record.tdf)
+    engine = builtin_engines().get(record.engine)
+    procs: dict[str, AgentProcess] = {}
+    try:
+        for host in hosts:
+            procs[host] = engine.spawn_agent(lab, lab.fabric.node(host), record.node(host).netns, "rocelab.roce.verbs")
+        for host, proc in procs.items():
+            wait_ready(record.name, host, "rocelab.roce.verbs", proc)
+        yield {h: control.socket_path(record.name, h) for h in hosts}
+    except AgentFailed as exc:
+        raise JobFailed(str(exc)) from None
+    finally:
+        for proc in procs.values():
+            proc.terminate()
+        for proc in procs.values():
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
 
 
 def make_plan(record: LabState, spec: JobSpec, patterns: Registry[Pattern] | None = None) -> Plan:

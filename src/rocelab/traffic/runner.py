@@ -2,7 +2,7 @@
 
 The runner posts work requests and reads completions through a small verbs interface
 (`Transport`): the emulated NIC core (rocelab.roce.Nic) has it, and so has the pyverbs
-backend (rocelab.verbs). The shell that owns the NIC calls `advance(now)` after every
+backend (rocelab.roce.verbs). The shell that owns the NIC calls `advance(now)` after every
 frame it feeds the NIC and before every poll, and wakes it at `next_event(now)`.
 
 Transfers move as SEND messages by default: the receiver's RECV completion is the arrival

@@ -13,7 +13,7 @@ from typing import Mapping
 from rocelab.roce import Nic, NicConfig, dilate
 from rocelab.roce.sim import FabricSim
 from rocelab.traffic.patterns import Plan
-from rocelab.traffic.report import build_report
+from rocelab.traffic.summary import build_report
 from rocelab.traffic.runner import DONE, FAILED, PeerQps, PlanRunner, largest_message
 
 START_S = 1e-3

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Callable
 
 from rocelab import paths
-from rocelab.engines.netns import popen_in
+from rocelab.kernel.netns import popen_in
 from rocelab.errors import InputError, Problem
-from rocelab.state import LabState
-from rocelab.topology import Fabric
+from rocelab.engines.state import LabState
+from rocelab.model.topology import Fabric
 from rocelab.train.core import Done, Ready, Step, StallWatch, TrainResult, TrainSpec, parse_line
 
 STORE_PORT = 29500  # the TCP store's port on the first worker: PyTorch's usual MASTER_PORT

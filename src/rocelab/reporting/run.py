@@ -21,12 +21,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Sequence
 
-from rocelab import graph, paths
+from rocelab.reporting import graph
+
+from rocelab import paths
 from rocelab.errors import InputError
-from rocelab.lab import load_lab
-from rocelab.state import LabState
-from rocelab.timeseries import GAUGE, KINDS, Series, TimeSeries
-from rocelab.topology import Fabric, load_topology
+from rocelab.model.lab import load_lab
+from rocelab.engines.state import LabState
+from rocelab.runtime.timeseries import GAUGE, KINDS, Series, TimeSeries
+from rocelab.model.topology import Fabric, load_topology
 
 REPORT_NAME = "report.html"
 LINES_PER_GROUP = 6  # the busiest few stay legible; the rest are in series.json

@@ -201,7 +201,7 @@ def render_table(result: CalcResult) -> Table:
     table.add_row("NIC bandwidth per GPU (B)", _bits(result.nic_rate_per_gpu_bps),
                   f"{inp.nics_per_server} NICs × {_bits(inp.nic_rate_bps)} / "
                   f"{inp.gpus_per_server} GPUs")
-    table.add_row("AllReduce time at line rate (t)", _seconds(result.allreduce_time_s),
+    table.add_row("AllReduce time at line rate (t)", seconds_text(result.allreduce_time_s),
                   "bytes per rank × 8 / B")
     table.add_row("algbw at line rate", _bytes_per_s(result.line_rate_algbw_bytes_per_s),
                   "S / t (nccl-tests)")
@@ -209,19 +209,19 @@ def render_table(result: CalcResult) -> Table:
     table.add_row("busbw at line rate", _bytes_per_s(result.line_rate_busbw_bytes_per_s),
                   "algbw × 2(n − 1)/n = B / 8")
     if result.needed_rate_per_gpu_bps is not None:
-        budget = _seconds(inp.sync_budget_s)
+        budget = seconds_text(inp.sync_budget_s)
         table.add_row(f"Bandwidth per GPU needed in {budget}",
                       _bits(result.needed_rate_per_gpu_bps),
                       "bytes per rank × 8 / budget (= busbw × 8)")
     if result.needed_algbw_bytes_per_s is not None:
-        table.add_row(f"algbw needed in {_seconds(inp.sync_budget_s)}",
+        table.add_row(f"algbw needed in {seconds_text(inp.sync_budget_s)}",
                       _bytes_per_s(result.needed_algbw_bytes_per_s), "S / budget")
     table.add_row("Cost of an idle minute", _usd(result.idle_minute_cost_usd),
                   f"{n:,} GPUs × ${inp.usd_per_gpu_hour:g}/GPU-h / 60")
     table.add_row("Cost of an idle second", _usd(result.idle_second_cost_usd),
                   f"{n:,} GPUs × ${inp.usd_per_gpu_hour:g}/GPU-h / 3600")
     if result.stall_cost_usd is not None:
-        table.add_row(f"Cost of a {_seconds(inp.stall_s)} stall", _usd(result.stall_cost_usd),
+        table.add_row(f"Cost of a {seconds_text(inp.stall_s)} stall", _usd(result.stall_cost_usd),
                       "idle second × stall")
     table.add_row("Cost per step of a non-overlapped AllReduce",
                   _usd(result.allreduce_step_cost_usd), "idle second × t")
@@ -342,7 +342,7 @@ def _positive_float(problems: Problems, option: str, value: object, expected: st
 _PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 
 
-def _si(value: float, unit: str) -> str:
+def si_text(value: float, unit: str) -> str:
     for scale, prefix in _PREFIXES:
         if value >= scale:
             return f"{value / scale:,.4g} {prefix}{unit}"
@@ -350,19 +350,19 @@ def _si(value: float, unit: str) -> str:
 
 
 def _bytes(size_bytes: float) -> str:
-    return _si(size_bytes, "B")
+    return si_text(size_bytes, "B")
 
 
 def _bits(rate_bps: float) -> str:
-    return _si(rate_bps, "b/s")
+    return si_text(rate_bps, "b/s")
 
 
 def _bytes_per_s(rate_bytes_per_s: float) -> str:
     # Both units: nccl-tests prints GB/s, link speeds are quoted in Gb/s.
-    return f"{_si(rate_bytes_per_s, 'B/s')} ({_bits(rate_bytes_per_s * BITS_PER_BYTE)})"
+    return f"{si_text(rate_bytes_per_s, 'B/s')} ({_bits(rate_bytes_per_s * BITS_PER_BYTE)})"
 
 
-def _seconds(time_s: float) -> str:
+def seconds_text(time_s: float) -> str:
     if time_s >= 1:
         return f"{time_s:,.4g} s"
     if time_s >= 1e-3:

@@ -35,9 +35,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable, Sequence
 
-from rocelab import metrics
-from rocelab.metrics import AgentReading
-from rocelab.state import LabState
+
+from rocelab.runtime.readings import AgentReading, read_lab
+from rocelab.engines.state import LabState
 
 DEFAULT_INTERVAL_S = 0.05
 DEFAULT_MAX_SAMPLES = 4096
@@ -213,7 +213,7 @@ class Sampler:
         self._record = record
         self._interval_s = interval_s
         self._max_samples = max_samples
-        self._read = read or (lambda: metrics.read_lab(record).agents)
+        self._read = read or (lambda: read_lab(record).agents)
         self._times: list[float] = []
         self._observations: list[Observation] = []
         self._last: dict[str, Observation] = {}  # node → its last observation, for polls it misses

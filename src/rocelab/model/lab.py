@@ -6,16 +6,15 @@ topologies/, or any path to a topology file); a bare topology runs with the defa
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
 from rocelab import paths
 from rocelab.errors import InputError, Problem, Problems
-from rocelab.roce import CcConfig, DcqcnConfig, NicConfig, builtin_cc_registry
-from rocelab.scenario import Scenario, load_scenario
-from rocelab.topology import SAFE_NAME, SAFE_NAME_HINT, Fabric, load_topology
+from rocelab.roce.config import roce_config
+from rocelab.model.scenario import Scenario, load_scenario
+from rocelab.model.topology import SAFE_NAME, SAFE_NAME_HINT, Fabric, load_topology
 from rocelab.yamlfile import load_yaml
 
 DATAPLANES = ("kernel", "switchd")
@@ -27,7 +26,6 @@ LAB_KEYS = frozenset({"name", "description", "topology", "dataplane", "tdf", "pf
                       "roce", "scenario", "checks"})
 # `roce:` keys: NicConfig's fields (production units; nicd dilates them by the TDF), with
 # DCQCN's parameters under `dcqcn:`.
-ROCE_KEYS = tuple(f.name for f in dataclasses.fields(NicConfig) if f.name != "cc") + ("dcqcn",)
 
 
 @dataclass(frozen=True)
@@ -40,7 +38,7 @@ class Lab:
     profile: Path | None
     nic: str = "none"  # emulated: nicd on every host; verbs: pyverbs on the kernel's RDMA device
     roce: Mapping = field(default_factory=dict)  # the lab's `roce:` NIC settings, as written
-    scenario: Scenario | None = None  # what `invoke run` does (rocelab.scenario)
+    scenario: Scenario | None = None  # what `invoke run` does (rocelab.model.scenario)
     node_profiles: Mapping[str, Path] = field(default_factory=dict)  # a switch's own profile, over `profile`
     # The PFC watchdog's own dilation (default: tdf). At TDF 1000 a 200 ms detection time
     # lasts 200 s of wall time; a lab about storms runs the watchdog's timers on a faster clock.
@@ -50,29 +48,6 @@ class Lab:
 def _is_tdf(value: object) -> bool:
     """A time-dilation factor: a whole number ≥ 1 (YAML's true is not one)."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
-
-
-def roce_config(settings: Mapping) -> NicConfig:
-    """The NicConfig of a lab's `roce:` mapping (or its JSON copy, whose keys are strings).
-    Raises ValueError naming what is wrong."""
-    unknown = sorted(str(k) for k in settings if k not in ROCE_KEYS)
-    dcqcn = settings.get("dcqcn") or {}
-    dcqcn_keys = [f.name for f in dataclasses.fields(DcqcnConfig)]
-    if not isinstance(dcqcn, Mapping):
-        raise ValueError(f"dcqcn: {dcqcn!r} is not a mapping of DCQCN parameters ({', '.join(dcqcn_keys)})")
-    unknown += [f"dcqcn.{k}" for k in dcqcn if k not in dcqcn_keys]
-    if unknown:
-        raise ValueError(f"unknown key(s) {', '.join(unknown)}; expected: {', '.join(ROCE_KEYS)}; "
-                         f"under dcqcn: {', '.join(dcqcn_keys)}")
-    values = {k: v for k, v in settings.items() if k != "dcqcn"}
-    if "dscp_to_priority" in values:
-        values["dscp_to_priority"] = {int(d): int(p) for d, p in dict(values["dscp_to_priority"]).items()}
-    try:
-        config = NicConfig(**values, cc=CcConfig(dcqcn=DcqcnConfig(**dcqcn)))
-    except TypeError as exc:  # a string where a number belongs
-        raise ValueError(f"a value has the wrong type: {exc}") from None
-    builtin_cc_registry().check(config.cc_algorithm)
-    return config
 
 
 def _find_topology(ref: str) -> Path | None:

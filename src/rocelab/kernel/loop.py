@@ -18,9 +18,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Protocol
 
-from rocelab.control import ControlServer
+from rocelab.kernel.control import ControlServer
+from rocelab.kernel.netns import packet_socket
 
-ETH_P_ALL = 0x0003
 SOL_PACKET = 263
 PACKET_IGNORE_OUTGOING = 23  # Linux ≥ 4.20: do not hand our own transmissions back to us
 RCVBUF_BYTES = 8 << 20
@@ -41,10 +41,9 @@ class Core(Protocol):
 
 
 def open_port(ifname: str) -> socket.socket:
-    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+    sock = packet_socket(ifname)
     sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
     sock.setsockopt(socket.SOL_SOCKET, 33, RCVBUF_BYTES)  # SO_RCVBUFFORCE: root may exceed rmem_max
-    sock.bind((ifname, ETH_P_ALL))
     sock.setblocking(False)
     return sock
 

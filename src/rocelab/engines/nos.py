@@ -38,13 +38,13 @@ from pathlib import Path
 from typing import Callable
 
 from rocelab.errors import InputError, Problem
-from rocelab.lab import Lab
+from rocelab.model.lab import Lab
 from rocelab.paths import display
 from rocelab.qos import QosProfile, load_config_db, render_config_db
 from rocelab.qos.eos import render_eos
 from rocelab.qos.ports import lab_to_sonic
 from rocelab.registry import Registry
-from rocelab.topology import NOS_KINDS, Fabric, Link, Node, Port
+from rocelab.model.topology import NOS_KINDS, Fabric, Link, Node, Port
 
 ASN_BASE = 65100  # private 2-byte ASNs (64512–65534): switch k gets 65100 + k
 LOOPBACKS = ipaddress.IPv4Network("198.19.0.0/24")

@@ -20,7 +20,6 @@ switch's counters).
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 from typing import Callable, Iterable
 from wsgiref.simple_server import WSGIServer
 
@@ -29,9 +28,7 @@ from prometheus_client.metrics_core import (
     CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric,
 )
 
-from rocelab import control
-from rocelab import state as lab_state
-from rocelab.state import LabState
+from rocelab.runtime.readings import LabReading
 
 LOCALHOST = "127.0.0.1"  # the endpoint is for this machine's Prometheus, never the network
 COUNTER, GAUGE = "counter", "gauge"
@@ -78,43 +75,6 @@ _PFCWD = (
 # exported by shape: every number at the top and in a QP is a counter, except these.
 _NIC_GAUGES = frozenset({"qps_in_error"})
 _QP_CONFIG = ("state", "error_status", "priority")  # described by rocelab_qp_info, not counted
-
-
-@dataclass(frozen=True)
-class AgentReading:
-    node: str
-    agent: str  # "switchd" | "nicd"
-    reply: dict | None  # the agent's answer to "counters"; None when it did not answer
-    error: str | None = None
-
-
-@dataclass(frozen=True)
-class LabReading:
-    lab: str
-    tdf: int
-    agents: tuple[AgentReading, ...]
-
-
-def read_lab(record: LabState, timeout_s: float = 2.0) -> LabReading:
-    """Ask every agent of a lab for its counters; one that does not answer reads as down."""
-    agents = []
-    for proc in record.processes:
-        try:
-            reply = control.request(control.socket_path(record.name, proc["node"]), "counters", timeout_s)
-            agents.append(AgentReading(proc["node"], proc["what"], reply))
-        except (control.AgentUnreachable, RuntimeError) as exc:
-            agents.append(AgentReading(proc["node"], proc["what"], None, str(exc)))
-    return LabReading(record.name, record.tdf, tuple(agents))
-
-
-def lab_reader(lab: str | None) -> Callable[[], list[LabReading]]:
-    """A reader for the collector: the named lab, or every lab up at the time of each call."""
-
-    def read() -> list[LabReading]:
-        records = lab_state.all_labs() if lab is None else [r for r in [lab_state.load(lab)] if r]
-        return [read_lab(r) for r in records]
-
-    return read
 
 
 class _Families:

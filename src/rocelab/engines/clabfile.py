@@ -12,7 +12,7 @@ Nodes:
   the container runtime.
 - `sonic-vs` and `arista_ceos`: containerlab's kinds of those names on containerlab's default
   management network (their management planes expect one), configured from files rendered by
-  rocelab.nos and written beside the topology.
+  rocelab.engines.nos and written beside the topology.
 
 containerlab names a node's container `clab-<lab>-<node>` (its default prefix, kept here).
 """
@@ -25,8 +25,8 @@ from typing import Mapping
 import yaml
 
 from rocelab import __version__
-from rocelab.lab import Lab
-from rocelab.nos import StartupConfig, startup_configs
+from rocelab.model.lab import Lab
+from rocelab.engines.nos import StartupConfig, startup_configs
 
 SWITCH_IMAGE = f"rocelab/switch:{__version__}"
 HOST_IMAGE = f"rocelab/host:{__version__}"

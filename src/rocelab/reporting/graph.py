@@ -6,7 +6,7 @@ from pathlib import Path
 
 from rich.tree import Tree
 
-from rocelab.topology import Fabric
+from rocelab.model.topology import Fabric
 from rocelab.units import format_rate
 
 LAYER_Y = {"spine": 2.0, "leaf": 1.0, "host": 0.0}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from rocelab.state import LabState
+from rocelab.engines.state import LabState
 
 
 def _alive(record: LabState, engines) -> dict[str, bool]:

@@ -16,11 +16,11 @@ config_db table/key or running-config line. Checks (REFERENCE.md for the why):
 - cnp-strict: on every hop, the CNP DSCP's egress queue is scheduled STRICT, so congestion
   notifications do not queue behind the congestion they report.
 - ecn-before-pfc: every lossless queue marks ECN, with Kmin below the PFC trigger of the
-  lossless PGs feeding it. Worst case (rocelab.headroom): one PG feeds the queue, so queue
+  lossless PGs feeding it. Worst case (rocelab.qos.headroom): one PG feeds the queue, so queue
   depth = PG occupancy, while every lossless PG of the switch's cabled ports sits at its
   threshold (T = α·S/(1 + n·α)); the empty-buffer trigger α·S is quoted beside it. Lossy
   traffic buffered in the same pool lowers the trigger further.
-- headroom: every lossless PG's xoff ≥ rocelab.headroom.required_headroom_bytes for its
+- headroom: every lossless PG's xoff ≥ rocelab.qos.headroom.required_headroom_bytes for its
   link's speed and cable length and the hosts' RoCE MTU.
 - mtu: every cabled port's MTU (the smaller of the device's and the topology link's) ≥
   RoCE MTU + 60 (IPv4 20 + UDP 8 + BTH 12 + RETH 16 + ICRC 4). MTUs here are IP MTUs, as
@@ -38,11 +38,11 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from rocelab.fabric_spec import Device, FabricSpec
-from rocelab.headroom import ROCE_IP_OVERHEAD_BYTES, headroom, pg_trigger_bytes
+from rocelab.fabric.spec import Device, FabricSpec
+from rocelab.qos.headroom import ROCE_IP_OVERHEAD_BYTES, headroom, pg_trigger_bytes
 from rocelab.qos.model import PortQos
 from rocelab.registry import Registry
-from rocelab.topology import Link, Port
+from rocelab.model.topology import Link, Port
 from rocelab.units import PROPAGATION_M_PER_S
 
 

@@ -1,7 +1,7 @@
 """The verbs backend: the same jobs over a real RDMA device (Soft-RoCE rxe) through pyverbs.
 
 `nic: verbs` in lab.yml. For each job the orchestrator starts one verbs agent per host,
-`python -m rocelab.verbs CONFIG_JSON` (nicd's configuration file), inside the host's
+`python -m rocelab.roce.verbs CONFIG_JSON` (nicd's configuration file), inside the host's
 namespace; the agent serves the
 same control ops as nicd (ping, counters, the job ops of rocelab.traffic.host), so the
 job, its plans, its runner and its report do not change. The agent drives the device
@@ -27,19 +27,16 @@ import contextlib
 import ipaddress
 import json
 import random
-import subprocess
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Iterator
 
-from rocelab import control
-from rocelab.agent import Loop
+from rocelab.kernel import control
+from rocelab.kernel.loop import Loop
 from rocelab.errors import EXIT_USAGE, InputError, Problem
-from rocelab.lab import load_lab, roce_config
-from rocelab.state import LabState
+from rocelab.roce.config import roce_config
 from rocelab.traffic.host import JOB_OPS, JobHost
 from rocelab.traffic.runner import RECV_DEPTH, SEND_DEPTH
 
@@ -304,7 +301,7 @@ class VerbsAgent:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m rocelab.verbs CONFIG_JSON", file=sys.stderr)
+        print("usage: python -m rocelab.roce.verbs CONFIG_JSON", file=sys.stderr)
         return EXIT_USAGE
     try:
         VerbsAgent(json.loads(Path(argv[0]).read_text())).run()
@@ -312,37 +309,6 @@ def main(argv: list[str]) -> int:
         print(exc, file=sys.stderr)
         return EXIT_USAGE
     return 0
-
-
-# ---- the orchestrator's side ------------------------------------------------------------
-
-@contextlib.contextmanager
-def agents(record: LabState, hosts: tuple[str, ...]) -> Iterator[dict[str, Path]]:
-    """A verbs agent in each host's namespace for the length of a job; their sockets. The
-    netns engine starts them as it starts nicd (same configuration file, socket and log)."""
-    from rocelab.engines.netns import AgentFailed, NetnsEngine, _wait_ready
-    from rocelab.traffic.job import JobFailed
-
-    require_device(require_pyverbs())  # fail here, once, before any process starts
-    lab = replace(load_lab(Path(record.source).parent.name), name=record.name, tdf=record.tdf)
-    engine = NetnsEngine()
-    procs: dict[str, subprocess.Popen] = {}
-    try:
-        for host in hosts:
-            procs[host] = engine._spawn_agent(lab, lab.fabric.node(host), record.node(host).netns, "rocelab.verbs")
-        for host, proc in procs.items():
-            _wait_ready(record.name, host, "rocelab.verbs", proc)
-        yield {h: control.socket_path(record.name, h) for h in hosts}
-    except AgentFailed as exc:
-        raise JobFailed(str(exc)) from None
-    finally:
-        for proc in procs.values():
-            proc.terminate()
-        for proc in procs.values():
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
 
 
 if __name__ == "__main__":

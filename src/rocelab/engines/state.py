@@ -42,6 +42,7 @@ class LabState:
     status: str  # creating | up
     nodes: list[NodeState] = field(default_factory=list)
     processes: list[dict] = field(default_factory=list)  # {"node", "pid", "what"}
+    nic: str = "none"  # the hosts' NIC backend (rocelab.model.lab.NICS), so no one re-reads lab.yml
 
     @property
     def namespaces(self) -> list[str]:
@@ -61,7 +62,7 @@ class LabState:
         nodes = [NodeState(n["name"], n["role"], n["netns"], [InterfaceState(**i) for i in n["interfaces"]])
                  for n in data.get("nodes", [])]
         return cls(data["name"], data["engine"], data["source"], data["dataplane"], data["tdf"],
-                   data["status"], nodes, list(data.get("processes", [])))
+                   data["status"], nodes, list(data.get("processes", [])), data.get("nic", "none"))
 
 
 def state_file(lab: str) -> Path:

@@ -31,8 +31,8 @@ from typing import Callable
 from rich.table import Table
 
 import rocelab
-from rocelab import dockercli
-from rocelab.clab import HOST_IMAGE, SWITCH_IMAGE
+from rocelab.engines import dockercli
+from rocelab.engines.clabfile import HOST_IMAGE, SWITCH_IMAGE
 from rocelab.errors import InputError, Problem
 
 BASE_PACKAGES = ("python3", "python3-venv", "iproute2", "iputils-ping", "traceroute", "tcpdump")

@@ -54,7 +54,7 @@ from rocelab.qos.eos import (
 )
 from rocelab.qos.model import BufferPool, BufferProfile, PortQos, QosProfile
 from rocelab.qos.ports import lab_to_sonic, sonic_to_lab
-from rocelab.topology import SAFE_NAME, SAFE_NAME_HINT, Fabric, load_topology, resolve, validate
+from rocelab.model.topology import SAFE_NAME, SAFE_NAME_HINT, Fabric, load_topology, resolve, validate
 from rocelab.units import parse_bytes, parse_delay
 from rocelab.yamlfile import YamlDoc, load_yaml
 from rocelab.yamlfile import at as _at

@@ -1,6 +1,6 @@
 """switchd: one emulated switch ASIC, as a process inside a switch node's namespace.
 
-    python -m rocelab.switchd CONFIG_JSON      (started by the engine, never by hand)
+    python -m rocelab.switch.agent CONFIG_JSON      (started by the engine, never by hand)
 
 The thin shell around rocelab.switch.pipeline.Switch: AF_PACKET ports, the FIB read from
 the namespace's kernel (and re-read whenever netlink says routes, neighbours, links or
@@ -30,10 +30,10 @@ from pathlib import Path
 
 from pyroute2 import IPRoute
 
-from rocelab import kernel_fib
-from rocelab.agent import Loop, open_port
-from rocelab.control import ControlServer
-from rocelab.ethernet import internet_checksum, mac_bytes
+from rocelab.switch import kernel_fib
+from rocelab.kernel.loop import Loop, open_port
+from rocelab.kernel.control import ControlServer
+from rocelab.ethernet import ETH, ETH_P_8021Q, ETH_P_IPV4, IPPROTO_ICMP, internet_checksum, ipv4_header, mac_bytes
 from rocelab.qos.model import QosProfile
 from rocelab.qos.sonic import load_config_db
 from rocelab.switch.fib import Fib
@@ -41,8 +41,6 @@ from rocelab.switch.pipeline import PortSpec, Switch
 
 ICMP_TIME_EXCEEDED = 11
 ICMP_QUOTED_PAYLOAD_BYTES = 8  # RFC 792: the original IP header plus 64 bits of its data
-_ETH = struct.Struct("!6s6sH")
-_IPV4 = struct.Struct("!BBHHHBBH4s4s")
 _ICMP = struct.Struct("!BBHI")
 
 
@@ -52,21 +50,21 @@ def icmp_time_exceeded(frame: bytes, port_mac: bytes, port_ip: bytes) -> bytes |
     answered (too short, not IPv4, or itself an ICMP error, per RFC 1812)."""
     if len(frame) < 34:
         return None
-    dst_mac, src_mac, ethertype = _ETH.unpack_from(frame)
+    dst_mac, src_mac, ethertype = ETH.unpack_from(frame)
     ip = 14
-    if ethertype == 0x8100 and len(frame) >= 38:
+    if ethertype == ETH_P_8021Q and len(frame) >= 38:
         ethertype, ip = struct.unpack_from("!H", frame, 16)[0], 18
-    if ethertype != 0x0800 or frame[ip] >> 4 != 4:
+    if ethertype != ETH_P_IPV4 or frame[ip] >> 4 != 4:
         return None
     ihl = (frame[ip] & 0x0F) * 4
-    if frame[ip + 9] == 1 and len(frame) > ip + ihl and frame[ip + ihl] in (3, 4, 5, 11, 12):
+    if frame[ip + 9] == IPPROTO_ICMP and len(frame) > ip + ihl and frame[ip + ihl] in (3, 4, 5, 11, 12):
         return None
     quoted = frame[ip:ip + ihl + ICMP_QUOTED_PAYLOAD_BYTES]
     icmp = _ICMP.pack(ICMP_TIME_EXCEEDED, 0, 0, 0) + quoted
     icmp = icmp[:2] + struct.pack("!H", internet_checksum(icmp)) + icmp[4:]
-    header = _IPV4.pack(0x45, 48 << 2, 20 + len(icmp), 0, 0, 64, 1, 0, port_ip, frame[ip + 12:ip + 16])
-    header = header[:10] + struct.pack("!H", internet_checksum(header)) + header[12:]
-    return _ETH.pack(src_mac, port_mac, 0x0800) + header + icmp
+    header = ipv4_header(tos=48 << 2, total_bytes=20 + len(icmp), ttl=64, protocol=IPPROTO_ICMP, src=port_ip,
+                         dst=frame[ip + 12:ip + 16])
+    return ETH.pack(src_mac, port_mac, ETH_P_IPV4) + header + icmp
 
 
 class CpuPort:

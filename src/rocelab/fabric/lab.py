@@ -29,23 +29,24 @@ from __future__ import annotations
 
 import ipaddress
 import multiprocessing
-import socket
 import struct
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocelab import control
-from rocelab.ethernet import internet_checksum, mac_bytes
-from rocelab.fabric_spec import FabricSpec
-from rocelab.headroom import pg_trigger_bytes
-from rocelab.lab import Lab
+from rocelab.kernel import control
+from rocelab.ethernet import ETH, ETH_P_IPV4, IPPROTO_UDP, IPV4_DONT_FRAGMENT, ROCE_UDP_PORT, ipv4_header, mac_bytes
+from rocelab.fabric.spec import FabricSpec
+from rocelab.qos.headroom import pg_trigger_bytes
+from rocelab.model.lab import Lab
 from rocelab.qos.model import PortQos
 from rocelab.qos.sonic import dump_config_db
-from rocelab.scenario import agent_sockets, hold_pfc_pause, start_clean
-from rocelab.state import LabState
+from rocelab.kernel.netns import packet_socket
+from rocelab.probes.storm import hold_pfc_pause
+from rocelab.runtime.scenario import agent_sockets, start_clean
+from rocelab.engines.state import LabState
 from rocelab.switch.fib import ecmp_hash
-from rocelab.topology import Port
+from rocelab.model.topology import Port
 from rocelab.traffic.job import run_job
 from rocelab.traffic.spec import JobSpec
 
@@ -150,27 +151,13 @@ def allreduce_budget(spec: FabricSpec, record: LabState) -> list[str]:
     return []
 
 
-def _send_frames(netns: str, iface: str, frame: bytes, requests, replies) -> None:
-    """Send one frame per request; answer when it is on the wire."""
-    from pyroute2 import netns as pyroute2_netns
-
-    pyroute2_netns.setns(netns, flags=0)
-    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-    sock.bind((iface, 0))
-    while requests.get():
-        sock.send(frame)
-        replies.put(True)
-
-
 def _probe_frame(spec: FabricSpec, src, dst, size: int, dscp: int, sport: int) -> bytes:
     """A RoCEv2-looking UDP frame on `dscp` (ECT(0)) from host port `src` to host port `dst`."""
     ip_bytes = size - 14
-    header = struct.pack("!BBHHHBBH4s4s", 0x45, dscp << 2 | 2, ip_bytes, 0, 0x4000, 64, 17, 0,
-                         src.address.ip.packed, dst.address.ip.packed)
-    checksum = internet_checksum(header)
-    header = header[:10] + struct.pack("!H", checksum) + header[12:]
-    udp = struct.pack("!HHHH", sport, 4791, ip_bytes - 20, 0)
-    return mac_bytes(spec.fabric.peer(src).mac) + mac_bytes(src.mac) + b"\x08\x00" + header + udp + \
+    header = ipv4_header(tos=dscp << 2 | 2, total_bytes=ip_bytes, ttl=64, protocol=IPPROTO_UDP,
+                         src=src.address.ip.packed, dst=dst.address.ip.packed, flags_fragment=IPV4_DONT_FRAGMENT)
+    udp = struct.pack("!HHHH", sport, ROCE_UDP_PORT, ip_bytes - 20, 0)
+    return ETH.pack(mac_bytes(spec.fabric.peer(src).mac), mac_bytes(src.mac), ETH_P_IPV4) + header + udp + \
         bytes(ip_bytes - 28)
 
 
@@ -261,7 +248,7 @@ def _sport_via(record: LabState, spec: FabricSpec, probe: ThresholdProbe) -> int
     want = next(p.name for p in spec.fabric.node(leaf).ports if p.peer_node == probe.switch)
     src = int(ipaddress.IPv4Address(probe.sender.address.ip))
     return next((sport for sport in range(PROBE_SPORT, 65536)
-                 if hops[ecmp_hash(src, int(dst), 17, sport, 4791) % len(hops)] == want), None)
+                 if hops[ecmp_hash(src, int(dst), IPPROTO_UDP, sport, ROCE_UDP_PORT) % len(hops)] == want), None)
 
 
 def pfc_threshold(spec: FabricSpec, record: LabState, probe: ThresholdProbe) -> list[str]:
@@ -294,22 +281,19 @@ def pfc_threshold(spec: FabricSpec, record: LabState, probe: ThresholdProbe) -> 
     _wait_drained(record)  # what an earlier probe left queued would lower this one's trigger
     start_clean(record, "none")
     fork = multiprocessing.get_context("fork")
-    stop, requests, replies = fork.Event(), fork.Queue(), fork.Queue()
+    stop = fork.Event()
     holder = fork.Process(target=hold_pfc_pause, daemon=True,
                           args=(record.node(probe.receiver.node).netns, probe.receiver.name, probe.receiver.mac,
                                 probe.priority, stop))
     frame = _probe_frame(spec, probe.sender, probe.receiver, PROBE_FRAME_BYTES, probe.dscp, sport)
-    sender_proc = fork.Process(target=_send_frames, daemon=True,
-                               args=(record.node(probe.sender.node).netns, probe.sender.name, frame, requests, replies))
+    sender = packet_socket(probe.sender.name, record.node(probe.sender.node).netns, protocol=0)
     holder.start()
-    sender_proc.start()
     trigger = headroom = None
     sent = 0
     try:
         time.sleep(0.2)  # the receiver's pause is in force before the first frame
         while sent < max_frames:
-            requests.put(True)
-            replies.get(timeout=10)
+            sender.send(frame)
             sent += 1
             port = _wait_taken(switch, probe.port.name, sent)
             state = port["pgs"][pg]
@@ -323,10 +307,9 @@ def pfc_threshold(spec: FabricSpec, record: LabState, probe: ThresholdProbe) -> 
                 headroom = state["headroom_watermark_bytes"]
                 break
     finally:
-        requests.put(False)
+        sender.close()
         stop.set()
         holder.join(5)
-        sender_proc.join(5)
     failures = []
     if trigger is None:
         failures.append(f"{where}: no PFC after {sent * PROBE_FRAME_BYTES:,} B; expected XOFF at {expected_trigger:,} B")

@@ -39,7 +39,7 @@ from rocelab.yamlfile import at as _at
 
 ROLES = ("host", "leaf", "spine")
 SWITCH_ROLES = frozenset({"leaf", "spine"})
-# Network OS containers: a switch may be one of these on the clab engine (rocelab.nos renders
+# Network OS containers: a switch may be one of these on the clab engine (rocelab.engines.nos renders
 # its startup configuration); an engine without containers refuses them (refuse_nos_nodes).
 NOS_KINDS = ("sonic-vs", "arista_ceos")
 KINDS = ("linux", *NOS_KINDS)

@@ -1,4 +1,4 @@
-"""nicd: the emulated RoCE NIC of one host, `python -m rocelab.nicd CONFIG_JSON`.
+"""nicd: the emulated RoCE NIC of one host, `python -m rocelab.roce.agent CONFIG_JSON`.
 
 The netns engine starts it inside the host's namespace with the host's port (MAC,
 address, the ToR's MAC as next hop, rate ÷ TDF, cable delay × TDF), the lab's TDF and
@@ -26,11 +26,11 @@ from collections import deque
 from dataclasses import asdict
 from pathlib import Path
 
-from rocelab.agent import Loop, open_port
-from rocelab.control import ControlServer
-from rocelab.lab import roce_config
+from rocelab.kernel.loop import Loop, open_port
+from rocelab.kernel.control import ControlServer
+from rocelab.roce.config import roce_config
 from rocelab.roce import Nic, builtin_cc_registry, dilate
-from rocelab.roce.wire import ROCE_UDP_PORT
+from rocelab.ethernet import ROCE_UDP_PORT
 from rocelab.traffic.host import JOB_OPS, JobHost
 
 UDP_GUARD_RCVBUF_BYTES = 4096
@@ -132,7 +132,7 @@ class Nicd:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m rocelab.nicd CONFIG_JSON", file=sys.stderr)
+        print("usage: python -m rocelab.roce.agent CONFIG_JSON", file=sys.stderr)
         return 2
     Nicd(json.loads(Path(argv[0]).read_text())).run()
     return 0

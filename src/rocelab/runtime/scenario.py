@@ -1,0 +1,250 @@
+"""Running a lab's scenario (rocelab.model.scenario) on the running lab: each case's
+profile, impairments, storm, probes and job, its observations read from the counters,
+then the checks and a verdict."""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping
+
+from rocelab.engines.state import LabState
+from rocelab.kernel import control
+from rocelab.kernel.loop import REALTIME
+from rocelab.model.scenario import (Case, CheckResult, Scenario, evaluate, job_observations, port_observations,
+                                    probe_observations, switch_observations)
+from rocelab.probes import Probe
+from rocelab.probes.storm import hold_pfc_pause
+from rocelab.qos.sonic import load_config_db
+from rocelab.runtime.timeseries import Sampler
+from rocelab.train.core import TRAINING_HEADLINE, training_observations
+from rocelab.train.runner import run_training
+from rocelab.traffic.job import JobFailed, JobStalled, run_job
+from rocelab.traffic.runner import counter_snapshot
+from rocelab.traffic.spec import JobSpec
+
+
+def agent_sockets(record: LabState, what: str) -> dict[str, Path]:
+    """Control socket of every agent of one kind ("switchd", "nicd") in a running lab."""
+    return {p["node"]: control.socket_path(record.name, p["node"]) for p in record.processes if p["what"] == what}
+
+
+def agents_not_realtime(record: LabState) -> dict[str, str]:
+    """Agents that did not get real-time scheduling (rocelab.kernel.loop.claim_cpu), with what they
+    got: on a busy machine they can react late enough to overflow an emulated headroom."""
+    got = {node: control.request(sock, "ping").get("scheduling", "ordinary")
+           for what in ("switchd", "nicd") for node, sock in agent_sockets(record, what).items()}
+    return {node: how for node, how in got.items() if how != REALTIME}
+
+
+def start_clean(record: LabState, cc: str) -> None:
+    """Before a measurement: the NICs' congestion control for the QPs they connect next,
+    and every agent's counters (and watermarks) cleared."""
+    for sock in agent_sockets(record, "nicd").values():
+        control.request(sock, "set_cc", algorithm=cc)
+    for sock in [*agent_sockets(record, "switchd").values(), *agent_sockets(record, "nicd").values()]:
+        control.request(sock, "clear")
+
+
+def stormed_queues(counters: Mapping[str, dict]) -> list[str]:
+    """NODE:PORT/queue of every queue the PFC watchdog holds as stormed."""
+    return [f"{node}:{name}/{i}" for node, c in counters.items() for name, port in c["ports"].items()
+            for i, q in enumerate(port["queues"]) if (q.get("pfcwd") or {}).get("stormed")]
+
+
+def read_restored(switches: Mapping[str, Path], profile: Path | None, poll_s: float = 0.1) -> dict[str, dict]:
+    """Every switch's counters, once no PFC watchdog holds a queue as stormed: after a storm
+    ends, the watchdogs get their restoration time (restoration_wait_s), as an operator would
+    give it, and the counters are read then, restored or not."""
+    deadline = None
+    while True:
+        replies = {n: control.request(s, "counters") for n, s in switches.items()}
+        counters = {n: r["counters"] for n, r in replies.items()}
+        if not stormed_queues(counters):
+            return counters
+        if deadline is None:
+            pfc_wd_tdf = next(iter(replies.values()))["pfc_wd_tdf"]
+            deadline = time.monotonic() + restoration_wait_s(profile, pfc_wd_tdf)
+        elif time.monotonic() > deadline:
+            return counters
+        time.sleep(poll_s)
+
+
+def restoration_wait_s(profile: Path | None, pfc_wd_tdf: int) -> float:
+    """Wall time the slowest watchdog of a profile takes to restore a queue, with a margin."""
+    if profile is None:
+        return 0.0
+    times_ms = [p.pfc_wd.restoration_time_ms for p in load_config_db(profile).ports.values() if p.pfc_wd]
+    return 2 * max(times_ms, default=0) * pfc_wd_tdf / 1000 + 1.0
+
+
+@dataclass
+class CaseResult:
+    case: Case
+    observations: dict[str, float]
+    job: dict | None = None
+    error: str | None = None
+    probes: dict[str, dict] = field(default_factory=dict)
+    series: object = None
+
+
+def run_case(record: LabState, case: Case, lab_profile: Path | None, lab_cc: str, fabric, *,
+             on_progress=None, on_step=None, sample_interval_s: float = 0.05) -> CaseResult:
+    switches = agent_sockets(record, "switchd")
+    nics = agent_sockets(record, "nicd")
+    for node, sock in switches.items():
+        control.request(sock, "reload", profile=str(case.profile or lab_profile) if (case.profile or lab_profile) else None)
+        for port in fabric.node(node).ports:
+            control.request(sock, "impair", port=port.name)
+    for imp in case.impair:
+        control.request(switches[imp.node], "impair", port=imp.port, delay_s=imp.delay_s * record.tdf,
+                        jitter_s=imp.jitter_s * record.tdf, loss_pct=imp.loss_pct)
+    start_clean(record, case.cc or lab_cc)
+    spec = case.traffic
+    probes = {f"{n}:{i}": Probe(record.node(n).netns, i).start() for n, i in case.probes}
+    storm = stop = None
+    if case.storm:
+        host = fabric.node(case.storm.host).ports[0]
+        stop = multiprocessing.get_context("fork").Event()
+        storm = multiprocessing.get_context("fork").Process(
+            target=hold_pfc_pause, args=(record.node(host.node).netns, host.name, host.mac, case.storm.priority, stop),
+            daemon=True)
+        storm.start()
+    background = None
+    job_done = threading.Event()
+    if case.background is not None:
+        # Its outcome is not the case's: it only loads the fabric (it may well stall).
+        background = threading.Thread(target=_run_background, args=(record, case.background, job_done), daemon=True)
+        background.start()
+    report = error = training = None
+    stalled = False
+    sampler = Sampler(record, interval_s=sample_interval_s).start()
+    try:
+        if case.training is not None:
+            training = run_training(record, fabric, case.training, on_step=on_step)
+            error, stalled = training.error, training.stalled
+        else:
+            report, _ = run_job(record, spec, on_progress=on_progress)
+    except JobFailed as exc:
+        error, stalled = str(exc), isinstance(exc, JobStalled)
+    finally:
+        job_done.set()
+        if background is not None:
+            background.join()
+        series = sampler.stop()
+        if storm is not None:
+            stop.set()
+            storm.join(5)
+        probe_reports = {where: p.stop().to_json() for where, p in probes.items()}
+    counters = read_restored(switches, case.profile or lab_profile)
+    host_facing = {(s.name, p.name) for s in fabric.switches for p in s.ports if fabric.node(p.peer_node).role == "host"}
+    obs = switch_observations(counters, host_facing)
+    if report is not None:
+        obs |= job_observations(report)
+    else:
+        obs |= {k: float("nan") for k in ("job_time_s", "job_wall_s", "busbw_gbps", "busbw_vs_line_rate", "fct_max_s")}
+        # No report: the job's own NICs say what they went through (cleared at the case's start).
+        nic = [counter_snapshot(control.request(nics[h], "counters")["counters"])
+               for h in (spec and spec.hosts) or nics if h in nics]
+        obs |= {k: float(sum(c[k] for c in nic)) for k in
+                ("cnps_sent", "cnps_received", "retransmitted_packets", "retransmitted_bytes", "timeouts")}
+        obs |= {"host_pause_frames": float(sum(c["pfc_pause_frames"] for c in nic)),
+                "host_paused_s": sum(c["pfc_paused_s"] for c in nic) / record.tdf}
+    obs["stalled"] = float(stalled)
+    obs["retransmitted_bytes_per_drop"] = obs["retransmitted_bytes"] / obs["drops"] if obs["drops"] else 0.0
+    obs |= probe_observations(probe_reports)
+    rates_bps = {(s.name, p.name): fabric.links[p.link].rate_bps for s in fabric.switches for p in s.ports}
+    uplinks = {(s.name, p.name) for s in fabric.switches if s.role == "leaf" for p in s.ports
+               if fabric.node(p.peer_node).role == "spine"}
+    if training is not None:
+        obs |= training_observations(training, counters, fabric)
+        report = training.to_json()
+    # A training job's wall time is emulated time (links at rate/TDF): ÷ TDF for utilisation.
+    wall_s = obs["job_wall_s"] if training is None else training.train_time_s / record.tdf
+    obs |= port_observations(counters, rates_bps, uplinks, wall_s)
+    return CaseResult(case, obs, report, error, probe_reports, series)
+
+
+def _run_background(record: LabState, spec: JobSpec, done: threading.Event) -> None:
+    with contextlib.suppress(JobFailed):
+        run_job(record, spec, stop=done.is_set)
+
+
+def wait_quiet(seconds: float = 0.2) -> None:
+    """Between cases: let frames still on the (dilated) cables land before counters clear."""
+    time.sleep(seconds)
+
+
+# Shown for every lab beside the observations its checks name; --json carries them all.
+HEADLINE = ("job_time_s", "busbw_gbps", "fct_max_s", "drops", "pfc_tx_frames", "pfc_tx_frames_to_switches",
+            "ecn_marked_packets", "cnps_received", "retransmitted_packets", "max_queue_depth_bytes",
+            "host_paused_s")
+
+
+@dataclass
+class ScenarioRun:
+    lab: str
+    cases: list[CaseResult]
+    checks: list[CheckResult]
+
+    def stall_checked(self) -> set[str]:
+        """Cases where a stall is the lesson (a check names their `stalled`); elsewhere it fails the run."""
+        return {r.check.case for r in self.checks if r.check.observation == "stalled"}
+
+    @property
+    def passed(self) -> bool:
+        expected = self.stall_checked()
+        failed = [c for c in self.cases if c.error and not (c.observations.get("stalled") and c.case.name in expected)]
+        return all(c.passed for c in self.checks) and not failed
+
+    def shown(self) -> list[str]:
+        named = [o for c in self.checks for o in (c.check.observation, c.check.other_observation) if o]
+        headline = TRAINING_HEADLINE if all(c.case.training for c in self.cases) else HEADLINE
+        return list(dict.fromkeys([*headline, *named]))
+
+    def rows(self) -> list[list[str]]:
+        return [[name, *(_fmt(c.observations.get(name, float("nan")), name) for c in self.cases)]
+                for name in self.shown()]
+
+    def check_rows(self) -> list[list[str]]:
+        return [["pass" if r.passed else "FAIL", r.check.text, _fmt(r.left, r.check.observation),
+                 _fmt(r.right, r.check.other_observation or "")] for r in self.checks]
+
+    def to_json(self) -> dict:
+        return {
+            "lab": self.lab, "passed": self.passed,
+            "cases": [{"case": c.case.name, "title": c.case.title, "error": c.error, "observations": c.observations,
+                       "job": c.job, "probes": c.probes} for c in self.cases],
+            "checks": [{"check": r.check.text, "passed": r.passed, "left": r.left, "right": r.right}
+                       for r in self.checks],
+        }
+
+
+def _fmt(value: float, name: str) -> str:
+    if value != value:  # NaN: the case produced no such figure
+        return "N/A"
+    if name.endswith("_s") and value:
+        for scale, unit in ((1, "s"), (1e-3, "ms"), (1e-6, "µs")):
+            if abs(value) >= scale:
+                return f"{value / scale:.4g} {unit}"
+        return f"{value * 1e9:.4g} ns"
+    if value == int(value) or abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.4g}"
+
+
+def run(record: LabState, scenario: Scenario, lab_profile: Path | None, lab_cc: str, fabric, *,
+        on_case: Callable[[Case], object] | None = None, on_progress=None, on_step=None) -> ScenarioRun:
+    """`on_progress` hears traffic jobs' progress; `on_step(step, workers)` each step of a training job."""
+    results = []
+    for case in scenario.cases:
+        if on_case is not None:
+            on_case(case)
+        results.append(run_case(record, case, lab_profile, lab_cc, fabric, on_progress=on_progress, on_step=on_step))
+        wait_quiet()
+    observed = {r.case.name: r.observations for r in results}
+    return ScenarioRun(record.name, results, evaluate(scenario.checks, observed))
