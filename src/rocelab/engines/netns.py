@@ -28,7 +28,8 @@ from rocelab.errors import InputError, Problem
 from rocelab.kernel.netns import exists, in_netns, pids_in, popen_in, run_in, stop
 from rocelab.model.lab import Lab
 from rocelab.engines.state import InterfaceState, LabState, NodeState
-from rocelab.model.topology import NOS_KINDS, Fabric, Node, refuse_nos_nodes
+from rocelab.model.kinds import Agent, builtin_dataplanes, builtin_nic_backends
+from rocelab.model.topology import Fabric, Node, refuse_nos_nodes
 
 NUD_PERMANENT = 0x80
 
@@ -42,16 +43,6 @@ COMMON_SYSCTLS = {
     "net/ipv6/conf/default/disable_ipv6": "1",
     "net/ipv4/ip_forward": "0",
 }
-# Kernel data plane ("traditional DC" baseline): forward, hash ECMP on the 5-tuple so the
-# UDP source port of a RoCE flow picks its path as a switch ASIC's hash would.
-KERNEL_SWITCH_SYSCTLS = {
-    "net/ipv4/ip_forward": "1",
-    "net/ipv4/fib_multipath_hash_policy": "1",
-    "net/ipv4/conf/all/rp_filter": "0",
-    "net/ipv4/conf/default/rp_filter": "0",
-    "net/ipv4/icmp_ratelimit": "0",  # traceroute through the fabric answers at every hop
-}
-
 
 # Offloads off on every veth when user-space agents forward: an AF_PACKET socket must see
 # the frames the wire would carry (no 64 KB TSO super-frames, no unfinished checksums).
@@ -167,16 +158,13 @@ class NetnsEngine:
         return record
 
     def _apply(self, lab: Lab, record: LabState) -> None:
-        fabric, dataplane = lab.fabric, lab.dataplane
+        fabric, dataplane, nic = lab.fabric, builtin_dataplanes().get(lab.dataplane), builtin_nic_backends().get(lab.nic)
         ns_of = {n.name: n.netns for n in record.nodes}
         self._make_nodes(lab, record)
         # A network OS container (clab engine) configures itself from its startup configuration.
-        ours = [n for n in fabric.nodes if n.kind not in NOS_KINDS]
+        ours = [n for n in fabric.nodes if not n.network_os]
         for node in ours:
-            sysctls = dict(COMMON_SYSCTLS)
-            if node.is_switch and dataplane == "kernel":
-                sysctls |= KERNEL_SWITCH_SYSCTLS
-            write_sysctls(ns_of[node.name], sysctls)
+            write_sysctls(ns_of[node.name], COMMON_SYSCTLS | (dataplane.switch_sysctls if node.is_switch else {}))
         handles = {n.name: IPRoute(netns=ns_of[n.name]) for n in fabric.nodes}
         try:
             self._make_links(fabric, handles, ns_of)
@@ -185,20 +173,20 @@ class NetnsEngine:
         finally:
             for ipr in handles.values():
                 ipr.close()
-        agents = []
-        if dataplane == "switchd":
+        agents: list[tuple[Node, Agent]] = []
+        if dataplane.agent is not None:
             for node in ours:
                 _offloads_off(ns_of[node.name], [p.name for p in node.ports])
-            agents += [(node, "rocelab.switch.agent") for node in ours if node.is_switch]
-        if lab.nic == "emulated":
-            agents += [(node, "rocelab.roce.agent") for node in fabric.hosts]
+            agents += [(node, dataplane.agent) for node in ours if node.is_switch]
+        if nic.agent is not None and not nic.per_job:
+            agents += [(node, nic.agent) for node in fabric.hosts]
         # Start every agent first, then wait for all: their Python start-ups overlap.
-        started = [self.spawn_agent(lab, node, ns_of[node.name], module) for node, module in agents]
-        record.processes += [{"node": node.name, "pid": proc.pid, "what": module.rsplit(".", 1)[-1]}
-                             for (node, module), proc in zip(agents, started)]
+        started = [self.spawn_agent(lab, node, ns_of[node.name], agent.module) for node, agent in agents]
+        record.processes += [{"node": node.name, "pid": proc.pid, "what": agent.name}
+                             for (node, agent), proc in zip(agents, started)]
         lab_state.save(record)
-        for (node, module), proc in zip(agents, started):
-            wait_ready(lab.name, node.name, module, proc)
+        for (node, agent), proc in zip(agents, started):
+            wait_ready(lab.name, node.name, agent.module, proc)
 
     def _make_nodes(self, lab: Lab, record: LabState) -> None:
         """A network namespace per node."""

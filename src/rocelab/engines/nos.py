@@ -44,7 +44,7 @@ from rocelab.qos import QosProfile, load_config_db, render_config_db
 from rocelab.qos.eos import render_eos
 from rocelab.qos.ports import lab_to_sonic
 from rocelab.registry import Registry
-from rocelab.model.topology import NOS_KINDS, Fabric, Link, Node, Port
+from rocelab.model.topology import Fabric, Link, Node, Port
 
 ASN_BASE = 65100  # private 2-byte ASNs (64512–65534): switch k gets 65100 + k
 LOOPBACKS = ipaddress.IPv4Network("198.19.0.0/24")
@@ -109,7 +109,7 @@ def bgp_neighbors(fabric: Fabric, node: Node) -> tuple[BgpNeighbor, ...]:
     """One eBGP session per link to another NOS switch, in port order."""
     return tuple(
         BgpNeighbor(p.name, p.address.ip, fabric.peer(p).address.ip, switch_asn(fabric, p.peer_node), p.peer_node)
-        for p in node.ports if fabric.node(p.peer_node).kind in NOS_KINDS
+        for p in node.ports if fabric.node(p.peer_node).network_os
     )
 
 
@@ -258,7 +258,7 @@ def startup_configs(lab: Lab) -> tuple[StartupConfig, ...]:
     kinds = builtin_nos_kinds()
     configs = []
     for node in lab.fabric.nodes:
-        if node.kind in NOS_KINDS:
+        if node.network_os:
             kind = kinds.get(node.kind)
             configs.append(StartupConfig(node.name, kind, f"{node.name}{kind.config_suffix}", kind.render(lab, node)))
     return tuple(configs)

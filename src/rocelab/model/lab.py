@@ -13,12 +13,11 @@ from typing import Mapping
 from rocelab import paths
 from rocelab.errors import InputError, Problem, Problems
 from rocelab.roce.config import roce_config
+from rocelab.model.kinds import builtin_dataplanes, builtin_nic_backends
 from rocelab.model.scenario import Scenario, load_scenario
 from rocelab.model.topology import SAFE_NAME, SAFE_NAME_HINT, Fabric, load_topology
 from rocelab.yamlfile import load_yaml
 
-DATAPLANES = ("kernel", "switchd")
-NICS = ("emulated", "verbs", "none")
 DEFAULT_DATAPLANE = "switchd"
 DEFAULT_PROFILE = "roce-lossless"  # for a bare topology on switchd: rocelab is about lossless RoCE
 DEFAULT_TDF = 1000
@@ -96,8 +95,9 @@ def _load_lab_file(path: Path) -> Lab:
         problems.add("topology", f"{topo_ref!r} is not a topology file",
                      f"topologies: {', '.join(sorted(p.stem for p in paths.topologies_dir().glob('*.yml')))}")
     dataplane = data.get("dataplane", DEFAULT_DATAPLANE)
-    if dataplane not in DATAPLANES:
-        problems.add("dataplane", f"{dataplane!r} is not a data plane", f"expected one of: {', '.join(DATAPLANES)}")
+    if dataplane not in builtin_dataplanes().names():
+        problems.add("dataplane", f"{dataplane!r} is not a data plane",
+                     f"expected one of: {', '.join(builtin_dataplanes().names())}")
     tdf = data.get("tdf", DEFAULT_TDF)
     if not _is_tdf(tdf):
         problems.add("tdf", f"{tdf!r} is not a time-dilation factor", "a whole number ≥ 1, e.g. 1000")
@@ -114,8 +114,8 @@ def _load_lab_file(path: Path) -> Lab:
             problems.add("profile", f"{data['profile']!r} is not a QoS profile",
                          f"profiles: {', '.join(sorted(p.stem for p in paths.profiles_dir().glob('*.json')))}")
     nic = data.get("nic", "none")
-    if nic not in NICS:
-        problems.add("nic", f"{nic!r} is not a NIC backend", f"expected one of: {', '.join(NICS)}")
+    if nic not in builtin_nic_backends().names():
+        problems.add("nic", f"{nic!r} is not a NIC backend", f"expected one of: {', '.join(builtin_nic_backends().names())}")
     roce = data.get("roce") or {}
     if not isinstance(roce, dict):
         problems.add("roce", f"{roce!r} is not a mapping of NIC settings", "e.g. roce: {pmtu_bytes: 4096, cc_algorithm: dcqcn}")

@@ -33,16 +33,14 @@ from typing import Any
 import yaml
 
 from rocelab.errors import Problems
+from rocelab.model.kinds import builtin_node_kinds
 from rocelab.units import cable_delay_s, parse_delay, parse_rate
 from rocelab.yamlfile import YamlDoc, load_yaml, yaml_path
 from rocelab.yamlfile import at as _at
 
 ROLES = ("host", "leaf", "spine")
 SWITCH_ROLES = frozenset({"leaf", "spine"})
-# Network OS containers: a switch may be one of these on the clab engine (rocelab.engines.nos renders
-# its startup configuration); an engine without containers refuses them (refuse_nos_nodes).
-NOS_KINDS = ("sonic-vs", "arista_ceos")
-KINDS = ("linux", *NOS_KINDS)
+NODE_KINDS = builtin_node_kinds()
 FABRIC_POOL = ipaddress.IPv4Network("198.18.0.0/15")
 P2P_POOL = ipaddress.IPv4Network("198.18.0.0/16")
 HOST_POOL = ipaddress.IPv4Network("198.19.0.0/16")
@@ -152,6 +150,11 @@ class Node:
     @property
     def is_switch(self) -> bool:
         return self.role in SWITCH_ROLES
+
+    @property
+    def network_os(self) -> bool:
+        """A network OS container (SONiC-VS, cEOS), not a node rocelab's agents run in."""
+        return NODE_KINDS.get(self.kind).network_os
 
 
 @dataclass(frozen=True)
@@ -293,10 +296,10 @@ def validate(doc: YamlDoc) -> RawTopology:
         elif role not in ROLES:
             problems.add(at(*where, "role"), f"{role!r} is not a role", f"expected one of: {', '.join(ROLES)}")
         kind = raw.get("kind", default_kind)
-        if kind not in KINDS:
+        if kind not in NODE_KINDS.names():
             problems.add(yaml_path(*where, "kind"), f"{kind!r} is not a node kind rocelab runs",
-                         f"expected one of: {', '.join(KINDS)}")
-        elif kind in NOS_KINDS and role == "host":
+                         f"expected one of: {', '.join(NODE_KINDS.names())}")
+        elif NODE_KINDS.get(kind).network_os and role == "host":
             problems.add(yaml_path(*where, "kind"), f"{kind!r} is a switch's network OS, and {node_name} is a host",
                          "a host is kind linux: rocelab's NIC runs in it")
         nodes.append(RawNode(node_name, str(role), str(kind), raw.get("image", defaults.get("image"))))
@@ -355,7 +358,7 @@ def refuse_nos_nodes(fabric: Fabric, engine: str) -> None:
     """For an engine without containers: an InputError naming every NOS node, else nothing."""
     problems = Problems(fabric.source)
     for node in fabric.nodes:
-        if node.kind in NOS_KINDS:
+        if node.network_os:
             problems.add(f"topology.nodes.{node.name}.kind",
                          f"{node.kind!r} is a network OS container, which the {engine} engine cannot run",
                          "bring the lab up with --engine clab")

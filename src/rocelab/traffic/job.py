@@ -27,6 +27,7 @@ from typing import Callable, Iterator, Mapping
 from rocelab.engines import AgentProcess, builtin_engines
 from rocelab.engines.netns import AgentFailed, wait_ready
 from rocelab.kernel import control
+from rocelab.model.kinds import VERBS, builtin_nic_backends
 from rocelab.model.lab import load_lab
 from rocelab.roce.verbs import require_device, require_pyverbs
 from rocelab.errors import InputError, Problem
@@ -73,10 +74,10 @@ def lab_hosts(record: LabState) -> dict[str, str]:
 
 @contextlib.contextmanager
 def _agents(record: LabState, hosts: tuple[str, ...]) -> Iterator[dict[str, Path]]:
-    backend = record.nic
-    if backend == "emulated":
+    backend = builtin_nic_backends().get(record.nic)
+    if backend.agent is not None and not backend.per_job:
         yield {h: control.socket_path(record.name, h) for h in hosts}
-    elif backend == "verbs":
+    elif backend.agent == VERBS:
         with _verbs_agents(record, hosts) as sockets:
             yield sockets
     else:
@@ -95,9 +96,9 @@ def _verbs_agents(record: LabState, hosts: tuple[str, ...]) -> Iterator[dict[str
     procs: dict[str, AgentProcess] = {}
     try:
         for host in hosts:
-            procs[host] = engine.spawn_agent(lab, lab.fabric.node(host), record.node(host).netns, "rocelab.roce.verbs")
+            procs[host] = engine.spawn_agent(lab, lab.fabric.node(host), record.node(host).netns, VERBS.module)
         for host, proc in procs.items():
-            wait_ready(record.name, host, "rocelab.roce.verbs", proc)
+            wait_ready(record.name, host, VERBS.module, proc)
         yield {h: control.socket_path(record.name, h) for h in hosts}
     except AgentFailed as exc:
         raise JobFailed(str(exc)) from None
