@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import struct
 
+PRIORITIES = 8  # 802.1p priorities (and PFC's class-enable bits)
 ETH_P_ALL = 0x0003  # a packet socket's "every protocol"
 ETH_P_IPV4 = 0x0800
 ETH_P_8021Q = 0x8100
@@ -25,6 +26,41 @@ IPV4 = struct.Struct("!BBHHHBBH4s4s")  # version/IHL, ToS, length, id, flags/fra
 IPV4_DONT_FRAGMENT = 0x4000
 ECN_MASK = 0x03
 ECN_CE = 0x03
+
+
+class PauseTimers:
+    """Until when each of a port's priorities is paused, and for how long in total: the
+    receiving side of PFC, in a switch port and in a NIC alike.
+
+    A pause frame's quanta become a deadline; the deadline, not a flag, is the state, so a
+    pause that is never refreshed runs out by itself as it does on the wire."""
+
+    __slots__ = ("until_s", "started_s", "closed_s")
+
+    def __init__(self) -> None:
+        self.until_s = [0.0] * PRIORITIES
+        self.started_s = [0.0] * PRIORITIES
+        self.closed_s = [0.0] * PRIORITIES  # paused time of intervals already accounted
+
+    def pause(self, priority: int, now: float, duration_s: float) -> None:
+        """Pause `priority` from now for `duration_s` (0 = XON: resume now)."""
+        until = self.until_s[priority]
+        elapsed_end = now if now < until else until
+        if elapsed_end > self.started_s[priority]:
+            self.closed_s[priority] += elapsed_end - self.started_s[priority]
+        self.started_s[priority] = now
+        self.until_s[priority] = now + duration_s
+
+    def paused_time_s(self, priority: int, now: float) -> float:
+        until = self.until_s[priority]
+        open_end = now if now < until else until
+        open_s = open_end - self.started_s[priority]
+        return self.closed_s[priority] + (open_s if open_s > 0 else 0.0)
+
+    def clear(self, now: float) -> None:
+        for p in range(PRIORITIES):
+            self.closed_s[p] = 0.0
+            self.started_s[p] = min(now, self.until_s[p])
 
 
 def mac_bytes(mac: str | bytes) -> bytes:

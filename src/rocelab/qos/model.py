@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Mapping
 
+from rocelab.ethernet import PRIORITIES  # 802.1p priorities, and TCs, PGs and queues per port
 from rocelab.qos.ports import to_sonic
 
-PRIORITIES = 8  # 802.1p priorities, TCs, PGs and queues per port
 DSCP_VALUES = 64
 
 PoolType = Literal["ingress", "egress"]

@@ -25,7 +25,7 @@ from dataclasses import asdict, fields
 from rocelab.roce.cc import CcRegistry, builtin_cc_registry
 from rocelab.roce.config import NicConfig
 from rocelab.roce.qp import MemoryRegion, QpCounters, QpState, QueuePair, WorkCompletion
-from rocelab.ethernet import ECN_CE, mac_bytes, pause_duration_s
+from rocelab.ethernet import ECN_CE, PauseTimers, mac_bytes, pause_duration_s
 from rocelab.roce.wire import (
     PRIORITIES, PSN_MASK, QPN_MASK, MalformedFrame, NotRoce, Opcode, PauseFrame, ip_to_bytes, parse_frame,
 )
@@ -73,10 +73,8 @@ class Nic:
         self._now = 0.0
         self.tx_packets = self.tx_bytes = self.rx_packets = self.rx_bytes = 0
         self.drops: Counter[str] = Counter()
-        # PFC: paused while now < _pause_until_s[p]; _pause_start_s[p] is the open interval.
-        self._pause_until_s = [0.0] * PRIORITIES
-        self._pause_start_s: list[float | None] = [None] * PRIORITIES
-        self._paused_total_s = [0.0] * PRIORITIES
+        # PFC: priority p is paused while now < self._pause.until_s[p].
+        self._pause = PauseTimers()
         self._pause_frames = [0] * PRIORITIES
         self._xon_frames = [0] * PRIORITIES
 
@@ -230,7 +228,7 @@ class Nic:
         return frames
 
     def _next_frame(self, now: float) -> bytes | None:
-        pause_until = self._pause_until_s
+        pause_until = self._pause.until_s
         for priority in range(PRIORITIES - 1, -1, -1):
             queue = self._control[priority]
             if queue and pause_until[priority] <= now:
@@ -251,7 +249,7 @@ class Nic:
     def next_event(self, now: float) -> float | None:
         """The earliest time poll() has something to do (≤ now: at once), None if nothing."""
         port = self._port_free_s
-        pause_until = self._pause_until_s
+        pause_until = self._pause.until_s
         due = float("inf")
         for priority in range(PRIORITIES):
             if self._control[priority]:
@@ -271,34 +269,16 @@ class Nic:
         for priority, quanta in enumerate(pause.quanta):
             if quanta is None:
                 continue
-            self._close_expired_pause(priority, now)
-            start = self._pause_start_s[priority]
             if quanta == 0:  # XON
                 self._xon_frames[priority] += 1
-                if start is not None and self._pause_until_s[priority] > now:
-                    self._paused_total_s[priority] += now - start
-                    self._pause_start_s[priority] = None
-                self._pause_until_s[priority] = min(self._pause_until_s[priority], now)
-                continue
-            self._pause_frames[priority] += 1
-            if start is None:
-                self._pause_start_s[priority] = now
-            # A new pause time replaces the old one, whether longer or shorter.
-            self._pause_until_s[priority] = now + pause_duration_s(quanta, self.port_rate_bps)
-
-    def _close_expired_pause(self, priority: int, now: float) -> None:
-        start = self._pause_start_s[priority]
-        if start is not None and self._pause_until_s[priority] <= now:
-            self._paused_total_s[priority] += self._pause_until_s[priority] - start
-            self._pause_start_s[priority] = None
+            else:
+                self._pause_frames[priority] += 1
+            # A new pause time replaces the old one, whether longer or shorter; XON ends it now.
+            self._pause.pause(priority, now, pause_duration_s(quanta, self.port_rate_bps))
 
     def paused_time_s(self, priority: int, now: float) -> float:
         """Total time priority `priority` has spent paused up to `now`."""
-        total = self._paused_total_s[priority]
-        start = self._pause_start_s[priority]
-        if start is not None:
-            total += min(now, self._pause_until_s[priority]) - start
-        return total
+        return self._pause.paused_time_s(priority, now)
 
     # ---- counters ----------------------------------------------------------------------
 

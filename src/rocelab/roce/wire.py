@@ -17,11 +17,10 @@ from enum import IntEnum
 
 from rocelab.ethernet import (ECN_CE, ECN_MASK, ETH, ETH_P_8021Q, ETH_P_IPV4, ETH_P_MAC_CONTROL, IPPROTO_UDP, IPV4,
                               IPV4_DONT_FRAGMENT, MAC_CONTROL_PAUSE, MAC_CONTROL_PFC, MIN_FRAME_BYTES, ROCE_UDP_PORT,
-                              ipv4_checksum)
+                              PRIORITIES, ipv4_checksum)
 from rocelab.roce.icrc import ICRC, ICRC_BYTES, icrc, mask_variant_fields
 
 
-PRIORITIES = 8
 
 
 ECN_ECT0 = 0x02

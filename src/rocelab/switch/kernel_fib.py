@@ -18,16 +18,6 @@ RTN_UNICAST = 1
 AF_INET = 2
 
 
-def port_macs(ipr: IPRoute, names: list[str]) -> dict[str, str]:
-    """MAC of each named interface."""
-    macs = {}
-    for link in ipr.get_links():
-        name = link.get_attr("IFLA_IFNAME")
-        if name in names:
-            macs[name] = link.get_attr("IFLA_ADDRESS")
-    return macs
-
-
 def read_fib(ipr: IPRoute, ports: list[str]) -> Fib:
     ifname = {link["index"]: link.get_attr("IFLA_IFNAME") for link in ipr.get_links()}
     neighbours: dict[tuple[str, str], str] = {}  # (port, ip) → mac

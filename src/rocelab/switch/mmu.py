@@ -97,6 +97,28 @@ class _SharedUser:
             return self.shared_used_bytes + extra_bytes <= self.static_th_bytes
         return self.shared_used_bytes + extra_bytes <= self.alpha * (pool.size_bytes - pool_used)
 
+    def _take(self, nbytes: int) -> None:
+        """Account bytes already admitted: reserved first, the rest from the shared pool."""
+        room = self.reserved_bytes - self.reserved_used_bytes
+        if nbytes <= room:
+            self.reserved_used_bytes += nbytes
+            return
+        extra = nbytes - room
+        self.reserved_used_bytes += room
+        self.shared_used_bytes += extra
+        if pool := self.pool:
+            pool.shared_used_bytes += extra
+        if self.shared_used_bytes > self.shared_watermark_bytes:
+            self.shared_watermark_bytes = self.shared_used_bytes
+
+    def _give_back(self, nbytes: int) -> None:
+        """Return bytes: shared first, then reserved."""
+        from_shared = nbytes if nbytes <= self.shared_used_bytes else self.shared_used_bytes
+        self.shared_used_bytes -= from_shared
+        if pool := self.pool:
+            pool.shared_used_bytes -= from_shared
+        self.reserved_used_bytes -= nbytes - from_shared
+
 
 class PgBuffer(_SharedUser):
     """One ingress port's priority group: reserved, shared and headroom use; PFC state."""
@@ -116,17 +138,9 @@ class PgBuffer(_SharedUser):
     def admit(self, nbytes: int, lossless: bool) -> str | None:
         """Account an arriving packet; None when admitted, else the drop reason."""
         room = self.reserved_bytes - self.reserved_used_bytes
-        if nbytes <= room:
-            self.reserved_used_bytes += nbytes
-            return None
         extra = nbytes - room
-        if self._fits_shared(extra):
-            self.reserved_used_bytes += room
-            self.shared_used_bytes += extra
-            if pool := self.pool:
-                pool.shared_used_bytes += extra
-            if self.shared_used_bytes > self.shared_watermark_bytes:
-                self.shared_watermark_bytes = self.shared_used_bytes
+        if extra <= 0 or self._fits_shared(extra):
+            self._take(nbytes)
             return None
         if not lossless:
             return TAIL_DROP
@@ -153,11 +167,7 @@ class PgBuffer(_SharedUser):
             if pool is not None and pool.headroom_size_bytes:
                 pool.headroom_used_bytes -= from_headroom
             nbytes -= from_headroom
-        from_shared = nbytes if nbytes <= self.shared_used_bytes else self.shared_used_bytes
-        self.shared_used_bytes -= from_shared
-        if pool is not None:
-            pool.shared_used_bytes -= from_shared
-        self.reserved_used_bytes -= nbytes - from_shared
+        self._give_back(nbytes)
 
     def should_pause(self) -> bool:
         return not self.xoff_active and self.headroom_used_bytes > 0
@@ -190,17 +200,7 @@ class QueueBuffer(_SharedUser):
 
     def add(self, nbytes: int) -> None:
         """Account an admitted packet (shared use past T only for lossless traffic)."""
-        room = self.reserved_bytes - self.reserved_used_bytes
-        if nbytes <= room:
-            self.reserved_used_bytes += nbytes
-        else:
-            extra = nbytes - room
-            self.reserved_used_bytes += room
-            self.shared_used_bytes += extra
-            if pool := self.pool:
-                pool.shared_used_bytes += extra
-            if self.shared_used_bytes > self.shared_watermark_bytes:
-                self.shared_watermark_bytes = self.shared_used_bytes
+        self._take(nbytes)
         self.depth_bytes += nbytes
         if self.depth_bytes > self.watermark_bytes:
             self.watermark_bytes = self.depth_bytes
@@ -208,11 +208,7 @@ class QueueBuffer(_SharedUser):
     def release(self, nbytes: int) -> None:
         """Give back a packet's bytes when it leaves the queue: shared first, then reserved."""
         self.depth_bytes -= nbytes
-        from_shared = nbytes if nbytes <= self.shared_used_bytes else self.shared_used_bytes
-        self.shared_used_bytes -= from_shared
-        if pool := self.pool:
-            pool.shared_used_bytes -= from_shared
-        self.reserved_used_bytes -= nbytes - from_shared
+        self._give_back(nbytes)
 
     def reset_watermarks(self) -> None:
         self.shared_watermark_bytes = self.shared_used_bytes

@@ -1,43 +1,9 @@
-"""The receiving side of PFC: pause timers per priority, and the PFC watchdog.
-
-A pause frame's quanta become a deadline; the deadline, not a flag, is the state, so a
-pause that is never refreshed runs out by itself as it does on the wire.
-"""
+"""The PFC watchdog (the receiving side's pause timers are rocelab.ethernet.PauseTimers,
+shared with the NIC)."""
 
 from __future__ import annotations
 
-from rocelab.qos.model import PRIORITIES, PfcWatchdog
-
-
-class PauseTimers:
-    """Until when each of a port's priorities is paused, and for how long in total."""
-
-    __slots__ = ("until_s", "started_s", "closed_s")
-
-    def __init__(self) -> None:
-        self.until_s = [0.0] * PRIORITIES
-        self.started_s = [0.0] * PRIORITIES
-        self.closed_s = [0.0] * PRIORITIES  # paused time of intervals already accounted
-
-    def pause(self, priority: int, now: float, duration_s: float) -> None:
-        """Pause `priority` from now for `duration_s` (0 = XON: resume now)."""
-        until = self.until_s[priority]
-        elapsed_end = now if now < until else until
-        if elapsed_end > self.started_s[priority]:
-            self.closed_s[priority] += elapsed_end - self.started_s[priority]
-        self.started_s[priority] = now
-        self.until_s[priority] = now + duration_s
-
-    def paused_time_s(self, priority: int, now: float) -> float:
-        until = self.until_s[priority]
-        open_end = now if now < until else until
-        open_s = open_end - self.started_s[priority]
-        return self.closed_s[priority] + (open_s if open_s > 0 else 0.0)
-
-    def clear(self, now: float) -> None:
-        for p in range(PRIORITIES):
-            self.closed_s[p] = 0.0
-            self.started_s[p] = min(now, self.until_s[p])
+from rocelab.qos.model import PfcWatchdog
 
 
 STORM_DETECTED = "storm_detected"

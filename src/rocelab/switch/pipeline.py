@@ -27,12 +27,12 @@ from rocelab.switch.counters import (
 )
 from rocelab.switch.fib import Fib, RouteTable, ecmp_hash
 from rocelab.ethernet import (ECN_CE, ECN_MASK, ETH_P_8021Q, ETH_P_IPV4, ETH_P_MAC_CONTROL, IPPROTO_TCP, IPPROTO_UDP,
-                              mac_bytes, pause_duration_s)
+                              PauseTimers, mac_bytes, pause_duration_s)
 from rocelab.switch.frames import (
     ETH_HEADER_BYTES, IPV4, IPV4_FRAGMENT_MASK, IPV4_HEADER_BYTES, IPV4_L4, L4_PORTS, L4_PORTS_BYTES, MAX_FRAME_BYTES, PFC_XOFF_QUANTA, TTL_DECREMENT_DELTA, VLAN_TAG_BYTES, build_pfc, parse_pfc,
 )
 from rocelab.switch.mmu import DEFAULT_LOSSY_PROFILE, PgBuffer, Pool, QueueBuffer
-from rocelab.switch.pfc import STORM_DETECTED, STORM_RESTORED, PauseTimers, QueueWatchdog
+from rocelab.switch.pfc import STORM_DETECTED, STORM_RESTORED, QueueWatchdog
 from rocelab.switch.scheduler import PortScheduler, scheduler_registry
 from rocelab.switch.shaper import DEFAULT_BURST_BYTES, Link, TokenBucket
 from rocelab.switch.wred import DROP, MARK, Wred
