@@ -39,8 +39,7 @@ python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {
 
 case "$1" in
   lab)
-    .venv/bin/rocelab up lab-pfc
-    .venv/bin/rocelab status
+    .venv/bin/rocelab up lab-pfc  # prints the lab's status table
     echo "next: . .venv/bin/activate; invoke exec h1 -- ping -c3 198.19.4.2; invoke graph; invoke down"
     ;;
   test)

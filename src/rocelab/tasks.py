@@ -155,6 +155,33 @@ def graph(c, lab=None, out=None):
     console.print(f"picture: {target}")
 
 
+@task(positional=["lab"], help={
+    "lab": "a lab (folder under labs/) or a topology (file under topologies/, or a path)",
+    "engine": "clab: containerlab's topology file (the only export so far)",
+    "out": "the folder to write into (created if missing)",
+})
+@_front_door()
+def export(c, lab, engine="clab", out=None):
+    """Write a lab's containerlab topology and every NOS startup configuration, without deploying."""
+    from rocelab.engines.clabfile import write_clab
+    from rocelab.engines.containers import linux_kind
+
+    if engine != "clab":
+        raise InputError([Problem("--engine", "", f"{engine!r} has no export",
+                                  "--engine clab writes containerlab's .clab.yml")])
+    if not out:
+        raise InputError([Problem("--out", "", "is missing", "name a folder, e.g. --out export/")])
+    spec = load_lab(lab)
+    written: list[Path] = []
+    write_clab(spec, Path(out), kinds={"linux": linux_kind()}, written=written)
+    for path in written:
+        console.print(f"wrote {path}", highlight=False)
+    console.print("note: `containerlab deploy` of this file starts the containers and the NOS switches' "
+                  "configurations; rocelab's own switches and hosts get their addresses, routes and agents "
+                  "from `rocelab up LAB --engine clab` on the machine that deploys them "
+                  "(README, \"Beyond one machine\")", highlight=False)
+
+
 def _agents(record: lab_state.LabState, node: str | None) -> list[dict]:
     agents = [p for p in record.processes if node in (None, p["node"])]
     if node and not agents:
@@ -548,4 +575,4 @@ def images(c, force=False):
 
 
 frontdoor.install()
-ns = Collection(up, down, status, exec_, graph, show, probe, metrics, run, traffic, bw, calc, images, test)
+ns = Collection(up, down, status, exec_, graph, export, show, probe, metrics, run, traffic, bw, calc, images, test)

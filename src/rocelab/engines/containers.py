@@ -48,16 +48,24 @@ def binds(lab: Lab) -> list[str]:
     return [f"{state}:{state}", *(f"{d}:{d}:ro" for d in sorted(shared))]
 
 
+def linux_kind(lab: Lab | None = None) -> dict:
+    """What rocelab's own nodes need, set once on containerlab's `linux` kind: the netns engine's
+    sysctls (IPv6 off before any interface exists) and the capabilities the agents use (raw
+    sockets; NET_ADMIN for their large receive buffers; SYS_NICE for their priority). Not
+    `privileged`: a machine whose own bounding set lacks a capability (as this project's CI
+    lacks CAP_SYS_RESOURCE) cannot start one. Given the lab, also what deploying it on this
+    machine needs: the binds above, and no pulling (rocelab's images exist only where
+    `invoke images` built them)."""
+    linux = {"sysctls": {key.replace("/", "."): value for key, value in COMMON_SYSCTLS.items()},
+             "cap-add": list(AGENT_CAPABILITIES)}
+    if lab is not None:
+        linux = {"binds": binds(lab), **linux, "image-pull-policy": "Never"}
+    return linux
+
+
 def write_deployment(lab: Lab, workdir: Path) -> Path:
-    """The lab's .clab.yml (rocelab.engines.clabfile) plus what rocelab's own nodes need from this machine,
-    set once on containerlab's `linux` kind: the binds above, the netns engine's sysctls (IPv6
-    off before any interface exists), the capabilities the agents use (raw sockets; NET_ADMIN
-    for their large receive buffers; SYS_NICE for their priority), and no pulling: rocelab's
-    images exist only where `invoke images` built them. Not `privileged`: a machine whose own bounding set lacks
-    a capability (as this project's CI lacks CAP_SYS_RESOURCE) cannot start one."""
-    linux = {"binds": binds(lab), "sysctls": {key.replace("/", "."): value for key, value in COMMON_SYSCTLS.items()},
-             "cap-add": list(AGENT_CAPABILITIES), "image-pull-policy": "Never"}
-    return write_clab(lab, workdir, kinds={"linux": linux})
+    """The lab's .clab.yml (rocelab.engines.clabfile) as this machine deploys it."""
+    return write_clab(lab, workdir, kinds={"linux": linux_kind(lab)})
 
 
 def topology_file(record: LabState) -> Path | None:
