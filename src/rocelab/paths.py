@@ -10,6 +10,11 @@ from pathlib import Path
 STATE_DIR = Path(os.environ.get("ROCELAB_STATE_DIR", "/run/rocelab"))
 
 
+def cache_dir() -> Path:
+    """What rocelab keeps between runs on this machine: image bases, the agents' calibration."""
+    return Path(os.environ.get("ROCELAB_CACHE_DIR", "/var/cache/rocelab"))
+
+
 def project_root() -> Path:
     """The folder holding labs/ and topologies/: $ROCELAB_HOME, else the nearest parent of
     the working directory that has both, else the source checkout this package runs from."""

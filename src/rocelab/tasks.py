@@ -72,18 +72,22 @@ def _running(lab: str | None, what: str) -> lab_state.LabState:
     "lab": "a lab (folder under labs/) or a topology (file under topologies/, or a path)",
     "engine": "netns (embedded default); docker: the lab's .clab.yml as containers on Docker Engine; "
               "clab: the same through containerlab (both build rocelab's images first when missing)",
-    "tdf": "time-dilation factor: links run at rate/TDF, delays × TDF (default: the lab's, else 1000)",
+    "tdf": "time-dilation factor: links run at rate/TDF, delays × TDF; auto: the smallest this machine holds "
+           "for the lab's peak (default: the lab's, else auto)",
 })
 @_front_door()
-def up(c, lab, engine="netns", tdf=0):
+def up(c, lab, engine="netns", tdf=""):
     """Bring up a lab's fabric and show its status."""
     engines = builtin_engines()
     chosen = engines.get(engine)
     spec = load_lab(lab)
-    if tdf:
-        if tdf < 1:
-            raise InputError([Problem("--tdf", "", f"{tdf!r} is not a time-dilation factor", "a whole number ≥ 1")])
-        spec = replace(spec, tdf=tdf)
+    if tdf == "auto":
+        spec = replace(spec, tdf=None)
+    elif tdf:
+        if not tdf.isdigit() or int(tdf) < 1:
+            raise InputError([Problem("--tdf", "", f"{tdf!r} is not a time-dilation factor",
+                                      "auto, or a whole number ≥ 1, e.g. 1000")])
+        spec = replace(spec, tdf=int(tdf), tdf_how="option")
     with console.status(f"bringing up {spec.name} on the {engine} engine"):
         try:
             record = chosen.up(spec)

@@ -31,6 +31,7 @@ from typing import Callable
 from rich.table import Table
 
 import rocelab
+from rocelab import paths
 from rocelab.engines import dockercli
 from rocelab.engines.clabfile import HOST_IMAGE, SWITCH_IMAGE
 from rocelab.errors import InputError, Problem
@@ -103,10 +104,6 @@ def base_name(suite: str, arch: str, mirror: str) -> str:
 
 
 # ---------------------------------------------------------------- the machine
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("ROCELAB_CACHE_DIR", "/var/cache/rocelab"))
-
 
 def os_release() -> dict[str, str]:
     pairs = (line.split("=", 1) for line in Path("/etc/os-release").read_text().splitlines() if "=" in line)
@@ -235,7 +232,7 @@ def _build(tags: list[str], source: Path, digest: str, on_step: Callable[[str], 
     suite = os_release().get("VERSION_CODENAME", "")
     arch = debian_arch()
     mirror = apt_mirror(suite)
-    cache = cache_dir()
+    cache = paths.cache_dir()
     base = cache / base_name(suite, arch, mirror)
     require_build_tools(need_debootstrap=not base.is_file())
     replaced = {found["Id"] for found in map(dockercli.image, tags) if found}

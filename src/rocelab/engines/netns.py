@@ -25,10 +25,12 @@ from rocelab.kernel import control
 from rocelab import paths
 from rocelab.engines import state as lab_state
 from rocelab.errors import InputError, Problem
+from rocelab.engines.calibration import resolve_tdf
 from rocelab.kernel.netns import exists, in_netns, pids_in, popen_in, run_in, stop
 from rocelab.model.lab import Lab
 from rocelab.engines.state import InterfaceState, LabState, NodeState
 from rocelab.model.kinds import Agent, builtin_dataplanes, builtin_nic_backends
+from rocelab.model.tdf import TdfChoice
 from rocelab.model.topology import Fabric, Node, refuse_nos_nodes
 
 NUD_PERMANENT = 0x80
@@ -71,7 +73,7 @@ def netns_name(lab: str, node: str) -> str:
     return f"{lab}.{node}"
 
 
-def plan(lab: Lab, engine: str = "netns") -> LabState:
+def plan(lab: Lab, engine: str = "netns", tdf_choice: TdfChoice | None = None) -> LabState:
     """The state record of everything `up` will make, written before it makes any of it."""
     fabric = lab.fabric
     nodes = [
@@ -80,7 +82,8 @@ def plan(lab: Lab, engine: str = "netns") -> LabState:
         ])
         for node in fabric.nodes
     ]
-    return LabState(lab.name, engine, lab.source, lab.dataplane, lab.tdf, "creating", nodes, nic=lab.nic)
+    return LabState(lab.name, engine, lab.source, lab.dataplane, lab.tdf, "creating", nodes, nic=lab.nic,
+                    tdf_choice=tdf_choice.to_json() if tdf_choice else {})
 
 
 def write_sysctls(ns: str, values: dict[str, str]) -> None:
@@ -146,7 +149,8 @@ class NetnsEngine:
         if existing is not None:
             raise LabAlreadyUp([Problem(lab.name, "", f"is already up (engine {existing.engine}, status {existing.status})",
                                         f"run `invoke down {lab.name}` first")])
-        record = plan(lab, self.name)
+        lab, tdf_choice = resolve_tdf(lab)
+        record = plan(lab, self.name, tdf_choice)
         lab_state.save(record)
         try:
             self._apply(lab, record)

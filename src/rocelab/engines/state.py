@@ -42,7 +42,8 @@ class LabState:
     status: str  # creating | up
     nodes: list[NodeState] = field(default_factory=list)
     processes: list[dict] = field(default_factory=list)  # {"node", "pid", "what"}
-    nic: str = "none"  # the hosts' NIC backend (rocelab.model.lab.NICS), so no one re-reads lab.yml
+    nic: str = "none"  # the hosts' NIC backend (rocelab.model.kinds), so no one re-reads lab.yml
+    tdf_choice: dict = field(default_factory=dict)  # rocelab.model.tdf.TdfChoice: how the TDF was chosen, and why
 
     @property
     def namespaces(self) -> list[str]:
@@ -62,7 +63,8 @@ class LabState:
         nodes = [NodeState(n["name"], n["role"], n["netns"], [InterfaceState(**i) for i in n["interfaces"]])
                  for n in data.get("nodes", [])]
         return cls(data["name"], data["engine"], data["source"], data["dataplane"], data["tdf"],
-                   data["status"], nodes, list(data.get("processes", [])), data.get("nic", "none"))
+                   data["status"], nodes, list(data.get("processes", [])), data.get("nic", "none"),
+                   dict(data.get("tdf_choice", {})))
 
 
 def state_file(lab: str) -> Path:

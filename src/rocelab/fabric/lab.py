@@ -53,7 +53,8 @@ from rocelab.traffic.spec import JobSpec
 CNP_PRIORITY = 6
 # A production config's headroom margin is a few KB: at TDF 1000 (100G → 100 Mb/s) that is
 # under a millisecond of line rate, less than a busy 2-core machine may delay an agent. At
-# 4000 the same margin is four times as long, so a drop is the config's, not the scheduler's.
+# 4000 the same margin is four times as long, so a drop is the config's, not the scheduler's:
+# the least TDF `up` may pick for the description (more where this machine needs more).
 FABRIC_TDF = 4000
 PROBE_FRAME_BYTES = 4096
 PROBE_MAX_FRAMES = 2000
@@ -72,7 +73,8 @@ def lab_from_spec(spec: FabricSpec, name: str, workdir: Path) -> Lab:
     h = spec.hosts
     roce = {"dscp": h.roce_dscp, "cnp_dscp": h.cnp_dscp, "pmtu_bytes": h.roce_mtu_bytes,
             "dscp_to_priority": {h.roce_dscp: h.roce_priority, h.cnp_dscp: CNP_PRIORITY}, "cc_algorithm": "dcqcn"}
-    return Lab(name, spec.source, spec.fabric, "switchd", FABRIC_TDF, None, "emulated", roce, None, profiles)
+    return Lab(name, spec.source, spec.fabric, "switchd", None, None, "emulated", roce, None, profiles,
+               tdf_floor=FABRIC_TDF)
 
 
 def _switch_counters(record: LabState) -> dict[str, dict]:

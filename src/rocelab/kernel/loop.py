@@ -19,10 +19,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Protocol
 
 from rocelab.kernel.control import ControlServer
-from rocelab.kernel.netns import packet_socket
+from rocelab.kernel.netns import PACKET_IGNORE_OUTGOING, SOL_PACKET, packet_socket
 
-SOL_PACKET = 263
-PACKET_IGNORE_OUTGOING = 23  # Linux ≥ 4.20: do not hand our own transmissions back to us
 RCVBUF_BYTES = 8 << 20
 MAX_FRAME = 65536
 BATCH = 64  # frames read from one port before the others get a turn
@@ -41,9 +39,8 @@ class Core(Protocol):
 
 
 def open_port(ifname: str) -> socket.socket:
-    sock = packet_socket(ifname)
+    sock = packet_socket(ifname, rcvbuf_bytes=RCVBUF_BYTES)
     sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
-    sock.setsockopt(socket.SOL_SOCKET, 33, RCVBUF_BYTES)  # SO_RCVBUFFORCE: root may exceed rmem_max
     sock.setblocking(False)
     return sock
 

@@ -25,6 +25,13 @@ from pyroute2 import netns as pyroute2_netns
 from rocelab.ethernet import ETH_P_ALL
 
 NETNS_DIR = Path("/run/netns")  # where `ip netns` and pyroute2 keep named namespaces
+# Packet-socket options (linux/if_packet.h, asm-generic/socket.h): Python names none of them.
+SOL_PACKET = 263
+PACKET_STATISTICS = 6
+PACKET_AUXDATA = 8
+PACKET_IGNORE_OUTGOING = 23  # Linux ≥ 4.20: do not hand the socket's own transmissions back to it
+SO_RCVBUFFORCE = 33  # root may exceed net.core.rmem_max
+SO_TIMESTAMPNS = 35  # also the cmsg type (SCM_TIMESTAMPNS)
 _FORK = multiprocessing.get_context("fork")
 
 
@@ -58,11 +65,15 @@ def popen_in(ns: str, argv: list[str], **kwargs) -> subprocess.Popen:
     return subprocess.Popen(argv, preexec_fn=entering(ns), start_new_session=True, **kwargs)
 
 
-def packet_socket(iface: str, ns: str | None = None, protocol: int = ETH_P_ALL) -> socket.socket:
-    """A raw AF_PACKET socket bound to `iface` (inside `ns` when given), for every protocol by default."""
+def packet_socket(iface: str, ns: str | None = None, protocol: int = ETH_P_ALL,
+                  rcvbuf_bytes: int | None = None) -> socket.socket:
+    """A raw AF_PACKET socket bound to `iface` (inside `ns` when given), for every protocol by
+    default; `rcvbuf_bytes` sizes its receive buffer before any frame can queue."""
     with in_netns(ns) if ns else contextlib.nullcontext():
         sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(protocol))
         try:
+            if rcvbuf_bytes:
+                sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, rcvbuf_bytes)
             sock.bind((iface, protocol))
         except BaseException:
             sock.close()

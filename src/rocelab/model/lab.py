@@ -20,7 +20,6 @@ from rocelab.yamlfile import load_yaml
 
 DEFAULT_DATAPLANE = "switchd"
 DEFAULT_PROFILE = "roce-lossless"  # for a bare topology on switchd: rocelab is about lossless RoCE
-DEFAULT_TDF = 1000
 LAB_KEYS = frozenset({"name", "description", "topology", "dataplane", "tdf", "pfc_wd_tdf", "profile", "nic",
                       "roce", "scenario", "checks"})
 # `roce:` keys: NicConfig's fields (production units; nicd dilates them by the TDF), with
@@ -33,7 +32,7 @@ class Lab:
     source: str  # the lab.yml or topology file it came from
     fabric: Fabric
     dataplane: str
-    tdf: int
+    tdf: int | None  # None: `up` picks what this machine can hold (rocelab.model.tdf)
     profile: Path | None
     nic: str = "none"  # emulated: nicd on every host; verbs: pyverbs on the kernel's RDMA device
     roce: Mapping = field(default_factory=dict)  # the lab's `roce:` NIC settings, as written
@@ -42,6 +41,8 @@ class Lab:
     # The PFC watchdog's own dilation (default: tdf). At TDF 1000 a 200 ms detection time
     # lasts 200 s of wall time; a lab about storms runs the watchdog's timers on a faster clock.
     pfc_wd_tdf: int | None = None
+    tdf_how: str = "lab"  # who set tdf: "lab" (lab.yml) or "option" (up --tdf N); unused when auto
+    tdf_floor: int = 1  # the least TDF auto may pick (the plugin's headroom margin)
 
 
 def _is_tdf(value: object) -> bool:
@@ -68,7 +69,7 @@ def load_lab(ref: str) -> Lab:
         raise InputError([Problem(ref, "", "is neither a lab nor a topology",
                                   f"labs: {', '.join(labs) or 'none'}; topologies: {', '.join(topos) or 'none'}")])
     fabric = load_topology(topo)
-    return Lab(fabric.name, fabric.source, fabric, DEFAULT_DATAPLANE, DEFAULT_TDF,
+    return Lab(fabric.name, fabric.source, fabric, DEFAULT_DATAPLANE, None,
                paths.profiles_dir() / f"{DEFAULT_PROFILE}.json")
 
 
@@ -98,9 +99,12 @@ def _load_lab_file(path: Path) -> Lab:
     if dataplane not in builtin_dataplanes().names():
         problems.add("dataplane", f"{dataplane!r} is not a data plane",
                      f"expected one of: {', '.join(builtin_dataplanes().names())}")
-    tdf = data.get("tdf", DEFAULT_TDF)
-    if not _is_tdf(tdf):
-        problems.add("tdf", f"{tdf!r} is not a time-dilation factor", "a whole number ≥ 1, e.g. 1000")
+    tdf = data.get("tdf", "auto")
+    if tdf == "auto":
+        tdf = None
+    elif not _is_tdf(tdf):
+        problems.add("tdf", f"{tdf!r} is not a time-dilation factor",
+                     "auto (the smallest this machine holds for the lab), or a whole number ≥ 1, e.g. 1000")
     pfc_wd_tdf = data.get("pfc_wd_tdf")
     if pfc_wd_tdf is not None and not _is_tdf(pfc_wd_tdf):
         problems.add("pfc_wd_tdf", f"{pfc_wd_tdf!r} is not a time-dilation factor",

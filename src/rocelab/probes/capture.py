@@ -33,16 +33,12 @@ from scapy.data import DLT_EN10MB
 from scapy.error import Scapy_Exception
 from scapy.utils import PcapWriter, RawPcapReader
 
-from rocelab.kernel.netns import NETNS_DIR
+from rocelab.kernel.netns import (NETNS_DIR, PACKET_AUXDATA, PACKET_STATISTICS, SO_RCVBUFFORCE, SO_TIMESTAMPNS,
+                                  SOL_PACKET)
 from rocelab.errors import InputError, Problem
 from rocelab.ethernet import ETH_P_8021Q, ETH_P_ALL, mac_bytes
 from rocelab.probes.tally import ProbeReport, Tally, mac_text
 
-SOL_PACKET = 263
-PACKET_AUXDATA = 8
-PACKET_STATISTICS = 6
-SO_TIMESTAMPNS = 35  # also the cmsg type (SCM_TIMESTAMPNS)
-SO_RCVBUFFORCE = 33
 TP_STATUS_VLAN_VALID = 1 << 4
 TP_STATUS_VLAN_TPID_VALID = 1 << 6
 MAC_ADDRESSES_BYTES = 12

@@ -20,6 +20,7 @@ def status_json(record: LabState, engines) -> dict:
         "source": record.source,
         "dataplane": record.dataplane,
         "tdf": record.tdf,
+        "tdf_choice": record.tdf_choice,
         "nodes": [
             {"name": n.name, "role": n.role, "netns": n.netns, "running": alive[n.name],
              "interfaces": [{"name": i.name, "address": i.address, "peer": i.peer, "mac": i.mac}
@@ -33,6 +34,9 @@ def status_table(record: LabState, engines) -> Table:
     doc = status_json(record, engines)
     table = Table(title=f"{doc['name']} — {doc['status']} · engine {doc['engine']} · data plane "
                         f"{doc['dataplane']} · TDF {doc['tdf']} · {doc['source']}", title_justify="left")
+    if record.tdf_choice:
+        table.caption = f"TDF {record.tdf} ({record.tdf_choice['how']}): {record.tdf_choice['why']}"
+        table.caption_justify = "left"
     for column in ("node", "role", "netns", "interface", "address", "peer"):
         table.add_column(column)
     for node in doc["nodes"]:
