@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 os.environ.setdefault("ROCELAB_STATE_DIR", tempfile.mkdtemp(prefix="rocelab-bench-"))
 
+from rocelab.runtime import calibration  # noqa: E402
 from rocelab.engines import builtin_engines  # noqa: E402
 from rocelab.model.lab import load_lab  # noqa: E402
 from rocelab.traffic.job import bw_spec, bw_summary, run_job  # noqa: E402
@@ -44,7 +45,7 @@ def bw_on(dataplane: str, tdf: int, roce: dict, message_bytes: int, messages: in
     engine = builtin_engines().get("netns")
     spec = replace(load_lab("leaf-spine-2x2"), name=f"bnicd{os.getpid() % 10000}", nic="emulated",
                    dataplane=dataplane, tdf=tdf, roce=roce, **({"profile": None} if dataplane == "kernel" else {}))
-    record = engine.up(spec)
+    record = calibration.up(engine, spec)
     try:
         spec = bw_spec("h1", "h2", message_bytes=message_bytes, qps=1, messages=messages)
         report, results = run_job(record, spec, record_messages=True)

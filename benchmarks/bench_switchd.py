@@ -30,6 +30,7 @@ from scapy.layers.inet import IP, UDP  # noqa: E402
 from scapy.layers.l2 import Ether  # noqa: E402
 from scapy.packet import Raw  # noqa: E402
 
+from rocelab.runtime import calibration  # noqa: E402
 from rocelab.kernel.netns import CallIn  # noqa: E402
 from nsutil import blast, capture  # noqa: E402
 from rocelab.kernel import control  # noqa: E402
@@ -63,7 +64,7 @@ def rss_mb(pid: int) -> float:
 def shaping(seconds: float) -> None:
     engine = builtin_engines().get("netns")
     spec = replace(load_lab("incast-1x5"), name=f"bsw{os.getpid()}", tdf=1000)
-    record = engine.up(spec)
+    record = calibration.up(engine, spec)
     try:
         rate_bps = 100e9 / spec.tdf
         pairs = [("h1", "h2"), ("h2", "h3"), ("h3", "h4"), ("h4", "h5")]
@@ -88,7 +89,7 @@ def shaping(seconds: float) -> None:
 def ceiling(seconds: float, with_probe: bool = False) -> None:
     engine = builtin_engines().get("netns")
     spec = replace(load_lab("incast-1x5"), name=f"bsc{os.getpid()}", tdf=1)
-    record = engine.up(spec)
+    record = calibration.up(engine, spec)
     probes = []
     try:
         pid = next(p["pid"] for p in record.processes if p["what"] == "switchd")

@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 os.environ.setdefault("ROCELAB_STATE_DIR", tempfile.mkdtemp(prefix="rocelab-bench-"))
 
+from rocelab.runtime import calibration  # noqa: E402
 from rocelab.engines import builtin_engines  # noqa: E402
 from rocelab.model.lab import load_lab  # noqa: E402
 from rocelab.model.scenario import only_cases  # noqa: E402
@@ -43,7 +44,7 @@ def main() -> None:
     spec = replace(lab, name=f"btrain{os.getpid() % 10000}")
     scenario = only_cases(lab.scenario, args.cases.split(","), lab.source)
     engine = builtin_engines().get("netns")
-    record = engine.up(spec)
+    record = calibration.up(engine, spec)
     print(f"{'run':>3s} {'case':8s} {'training':>9s} {'steps':>5s} {'accuracy':>8s} {'mean step':>9s} "
           f"{'max step':>9s} {'start+exit':>10s} {'sent/ring':>9s} {'drops':>6s} {'vs clean':>8s}  outcome")
     try:

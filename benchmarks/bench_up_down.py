@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 os.environ.setdefault("ROCELAB_STATE_DIR", tempfile.mkdtemp(prefix="rocelab-bench-"))
 
+from rocelab.runtime import calibration  # noqa: E402
 from rocelab.engines import builtin_engines  # noqa: E402
 from rocelab.model.lab import load_lab  # noqa: E402
 
@@ -68,7 +69,7 @@ def main() -> None:
 
                 def bring_up():
                     nonlocal record
-                    record = engine.up(spec)
+                    record = calibration.up(engine, spec)
 
                 samples.setdefault(("engine", "up"), []).append(timed(bring_up))
                 samples.setdefault(("engine", "down"), []).append(timed(lambda: engine.down(record)))

@@ -50,6 +50,7 @@ def bring_up():
     """bring_up(lab_or_topology, **overrides) → (Lab, LabState); torn down after the test."""
     from rocelab.engines import builtin_engines
     from rocelab.model.lab import load_lab
+    from rocelab.runtime import calibration
 
     engine = builtin_engines().get("netns")
     made = []
@@ -57,7 +58,7 @@ def bring_up():
     def _up(ref: str, **overrides):
         spec = load_lab(ref)
         spec = replace(spec, name=unique_lab_name(spec.name), **overrides)
-        record = engine.up(spec)
+        record = calibration.up(engine, spec)
         made.append(record)
         return spec, record
 

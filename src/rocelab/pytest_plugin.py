@@ -129,12 +129,13 @@ def _running_lab(config: pytest.Config):
 
         from rocelab.engines import builtin_engines
         from rocelab.fabric.lab import lab_from_spec
+        from rocelab.runtime import calibration
 
         spec = config.stash[FABRIC_SPEC]
         engine = builtin_engines().get("netns")
         workdir = Path(tempfile.mkdtemp(prefix="rocelab-fabric-"))
         lab = lab_from_spec(spec, f"fab{os.getpid() % 100000}", workdir)
-        record = engine.up(lab)
+        record = calibration.up(engine, lab)
         config.stash[_LAB] = record
     return record
 

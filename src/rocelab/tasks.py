@@ -30,6 +30,7 @@ from rocelab import frontdoor
 from rocelab.engines import builtin_engines
 from rocelab.errors import EXIT_USAGE, InputError, Problem
 from rocelab.model.lab import load_lab
+from rocelab.runtime import calibration
 from rocelab.registry import UnknownName
 
 # Wide enough for SONiC's 14-column interface view when output goes to a file or pipe.
@@ -90,7 +91,7 @@ def up(c, lab, engine="netns", tdf=""):
         spec = replace(spec, tdf=int(tdf), tdf_how="option")
     with console.status(f"bringing up {spec.name} on the {engine} engine"):
         try:
-            record = chosen.up(spec)
+            record = calibration.up(chosen, spec)
         except RuntimeError as exc:  # an agent, Docker or containerlab failed; the engine removed what it made
             err_console.print(f"[red]up failed:[/red] {exc}", highlight=False, soft_wrap=True)
             raise Exit(code=1) from None

@@ -23,6 +23,7 @@ from scapy.utils import rdpcap
 
 import rocelab.probes.layers  # noqa: F401  binds RETH after BTH for the pcap check
 from conftest import unique_lab_name
+from rocelab.runtime import calibration
 from rocelab.kernel import control
 from rocelab.engines import dockercli
 from rocelab.engines import images
@@ -78,7 +79,7 @@ NOTHING = {"containers": [], "namespaces": [], "state": []}
 def line(docker_engine):
     spec = replace(load_lab(str(LINE)), name=unique_lab_name("line"), nic="emulated", profile=PROFILE,
                    roce={"cc_algorithm": "none"})  # PFC alone: no DCQCN to slow the sender first
-    record = docker_engine.up(spec)
+    record = calibration.up(docker_engine, spec)
     yield spec, record
     docker_engine.down(record)
     assert traces(spec.name) == NOTHING
@@ -144,7 +145,7 @@ def test_status_show_and_exec_work_on_the_docker_engine(line):
 def test_down_leaves_no_container_namespace_or_veth(docker_engine):
     veths = host_veths()
     spec = replace(load_lab(str(LINE)), name=unique_lab_name("down"), dataplane="kernel")
-    record = docker_engine.up(spec)
+    record = calibration.up(docker_engine, spec)
     made = traces(spec.name)
     assert len(made["containers"]) == len(made["namespaces"]) == 4
     docker_engine.down(record)
@@ -158,7 +159,7 @@ def test_a_failed_up_leaves_nothing_behind(docker_engine, tmp_path):
     topology.write_text(text)
     spec = replace(load_lab(str(topology)), name=unique_lab_name("failed"), dataplane="kernel")
     with pytest.raises(dockercli.DockerFailed, match="rocelab/absent:0"):
-        docker_engine.up(spec)
+        calibration.up(docker_engine, spec)
     assert traces(spec.name) == NOTHING
 
 

@@ -20,6 +20,7 @@ import pytest
 from conftest import unique_lab_name
 from pyroute2 import IPRoute
 
+from rocelab.runtime import calibration
 from rocelab.kernel import control
 from rocelab.engines import builtin_engines
 from rocelab.kernel.netns import pids_in
@@ -45,7 +46,7 @@ KILL_MARGIN_S = 6.0  # after the stall timeout: the watch's own wake-up, SIGKILL
 def lab():
     spec = replace(load_lab("lab-training"), name=unique_lab_name("training"))
     engine = builtin_engines().get("netns")
-    record = engine.up(spec)
+    record = calibration.up(engine, spec)
     try:
         yield spec, record
     finally:

@@ -12,6 +12,7 @@ from rocelab.engines.clab import ClabEngine
 from rocelab.engines.docker import DockerEngine
 from rocelab.engines.netns import NetnsEngine
 from rocelab.model.lab import Lab
+from rocelab.model.tdf import TdfChoice
 from rocelab.model.topology import Node
 from rocelab.registry import Registry
 from rocelab.engines.state import LabState
@@ -32,7 +33,7 @@ class AgentProcess(Protocol):
 class Engine(Protocol):
     name: str
 
-    def up(self, lab: Lab) -> LabState: ...
+    def up(self, lab: Lab, tdf_choice: TdfChoice | None = None) -> LabState: ...
 
     def down(self, state: LabState) -> None: ...
 

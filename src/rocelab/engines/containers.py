@@ -31,6 +31,7 @@ from rocelab.engines.netns import (COMMON_SYSCTLS, NetnsEngine, require_root,
                                    write_agent_config)
 from rocelab.kernel.netns import exists, pids_in, zombie
 from rocelab.model.lab import Lab
+from rocelab.model.tdf import TdfChoice
 from rocelab.engines.state import LabState
 from rocelab.model.topology import Node
 
@@ -117,12 +118,12 @@ class ContainerEngine(NetnsEngine):
     def _destroy(self, record: LabState) -> None:
         raise NotImplementedError
 
-    def up(self, lab: Lab) -> LabState:
+    def up(self, lab: Lab, tdf_choice: TdfChoice | None = None) -> LabState:
         # Every prerequisite before the lab is recorded: a missing tool leaves nothing behind.
         self._require(lab)
         require_root("invoke up")
         images.ensure_images()
-        return super().up(lab)
+        return super().up(lab, tdf_choice)
 
     def _make_nodes(self, lab: Lab, record: LabState) -> None:
         self._deploy(lab, write_deployment(lab, paths.STATE_DIR / lab.name))

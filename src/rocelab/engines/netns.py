@@ -25,7 +25,6 @@ from rocelab.kernel import control
 from rocelab import paths
 from rocelab.engines import state as lab_state
 from rocelab.errors import InputError, Problem
-from rocelab.engines.calibration import resolve_tdf
 from rocelab.kernel.netns import exists, in_netns, pids_in, popen_in, run_in, stop
 from rocelab.model.lab import Lab
 from rocelab.engines.state import InterfaceState, LabState, NodeState
@@ -141,7 +140,11 @@ class NetnsEngine:
     name = "netns"
     runs_nos = False  # SONiC-VS and cEOS are container images: only the clab engine runs them
 
-    def up(self, lab: Lab) -> LabState:
+    def up(self, lab: Lab, tdf_choice: TdfChoice | None = None) -> LabState:
+        """Build the lab. Its TDF is chosen before (rocelab.runtime.calibration.up picks one
+        where the lab leaves it to this machine); `tdf_choice` says how, for the record."""
+        if lab.tdf is None:
+            raise ValueError(f"{lab.name}: choose a TDF before up (rocelab.runtime.calibration.up does)")
         if not self.runs_nos:
             refuse_nos_nodes(lab.fabric, self.name)
         require_root("invoke up")
@@ -149,7 +152,6 @@ class NetnsEngine:
         if existing is not None:
             raise LabAlreadyUp([Problem(lab.name, "", f"is already up (engine {existing.engine}, status {existing.status})",
                                         f"run `invoke down {lab.name}` first")])
-        lab, tdf_choice = resolve_tdf(lab)
         record = plan(lab, self.name, tdf_choice)
         lab_state.save(record)
         try:
