@@ -31,6 +31,7 @@ from rocelab.engines import builtin_engines
 from rocelab.errors import EXIT_USAGE, InputError, Problem
 from rocelab.model.lab import load_lab
 from rocelab.runtime import calibration
+from rocelab.runtime.fidelity import AgentTiming
 from rocelab.registry import UnknownName
 
 # Wide enough for SONiC's 14-column interface view when output goes to a file or pipe.
@@ -53,6 +54,11 @@ def _front_door():
         return body
 
     return wrap
+
+
+def _fidelity_line(fidelity: dict) -> None:
+    """Every result says whether the emulation kept up (rocelab.runtime.fidelity)."""
+    console.print(fidelity["line"], highlight=False, style=None if fidelity["kept_up"] else "yellow")
 
 
 def _running(lab: str | None, what: str) -> lab_state.LabState:
@@ -227,8 +233,10 @@ def show(c, what, node=None, lab=None, view=None, interval=1.0, json=False):
     now = sample()
     if json:
         print(jsonlib.dumps({"lab": record.name, "tdf": record.tdf,
+                             "fidelity_bound_s": record.fidelity_bound_s,
                              "nodes": {name: {"agent": next(a["what"] for a in agents if a["node"] == name),
-                                              "counters": reply["counters"]} for name, reply in now.items()}},
+                                              "counters": reply["counters"], "loop": reply["loop"]}
+                                       for name, reply in now.items()}},
                             indent=1))
         return
     for a in agents:
@@ -237,8 +245,11 @@ def show(c, what, node=None, lab=None, view=None, interval=1.0, json=False):
             console.print(views.switch_views(a["node"], reply["counters"],
                                              before[a["node"]]["counters"] if before else None, interval,
                                              rates[a["node"]], record.tdf, chosen))
-        else:
+        elif chosen != ("fidelity",):
             console.print(views.nic_view(a["node"], reply["counters"], record.tdf))
+    if "fidelity" in chosen:
+        timings = [AgentTiming.of(a["node"], a["what"], now[a["node"]]["loop"]) for a in agents]
+        console.print(views.fidelity(timings, record.fidelity_bound_s, record.tdf))
 
 
 @task(positional=["where"], help={
@@ -425,6 +436,7 @@ def traffic(c, pattern, lab=None, hosts=None, size=None, iters=0, qps=0, json=Fa
         print(jsonlib.dumps({**report, "report": str(written) if written else None}, indent=1))
     else:
         console.print(traffic_report.render_report(report))
+        _fidelity_line(report["fidelity"])
         if written:
             console.print(f"run report: {written}")
 
@@ -469,7 +481,7 @@ def run(c, lab, json=False, report=True, case=None):
                               on_progress=on_progress,
                               on_step=lambda step, workers: err_console.print(train.step_text(step, workers),
                                                                               highlight=False))
-    verdict = "passed" if result.passed else "failed"
+    verdict = result.verdict
     trained = [(c.case.title, c.observations) for c in result.cases if c.case.training is not None]
     slowdown = ("Training: total time and slowdown against the first case (wall-clock on this machine)",
                 list(train.SLOWDOWN_COLUMNS), train.slowdown_rows(trained))
@@ -509,16 +521,19 @@ def run(c, lab, json=False, report=True, case=None):
         for column in ("result", "check", "left", "right"):
             checks.add_column(column)
         for row in result.check_rows():
-            checks.add_row(*row, style=None if row[0] == "pass" else "bold red")
+            checks.add_row(*row, style={"pass": None, "inconclusive": "bold yellow"}.get(row[0], "bold red"))
         console.print(checks)
         for case in result.cases:
+            if case.fidelity is not None:
+                console.print(f"case {case.case.name}: {case.fidelity.line()}", highlight=False,
+                              style=None if case.fidelity.kept_up else "yellow")
             if case.error and case.observations.get("stalled") and case.case.name in result.stall_checked():
                 console.print(f"case {case.case.name} stalled, as its checks expect: {case.error}")
             elif case.error:
                 console.print(f"[red]case {case.case.name} did not finish:[/red] {case.error}")
         if report_path:
             console.print(f"run report: {report_path}/<case>/report.html")
-        console.print(f"verdict: [{'green' if result.passed else 'red'}]{verdict}[/]")
+        console.print(f"verdict: [{ {'passed': 'green', 'inconclusive': 'yellow'}.get(verdict, 'red') }]{verdict}[/]")
     if not result.passed:
         raise Exit(code=1)
 
@@ -563,6 +578,7 @@ def bw(c, src, dst, lab=None, size="65536", qps=1, duration=5.0, json=False):
         print(jsonlib.dumps(summary, indent=1))
     else:
         console.print(traffic_report.render_bw(summary))
+        _fidelity_line(summary["fidelity"])
 
 
 @task(help={"force": "rebuild even when the images already hold this checkout's rocelab"})

@@ -4,24 +4,29 @@ cores (DCQCN with CNPs), both driven in-process."""
 from __future__ import annotations
 
 import urllib.request
+from dataclasses import asdict
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from rocelab.kernel.loop import LoopStats
 from rocelab.reporting import metrics
 from rocelab.runtime.readings import AgentReading, LabReading
 from test_switch_support import LOSSLESS_TC
 from test_timeseries import SENDERS, nic_congestion, switch_incast
 
 TDF = 1000
+LATENESS = (3e-6, 4e-5, 4e-5, 7e-4, 0.3, 2.0)  # the last later than the histogram's last bound
 
 
 @pytest.fixture(scope="module")
 def reading() -> LabReading:
     _, switch = switch_incast(until_s=0.25)  # mid-incast: a queue stands and PGs assert XOFF
     _, nics = nic_congestion()
-    loop = {"rx_frames": 10, "tx_frames": 9, "tx_errors": {"ENOBUFS": 1}, "scheduling": "SCHED_RR 1"}
-    leaf = AgentReading("leaf1", "switchd", {**switch[-1][0].reply, "loop": loop})
+    loop = LoopStats(rx_frames=10, tx_frames=9, tx_errors={"ENOBUFS": 1}, scheduling="SCHED_RR 1", rx_dropped=2)
+    for late_s in LATENESS:
+        loop.lateness.record(late_s)
+    leaf = AgentReading("leaf1", "switchd", {**switch[-1][0].reply, "loop": asdict(loop)})
     return LabReading("unit", TDF, (leaf, *nics[-1]))
 
 
@@ -59,6 +64,14 @@ def test_switch_counters_parse_into_prometheus_families_with_their_labels(readin
     assert value(families, "rocelab_tdf", lab="unit") == TDF
     assert value(families, "rocelab_agent_up", **at, agent="switchd") == 1
     assert value(families, "rocelab_agent_tx_errors_total", **at, agent="switchd", errno="ENOBUFS") == 1
+    assert value(families, "rocelab_agent_rx_dropped_total", **at, agent="switchd") == 2
+    # The lateness histogram is Prometheus's own: cumulative buckets, +Inf holding every event.
+    assert value(families, "rocelab_agent_lateness_seconds_bucket", **at, agent="switchd", le="1e-05") == 1
+    assert value(families, "rocelab_agent_lateness_seconds_bucket", **at, agent="switchd", le="5e-05") == 3
+    assert value(families, "rocelab_agent_lateness_seconds_bucket", **at, agent="switchd", le="1.0") == 5
+    assert value(families, "rocelab_agent_lateness_seconds_bucket", **at, agent="switchd", le="+Inf") == 6
+    assert value(families, "rocelab_agent_lateness_seconds_count", **at, agent="switchd") == 6
+    assert value(families, "rocelab_agent_lateness_seconds_sum", **at, agent="switchd") == pytest.approx(sum(LATENESS))
     assert value(families, "rocelab_agent_scheduling", **at, agent="switchd", scheduling="SCHED_RR 1") == 1
     assert b"# TYPE rocelab_port_rx_packets_total counter" in text
     assert b"# TYPE rocelab_queue_depth_bytes gauge" in text

@@ -29,7 +29,8 @@ from rocelab.kernel.netns import exists, in_netns, pids_in, popen_in, run_in, st
 from rocelab.model.lab import Lab
 from rocelab.engines.state import InterfaceState, LabState, NodeState
 from rocelab.model.kinds import Agent, builtin_dataplanes, builtin_nic_backends
-from rocelab.model.tdf import TdfChoice
+from rocelab.model.tdf import TdfChoice, frame_bytes
+from rocelab.roce.config import roce_config
 from rocelab.model.topology import Fabric, Node, refuse_nos_nodes
 
 NUD_PERMANENT = 0x80
@@ -81,8 +82,10 @@ def plan(lab: Lab, engine: str = "netns", tdf_choice: TdfChoice | None = None) -
         ])
         for node in fabric.nodes
     ]
+    fastest_bps = max(link.rate_bps for link in fabric.links) / lab.tdf
+    bound_s = frame_bytes(roce_config(lab.roce).pmtu_bytes) * 8 / fastest_bps
     return LabState(lab.name, engine, lab.source, lab.dataplane, lab.tdf, "creating", nodes, nic=lab.nic,
-                    tdf_choice=tdf_choice.to_json() if tdf_choice else {})
+                    tdf_choice=tdf_choice.to_json() if tdf_choice else {}, fidelity_bound_s=bound_s)
 
 
 def write_sysctls(ns: str, values: dict[str, str]) -> None:

@@ -44,6 +44,9 @@ class LabState:
     processes: list[dict] = field(default_factory=list)  # {"node", "pid", "what"}
     nic: str = "none"  # the hosts' NIC backend (rocelab.model.kinds), so no one re-reads lab.yml
     tdf_choice: dict = field(default_factory=dict)  # rocelab.model.tdf.TdfChoice: how the TDF was chosen, and why
+    # One MTU frame's time on the fastest emulated link: how late an agent may run an event
+    # before the emulation stops being faithful (rocelab.runtime.fidelity).
+    fidelity_bound_s: float = 0.0
 
     @property
     def namespaces(self) -> list[str]:
@@ -64,7 +67,7 @@ class LabState:
                  for n in data.get("nodes", [])]
         return cls(data["name"], data["engine"], data["source"], data["dataplane"], data["tdf"],
                    data["status"], nodes, list(data.get("processes", [])), data.get("nic", "none"),
-                   dict(data.get("tdf_choice", {})))
+                   dict(data.get("tdf_choice", {})), float(data.get("fidelity_bound_s", 0.0)))
 
 
 def state_file(lab: str) -> Path:

@@ -5,21 +5,29 @@ The core is anything with `receive(port, frame, now)`, `poll(now) → [(port, fr
 `next_event(now) → time | None`; the loop sleeps exactly until the core's next event or
 until a frame, a control request or a netlink event arrives. No threads: a control
 request never races the data plane.
+
+The loop also measures how well it keeps the emulated schedule: every time it runs the core
+for an event that was due (a frame's departure from its shaper, a pause expiring, a DCQCN or
+retransmission timer), how late it ran it (`Lateness`), and how many frames the kernel
+dropped because the loop did not read them in time (PACKET_STATISTICS). Time dilation is
+faithful only while both stay small: rocelab.runtime.fidelity judges them.
 """
 
 from __future__ import annotations
 
+import bisect
 import errno
 import os
 import select
 import signal
 import socket
+import struct
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Protocol
 
 from rocelab.kernel.control import ControlServer
-from rocelab.kernel.netns import PACKET_IGNORE_OUTGOING, SOL_PACKET, packet_socket
+from rocelab.kernel.netns import PACKET_IGNORE_OUTGOING, PACKET_STATISTICS, SOL_PACKET, packet_socket
 
 RCVBUF_BYTES = 8 << 20
 MAX_FRAME = 65536
@@ -66,12 +74,36 @@ def claim_cpu() -> str:
         return "ordinary"
 
 
+# Upper bounds of the lateness histogram's buckets, in seconds of the emulated clock: fixed,
+# so two readings subtract, and fine where a frame's time on a dilated link lies (0.1–10 ms).
+LATENESS_BOUNDS_S = (1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 1e-1, 2e-1, 5e-1, 1.0)
+TPACKET_STATS = struct.Struct("=II")  # tp_packets, tp_drops
+
+
+@dataclass
+class Lateness:
+    """How late due events ran: a histogram over LATENESS_BOUNDS_S (the last count is for
+    anything later), with the total and the worst. Counts only grow: readers subtract."""
+
+    counts: list[int] = field(default_factory=lambda: [0] * (len(LATENESS_BOUNDS_S) + 1))
+    total_s: float = 0.0
+    max_s: float = 0.0
+
+    def record(self, late_s: float) -> None:
+        self.counts[bisect.bisect_left(LATENESS_BOUNDS_S, late_s)] += 1
+        self.total_s += late_s
+        if late_s > self.max_s:
+            self.max_s = late_s
+
+
 @dataclass
 class LoopStats:
     rx_frames: int = 0
     tx_frames: int = 0
     tx_errors: dict[str, int] = field(default_factory=dict)  # errno name → count
     scheduling: str = "ordinary"  # what claim_cpu() got
+    lateness: Lateness = field(default_factory=Lateness)
+    rx_dropped: int = 0  # frames the kernel dropped from a full receive queue (PACKET_STATISTICS)
 
 
 @dataclass
@@ -86,6 +118,13 @@ class Loop:
 
     def stop(self, *_: object) -> None:
         self.stopping = True
+
+    def read_drops(self) -> LoopStats:
+        """The stats, with the kernel's receive-queue drops added up (reading them resets them)."""
+        for sock in self.ports.values():
+            self.stats.rx_dropped += TPACKET_STATS.unpack(sock.getsockopt(SOL_PACKET, PACKET_STATISTICS,
+                                                                          TPACKET_STATS.size))[1]
+        return self.stats
 
     def run(self) -> None:
         self.stats.scheduling = claim_cpu()
@@ -123,10 +162,13 @@ class Loop:
                     self.watchers[fd]()
                 elif item in control.clients:
                     control.serve(item)
-            self._transmit()
+            self._transmit(due)
 
-    def _transmit(self) -> None:
-        for name, frame in self.core.poll(self.clock()):
+    def _transmit(self, due: float | None) -> None:
+        now = self.clock()
+        if due is not None and due <= now:
+            self.stats.lateness.record(now - due)
+        for name, frame in self.core.poll(now):
             try:
                 self.ports[name].send(frame)
                 self.stats.tx_frames += 1

@@ -19,15 +19,17 @@ switch's counters).
 
 from __future__ import annotations
 
+import itertools
 import threading
 from typing import Callable, Iterable
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, generate_latest, start_http_server
 from prometheus_client.metrics_core import (
-    CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric,
+    CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, InfoMetricFamily, Metric,
 )
 
+from rocelab.kernel.loop import LATENESS_BOUNDS_S
 from rocelab.runtime.readings import LabReading
 
 LOCALHOST = "127.0.0.1"  # the endpoint is for this machine's Prometheus, never the network
@@ -89,6 +91,16 @@ class _Families:
             make = CounterMetricFamily if kind == COUNTER else GaugeMetricFamily
             family = self._by_name[name] = make(name, doc, labels=list(labels))
         family.add_metric(list(labels.values()), float(value))
+
+    def histogram(self, name: str, doc: str, labels: dict[str, str], bounds: Iterable[float],
+                  counts: Iterable[int], total: float) -> None:
+        """A histogram from per-bucket counts (the last for +Inf), made cumulative as Prometheus counts."""
+        family = self._by_name.get(name)
+        if family is None:
+            family = self._by_name[name] = HistogramMetricFamily(name, doc, labels=list(labels))
+        cumulative = list(itertools.accumulate(counts))
+        buckets = [(repr(b), c) for b, c in zip(bounds, cumulative)] + [("+Inf", cumulative[-1])]
+        family.add_metric(list(labels.values()), buckets, total)
 
     def info(self, name: str, doc: str, labels: dict[str, str], value: dict[str, str]) -> None:
         family = self._by_name.get(name)
@@ -185,6 +197,12 @@ def _loop(out: _Families, base: dict[str, str], loop: dict) -> None:
     for errno_name, n in loop["tx_errors"].items():
         out.add(COUNTER, "rocelab_agent_tx_errors", "Frames the agent could not write, by errno.",
                 {**base, "errno": errno_name}, n)
+    out.add(COUNTER, "rocelab_agent_rx_dropped", "Frames the kernel dropped from a full receive queue before the "
+            "agent read them (PACKET_STATISTICS).", base, loop["rx_dropped"])
+    lateness = loop["lateness"]
+    out.histogram("rocelab_agent_lateness_seconds", "How late the agent ran events that were due (frame departures, "
+                  "pause expiry, DCQCN and retransmission timers), emulated seconds: divide by rocelab_tdf for "
+                  "production-equivalent time.", base, LATENESS_BOUNDS_S, lateness["counts"], lateness["total_s"])
 
 
 def families(readings: Iterable[LabReading]) -> list[Metric]:

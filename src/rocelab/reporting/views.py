@@ -20,13 +20,15 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from rocelab.kernel.loop import LATENESS_BOUNDS_S
 from rocelab.qos.model import PRIORITIES
+from rocelab.runtime.fidelity import AgentTiming
 from rocelab.switch.counters import (
     BAD_IPV4_CHECKSUM, BAD_IPV4_HEADER, MAC_CONTROL_UNSUPPORTED, OVERSIZED, TRUNCATED,
 )
 from rocelab.units import format_rate
 
-VIEWS = ("interfaces", "queues", "pfc", "wred", "watermarks", "drops", "pfcwd")
+VIEWS = ("interfaces", "queues", "pfc", "wred", "watermarks", "drops", "pfcwd", "fidelity")
 RX_ERRORS = frozenset({TRUNCATED, OVERSIZED, BAD_IPV4_HEADER, BAD_IPV4_CHECKSUM, MAC_CONTROL_UNSUPPORTED})
 
 
@@ -165,7 +167,23 @@ def switch_views(node: str, now: dict, before: dict | None, interval_s: float, r
         "drops": lambda: drops(node, now),
         "pfcwd": lambda: pfcwd(node, now),
     }
-    return Group(*(parts[v]() for v in chosen))
+    return Group(*(parts[v]() for v in chosen if v in parts))
+
+
+def fidelity(timings: list[AgentTiming], bound_s: float, tdf: int) -> Table:
+    """Every agent's lateness since it started (rocelab.kernel.loop): how late it ran what was
+    due, against the bound one frame on the fastest link sets (rocelab.runtime.fidelity)."""
+    table = _table(f"Emulation timing (TDF {tdf}; bound {bound_s * 1e3:.3g} ms = one frame on the fastest link; "
+                   "production-equivalent in brackets)",
+                   ["Node", "Agent", "Due events", "p50", "p99", "Max", "Later than bound", "Dropped unread"])
+    for timing in timings:
+        def at(q: float) -> str:
+            s = timing.quantile_s(q)
+            return "—" if not timing.events else (f"≤{s * 1e3:.3g} ms [{s / tdf * 1e6:.3g} µs]" if s != float("inf")
+                                                  else f">{LATENESS_BOUNDS_S[-1] * 1e3:.3g} ms")
+        table.add_row(timing.node, timing.agent, f"{timing.events:,}", at(0.5), at(0.99), at(1.0),
+                      f"{timing.later_than(bound_s):,}", f"{timing.rx_dropped:,}")
+    return table
 
 
 def nic_view(node: str, counters: dict, tdf: int) -> Group:

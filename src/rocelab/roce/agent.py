@@ -86,6 +86,7 @@ class Nicd:
     def __init__(self, config: dict, clock=time.monotonic):
         port = config["ports"][0]
         self.node = config["node"]
+        self.tdf = config["tdf"]
         self.ip = port["address"].split("/")[0]
         nic_config = dilate(roce_config(config.get("roce") or {}), config["tdf"])
         self.nic = Nic(port["mac"], self.ip, port["rate_bps"], nic_config, rng=random.Random())
@@ -108,7 +109,7 @@ class Nicd:
                     "scheduling": self.loop.stats.scheduling}
         if op == "counters":
             return {"node": self.node, "counters": _subtract(self.nic.counters(), self._baseline),
-                    "loop": asdict(self.loop.stats), "delay_line": {"max_frames": self.core.max_line_frames},
+                    "loop": asdict(self.loop.read_drops()), "tdf": self.tdf, "delay_line": {"max_frames": self.core.max_line_frames},
                     "job": self.jobs.status()}
         if op == "set_cc":
             # A lab case switches congestion control (DCQCN vs none) for the QPs it connects next.

@@ -20,6 +20,7 @@ from rocelab.model.scenario import (Case, CheckResult, Scenario, evaluate, job_o
 from rocelab.probes import Probe
 from rocelab.probes.storm import hold_pfc_pause
 from rocelab.qos.sonic import load_config_db
+from rocelab.runtime.fidelity import Fidelity, Watch
 from rocelab.runtime.timeseries import Sampler
 from rocelab.train.core import TRAINING_HEADLINE, training_observations
 from rocelab.train.runner import run_training
@@ -90,6 +91,11 @@ class CaseResult:
     error: str | None = None
     probes: dict[str, dict] = field(default_factory=dict)
     series: object = None
+    fidelity: Fidelity | None = None  # did the agents keep the emulated schedule through the case
+
+    @property
+    def behind(self) -> bool:
+        return self.fidelity is not None and not self.fidelity.kept_up
 
 
 def run_case(record: LabState, case: Case, lab_profile: Path | None, lab_cc: str, fabric, *,
@@ -104,6 +110,7 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, lab_cc: str
         control.request(switches[imp.node], "impair", port=imp.port, delay_s=imp.delay_s * record.tdf,
                         jitter_s=imp.jitter_s * record.tdf, loss_pct=imp.loss_pct)
     start_clean(record, case.cc or lab_cc)
+    watch = Watch(record)
     spec = case.traffic
     probes = {f"{n}:{i}": Probe(record.node(n).netns, i).start() for n, i in case.probes}
     storm = stop = None
@@ -140,6 +147,7 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, lab_cc: str
             stop.set()
             storm.join(5)
         probe_reports = {where: p.stop().to_json() for where, p in probes.items()}
+    fidelity = watch.result()
     counters = read_restored(switches, case.profile or lab_profile)
     host_facing = {(s.name, p.name) for s in fabric.switches for p in s.ports if fabric.node(p.peer_node).role == "host"}
     obs = switch_observations(counters, host_facing)
@@ -166,7 +174,7 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, lab_cc: str
     # A training job's wall time is emulated time (links at rate/TDF): ÷ TDF for utilisation.
     wall_s = obs["job_wall_s"] if training is None else training.train_time_s / record.tdf
     obs |= port_observations(counters, rates_bps, uplinks, wall_s)
-    return CaseResult(case, obs, report, error, probe_reports, series)
+    return CaseResult(case, obs, report, error, probe_reports, series, fidelity)
 
 
 def _run_background(record: LabState, spec: JobSpec, done: threading.Event) -> None:
@@ -195,11 +203,30 @@ class ScenarioRun:
         """Cases where a stall is the lesson (a check names their `stalled`); elsewhere it fails the run."""
         return {r.check.case for r in self.checks if r.check.observation == "stalled"}
 
+    def behind(self) -> set[str]:
+        """Cases in which the agents fell behind the emulated schedule."""
+        return {c.case.name for c in self.cases if c.behind}
+
+    def inconclusive(self, result: CheckResult) -> bool:
+        """A check on a case that fell behind: its outcome depends on timing the emulation did not keep."""
+        return bool({result.check.case, result.check.other_case} & self.behind())
+
+    @property
+    def verdict(self) -> str:
+        """passed, failed, or inconclusive (nothing failed where the emulation kept up, but
+        something was judged where it did not)."""
+        expected, behind = self.stall_checked(), self.behind()
+        errors = [c for c in self.cases if c.error and not (c.observations.get("stalled") and c.case.name in expected)]
+        if any(not r.passed and not self.inconclusive(r) for r in self.checks) or \
+                any(c.case.name not in behind for c in errors):
+            return "failed"
+        if behind and (errors or any(self.inconclusive(r) for r in self.checks)):
+            return "inconclusive"
+        return "passed"
+
     @property
     def passed(self) -> bool:
-        expected = self.stall_checked()
-        failed = [c for c in self.cases if c.error and not (c.observations.get("stalled") and c.case.name in expected)]
-        return all(c.passed for c in self.checks) and not failed
+        return self.verdict == "passed"
 
     def shown(self) -> list[str]:
         named = [o for c in self.checks for o in (c.check.observation, c.check.other_observation) if o]
@@ -211,16 +238,18 @@ class ScenarioRun:
                 for name in self.shown()]
 
     def check_rows(self) -> list[list[str]]:
-        return [["pass" if r.passed else "FAIL", r.check.text, _fmt(r.left, r.check.observation),
-                 _fmt(r.right, r.check.other_observation or "")] for r in self.checks]
+        return [["inconclusive" if self.inconclusive(r) else "pass" if r.passed else "FAIL", r.check.text,
+                 _fmt(r.left, r.check.observation), _fmt(r.right, r.check.other_observation or "")]
+                for r in self.checks]
 
     def to_json(self) -> dict:
         return {
-            "lab": self.lab, "passed": self.passed,
+            "lab": self.lab, "passed": self.passed, "verdict": self.verdict,
             "cases": [{"case": c.case.name, "title": c.case.title, "error": c.error, "observations": c.observations,
-                       "job": c.job, "probes": c.probes} for c in self.cases],
-            "checks": [{"check": r.check.text, "passed": r.passed, "left": r.left, "right": r.right}
-                       for r in self.checks],
+                       "job": c.job, "probes": c.probes, "fidelity": c.fidelity.to_json() if c.fidelity else None}
+                      for c in self.cases],
+            "checks": [{"check": r.check.text, "passed": r.passed, "inconclusive": self.inconclusive(r),
+                        "left": r.left, "right": r.right} for r in self.checks],
         }
 
 

@@ -139,10 +139,8 @@ class Switchd:
         if op == "ping":
             return {"node": self.config["node"], "scheduling": self.loop.stats.scheduling}
         if op == "counters":
-            stats = self.loop.stats
             return {"counters": self.switch.counters(now), "tdf": self.config["tdf"], "pfc_wd_tdf": self.pfc_wd_tdf,
-                    "profile": self.profile.source,
-                    "loop": asdict(stats)}
+                    "profile": self.profile.source, "loop": asdict(self.loop.read_drops())}
         if op == "clear":
             self.switch.clear_counters(now)
             return {}

@@ -32,6 +32,7 @@ from rocelab.model.lab import load_lab
 from rocelab.roce.verbs import require_device, require_pyverbs
 from rocelab.errors import InputError, Problem
 from rocelab.registry import Registry
+from rocelab.runtime.fidelity import Watch
 from rocelab.engines.state import LabState
 from rocelab.traffic.patterns import Pattern, PatternError, Plan, builtin_patterns
 from rocelab.traffic.summary import build_report
@@ -157,10 +158,12 @@ def run_job(record: LabState, spec: JobSpec, *, on_progress: Callable[[Progress]
                 _ask(sockets, h, "job_connect", job=job_id, peers={
                     p: {"ip": prepared[p]["ip"], "qps": prepared[p]["qps"][h], "region": prepared[p]["region"]}
                     for p in prepared[h]["qps"]})
+            watch = Watch(record)
             start_at = clock() + START_MARGIN_S
             for h in hosts:
                 _ask(sockets, h, "job_start", job=job_id, start_at=start_at)
             _watch(sockets, hosts, job_id, spec, start_at, on_progress, clock, sleep, stop)
+            fidelity = watch.result()
             results = {h: _ask(sockets, h, "job_result", job=job_id) for h in hosts}
         finally:
             for h in hosts:
@@ -170,7 +173,7 @@ def run_job(record: LabState, spec: JobSpec, *, on_progress: Callable[[Progress]
     report = build_report(lab=record.name, plan=plan, results=results, tdf=record.tdf, line_rate_bps=line_rate_bps,
                           iterations=spec.iterations, qps=spec.qps, verb=spec.verb,
                           message_bytes=spec.message_bytes, compute_gap_s=spec.compute_gap_s * record.tdf)
-    return report, results
+    return {**report, "fidelity": fidelity.to_json()}, results
 
 
 def _watch(sockets: Mapping[str, Path], hosts: tuple[str, ...], job_id: str, spec: JobSpec, start_at: float,
@@ -255,7 +258,8 @@ def run_bw(record: LabState, src: str, dst: str, *, message_bytes: int, qps: int
     messages = max(1, round(duration_s * rate_bps / 8 / message_bytes))
     spec = replace(bw_spec(src, dst, message_bytes=message_bytes, qps=qps, messages=messages), source="bw")
     report, results = run_job(record, spec, on_progress=on_progress, record_messages=True)
-    return {"src": src, "dst": dst, **bw_summary(report, results[src], message_bytes), "job": report}
+    return {"src": src, "dst": dst, **bw_summary(report, results[src], message_bytes), "fidelity": report["fidelity"],
+            "job": report}
 
 
 def _port_rate(record: LabState, host: str) -> float:

@@ -1,0 +1,142 @@
+"""Did the emulation keep up? The fidelity line every result carries.
+
+Time dilation is faithful while every agent keeps the emulated schedule. Each agent's loop
+measures how late it ran every event that was due (a frame's departure from its shaper, a
+pause expiring, a DCQCN or retransmission timer) and counts the frames the kernel dropped
+because the loop read them too late (rocelab.kernel.loop). A result is judged on the
+difference of two readings, before and after it.
+
+The bound: one MTU frame's time on the lab's fastest emulated link. An event later than that
+has left a link idle, or let a queue grow, by a whole frame it would not have in production;
+sooner than that, the wire sees the same frames in the same order. The emulation kept up when
+at most 1% of every agent's due events ran later than the bound and no frame was dropped in a
+receive queue. Otherwise results whose outcome depends on timing are inconclusive, and the
+line says by how much the agents fell behind and which TDF would give them room.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from rocelab.kernel.loop import LATENESS_BOUNDS_S
+from rocelab.engines.state import LabState
+from rocelab.model.tdf import round_up
+from rocelab.runtime.readings import AgentReading, read_lab
+
+LATE_SHARE_ALLOWED = 0.01
+ADVICE_MAX_FACTOR = 10
+
+
+@dataclass(frozen=True)
+class AgentTiming:
+    """One agent's loop over a window: its due events by lateness bucket, its receive drops."""
+
+    node: str
+    agent: str
+    counts: tuple[int, ...]
+    rx_dropped: int
+
+    @classmethod
+    def of(cls, node: str, agent: str, loop: dict) -> AgentTiming:
+        """An agent's whole life so far, from the `loop` of its counters reply."""
+        return cls(node, agent, tuple(loop["lateness"]["counts"]), loop["rx_dropped"])
+
+    @property
+    def events(self) -> int:
+        return sum(self.counts)
+
+    def quantile_s(self, q: float) -> float:
+        """The upper bound of the bucket holding the q-quantile (inf: later than the last bound)."""
+        target, seen = q * self.events, 0
+        for bound, count in zip((*LATENESS_BOUNDS_S, float("inf")), self.counts):
+            seen += count
+            if count and seen >= target:
+                return bound
+        return 0.0
+
+    def later_than(self, bound_s: float) -> int:
+        """Events certainly later than `bound_s`: those in buckets that start above it."""
+        starts = (0.0, *LATENESS_BOUNDS_S)
+        return sum(count for start, count in zip(starts, self.counts) if start >= bound_s)
+
+
+def timings(before: Iterable[AgentReading], after: Iterable[AgentReading]) -> list[AgentTiming]:
+    """Each agent's window between two readings of a lab (an agent that did not answer is left out)."""
+    start = {(r.node, r.agent): r.reply["loop"] for r in before if r.reply}
+    out = []
+    for r in after:
+        if not r.reply or (r.node, r.agent) not in start:
+            continue
+        a, b = start[(r.node, r.agent)], r.reply["loop"]
+        counts = tuple(y - x for x, y in zip(a["lateness"]["counts"], b["lateness"]["counts"]))
+        out.append(AgentTiming(r.node, r.agent, counts, b["rx_dropped"] - a["rx_dropped"]))
+    return out
+
+
+@dataclass(frozen=True)
+class Fidelity:
+    kept_up: bool
+    tdf: int
+    bound_s: float  # emulated seconds: one MTU frame at the fastest emulated link
+    events: int
+    late_events: int  # later than the bound, over every agent
+    p99_s: float  # the worst agent's 99th percentile (bucket upper bound), emulated
+    worst_s: float  # the latest bucket any agent reached, emulated
+    worst_agent: str
+    rx_dropped: int
+    advice_tdf: int | None
+
+    def line(self) -> str:
+        if self.kept_up:
+            return (f"fidelity: the emulation kept up at TDF {self.tdf}: 99% of {self.events:,} due events within "
+                    f"{_ms(self.p99_s)} ({_us(self.p99_s / self.tdf)} production-equivalent), under one frame on the "
+                    f"fastest link ({_ms(self.bound_s)}); no frame dropped unread")
+        dropped = f", {self.rx_dropped:,} frames dropped unread" if self.rx_dropped else ""
+        return (f"fidelity: the emulation FELL BEHIND at TDF {self.tdf}: {self.late_events:,} of {self.events:,} due "
+                f"events ran later than one frame on the fastest link ({_ms(self.bound_s)}), the worst "
+                f"({self.worst_agent}) up to {_ms(self.worst_s)} ({_us(self.worst_s / self.tdf)} "
+                f"production-equivalent){dropped}. Results that depend on timing are inconclusive: run again on a "
+                f"quieter machine, or `up` with --tdf {self.advice_tdf}")
+
+    def to_json(self) -> dict:
+        return {"kept_up": self.kept_up, "tdf": self.tdf, "bound_s": {"emulated": self.bound_s,
+                "production": self.bound_s / self.tdf}, "events": self.events, "late_events": self.late_events,
+                "p99_s": {"emulated": self.p99_s, "production": self.p99_s / self.tdf},
+                "worst_s": {"emulated": self.worst_s, "production": self.worst_s / self.tdf},
+                "worst_agent": self.worst_agent, "rx_dropped": self.rx_dropped, "advice_tdf": self.advice_tdf,
+                "line": self.line()}
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.3g} ms"
+
+
+def _us(seconds: float) -> str:
+    return f"{seconds * 1e6:.3g} µs"
+
+
+def judge(windows: list[AgentTiming], tdf: int, bound_s: float) -> Fidelity:
+    """The fidelity of one result, from its agents' windows and the lab's bound (LabState.fidelity_bound_s)."""
+    events = sum(w.events for w in windows)
+    late = {w.node: w.later_than(bound_s) for w in windows}
+    behind = [w for w in windows if late[w.node] > LATE_SHARE_ALLOWED * max(w.events, 1) or w.rx_dropped]
+    worst = max(windows, key=lambda w: (w.quantile_s(1.0), w.rx_dropped), default=None)
+    p99 = max((w.quantile_s(0.99) for w in windows), default=0.0)
+    worst_s = min(worst.quantile_s(1.0) if worst else 0.0, LATENESS_BOUNDS_S[-1])
+    kept_up = not behind
+    advice = None if kept_up else round_up(tdf * min(max(2.0, p99 / bound_s), ADVICE_MAX_FACTOR))
+    return Fidelity(kept_up, tdf, bound_s, events, sum(late.values()), min(p99, LATENESS_BOUNDS_S[-1]), worst_s,
+                    f"{worst.agent} on {worst.node}" if worst else "", sum(w.rx_dropped for w in windows), advice)
+
+
+class Watch:
+    """Every agent's loop read now; `.result()` reads again and judges the window between."""
+
+    def __init__(self, record: LabState):
+        self.record = record
+        self.before = read_lab(record).agents
+
+    def result(self) -> Fidelity:
+        after = read_lab(self.record).agents
+        return judge(timings(self.before, after), self.record.tdf, self.record.fidelity_bound_s)
