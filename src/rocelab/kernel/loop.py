@@ -8,8 +8,10 @@ request never races the data plane.
 
 The loop also measures how well it keeps the emulated schedule: every time it runs the core
 for an event that was due (a frame's departure from its shaper, a pause expiring, a DCQCN or
-retransmission timer), how late it ran it (`Lateness`), and how many frames the kernel
-dropped because the loop did not read them in time (PACKET_STATISTICS). Time dilation is
+retransmission timer), how late it ran it; for every batch of frames it reads, how long the
+oldest waited in the kernel since it arrived (its kernel timestamp, SIOCGSTAMPNS) — both in
+one `Lateness` histogram — and how many frames the kernel dropped because the loop did not
+read them in time (PACKET_STATISTICS). Time dilation is
 faithful only while both stay small: rocelab.runtime.fidelity judges them.
 """
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import bisect
 import errno
+import fcntl
 import os
 import select
 import signal
@@ -78,6 +81,8 @@ def claim_cpu() -> str:
 # so two readings subtract, and fine where a frame's time on a dilated link lies (0.1–10 ms).
 LATENESS_BOUNDS_S = (1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 1e-1, 2e-1, 5e-1, 1.0)
 TPACKET_STATS = struct.Struct("=II")  # tp_packets, tp_drops
+SIOCGSTAMPNS = 0x8907  # the receive time of the last frame read from a socket, as a timespec
+TIMESPEC = struct.Struct("=qq")
 
 
 @dataclass
@@ -149,11 +154,13 @@ class Loop:
                     recv_into = ports[name].recv_into
                     receive = self.core.receive
                     now = self.clock()  # one timestamp per batch: these frames arrived together
-                    for _ in range(BATCH):
+                    for n in range(BATCH):
                         try:
                             size = recv_into(buffer)
                         except BlockingIOError:
                             break
+                        if not n:  # the batch's oldest frame: how long it waited to be read
+                            self._record_wait(ports[name])
                         stats.rx_frames += 1
                         receive(name, view[:size], now)
                 elif item is listener:
@@ -163,6 +170,13 @@ class Loop:
                 elif item in control.clients:
                     control.serve(item)
             self._transmit(due)
+
+    def _record_wait(self, sock: socket.socket) -> None:
+        try:
+            sec, nsec = TIMESPEC.unpack(fcntl.ioctl(sock.fileno(), SIOCGSTAMPNS, bytes(TIMESPEC.size)))
+        except OSError:  # no timestamp yet (the kernel turns them on at the first request)
+            return
+        self.stats.lateness.record(max(time.time() - (sec + nsec * 1e-9), 0.0))
 
     def _transmit(self, due: float | None) -> None:
         now = self.clock()

@@ -56,9 +56,10 @@ class AgentTiming:
         return 0.0
 
     def later_than(self, bound_s: float) -> int:
-        """Events certainly later than `bound_s`: those in buckets that start above it."""
-        starts = (0.0, *LATENESS_BOUNDS_S)
-        return sum(count for start, count in zip(starts, self.counts) if start >= bound_s)
+        """Events that may have been later than `bound_s`: those in buckets reaching past it
+        (the histogram cannot tell, so the judgement errs on the side of "fell behind")."""
+        ends = (*LATENESS_BOUNDS_S, float("inf"))
+        return sum(count for end, count in zip(ends, self.counts) if end > bound_s)
 
 
 def timings(before: Iterable[AgentReading], after: Iterable[AgentReading]) -> list[AgentTiming]:
