@@ -9,7 +9,12 @@
    4 KB frames at rising rates. Per step: what switchd forwards, its CPU time per packet
    (utime + stime from /proc, kernel work of its sends included) and share of a core, and
    RSS. On this 2-core machine the senders take CPU too, so the ceiling is reported both
-   as measured and as 1 / (CPU per packet): what one whole core would forward. Needs root.
+   as measured and as 1 / (CPU per packet): what one whole core would forward.
+3. The ratio to a bare Python forwarder, measured in the same run the same way: the same
+   leaf, the same two raw senders flooding, frames counted by the kernel (tx_packets of the
+   two egress veths), first through switchd, then through a loop that only reads each frame
+   and writes it out of the paired port (SCHED_RR, as switchd runs), with switchd stopped.
+Needs root.
 """
 
 from __future__ import annotations
@@ -31,7 +36,9 @@ from scapy.layers.l2 import Ether  # noqa: E402
 from scapy.packet import Raw  # noqa: E402
 
 from rocelab.runtime import calibration  # noqa: E402
-from rocelab.kernel.netns import CallIn  # noqa: E402
+from pyroute2 import IPRoute  # noqa: E402
+
+from rocelab.kernel.netns import CallIn, popen_in, stop  # noqa: E402
 from nsutil import blast, capture  # noqa: E402
 from rocelab.kernel import control  # noqa: E402
 from rocelab.engines import builtin_engines  # noqa: E402
@@ -132,17 +139,89 @@ def ceiling(seconds: float, with_probe: bool = False) -> None:
         engine.down(record)
 
 
+BARE_FORWARDER = """
+import os, select, socket
+os.sched_setscheduler(0, os.SCHED_RR, os.sched_param(1))
+pairs = {"eth1": "eth2", "eth3": "eth4"}
+socks = {}
+for name in ("eth1", "eth2", "eth3", "eth4"):
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+    s.setsockopt(263, 23, 1)  # PACKET_IGNORE_OUTGOING, as switchd's ports
+    s.setsockopt(socket.SOL_SOCKET, 33, 8 << 20)
+    s.bind((name, 3))
+    s.setblocking(False)
+    socks[name] = s
+out = {socks[a].fileno(): socks[b] for a, b in pairs.items()}
+ins = [socks[a] for a in pairs]
+buf = bytearray(65536)
+while True:
+    for s in select.select(ins, [], [])[0]:
+        send = out[s.fileno()].send
+        for _ in range(64):
+            try:
+                n = s.recv_into(buf)
+            except BlockingIOError:
+                break
+            send(memoryview(buf)[:n])
+"""
+
+
+def egress_tx_packets(ns: str) -> int:
+    with IPRoute(netns=ns) as ipr:
+        return sum(link.get_attr("IFLA_STATS64")["tx_packets"] for link in ipr.get_links()
+                   if link.get_attr("IFLA_IFNAME") in ("eth2", "eth4"))
+
+
+def flood(record, fabric, seconds: float, offered_pps: int) -> float:
+    """Packets per second the two egress veths sent while h1 and h3 flooded (kernel counters)."""
+    leaf = record.node("leaf1").netns
+    before = egress_tx_packets(leaf)
+    pairs = [("h1", "h2"), ("h3", "h4")]
+    senders = [CallIn(record.node(src).netns, blast, "eth1", frame(fabric, src, dst, 9000 + i),
+                      offered_pps / 2 * FRAME_BYTES * 8, seconds) for i, (src, dst) in enumerate(pairs)]
+    for sender in senders:
+        sender.result()
+    time.sleep(0.2)
+    return (egress_tx_packets(leaf) - before) / seconds
+
+
+def ratio(seconds: float, offered_pps: int = 400_000) -> None:
+    engine = builtin_engines().get("netns")
+    spec = replace(load_lab("incast-1x5"), name=f"bsr{os.getpid()}", tdf=1)
+    record = calibration.up(engine, spec)
+    try:
+        pid = next(p["pid"] for p in record.processes if p["what"] == "switchd")
+        switchd_pps = flood(record, spec.fabric, seconds, offered_pps)
+        stop([pid])
+        bare = popen_in(record.node("leaf1").netns, [sys.executable, "-c", BARE_FORWARDER])
+        try:
+            time.sleep(0.5)
+            bare_pps = flood(record, spec.fabric, seconds, offered_pps)
+        finally:
+            stop([bare.pid])
+        print(f"ratio, TDF 1, {FRAME_BYTES} B frames, 2 senders offering {offered_pps:,} pkt/s in all, counted by "
+              f"the kernel on the egress veths:\n  switchd {switchd_pps:9,.0f} pkt/s, bare Python forwarder "
+              f"{bare_pps:9,.0f} pkt/s: ratio {switchd_pps / bare_pps:.2f}x")
+    finally:
+        engine.down(record)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--ceiling-only", action="store_true")
     parser.add_argument("--probe", action="store_true", help="measure the ceiling again with probes attached")
+    parser.add_argument("--ratio-only", action="store_true", help="only the ratio to a bare Python forwarder")
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench_switchd: needs root (it creates network namespaces)")
+    if args.ratio_only:
+        ratio(args.seconds)
+        return
     if not args.ceiling_only:
         shaping(args.seconds)
     ceiling(args.seconds)
+    ratio(args.seconds)
     if args.probe:
         ceiling(args.seconds, with_probe=True)
 

@@ -6,9 +6,13 @@ InputError into its message on stderr and exit status 2.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 EXIT_USAGE = 2
+GROUP_AFTER = 5  # more problems of one kind than this are told as one line with a count
+SHOWN_PLACES = 3
+_VALUE = re.compile(r"'[^']*'|\"[^\"]*\"|\d+")
 
 
 @dataclass(frozen=True)
@@ -24,12 +28,37 @@ class Problem:
         return f"{text} (hint: {self.hint})" if self.hint else text
 
 
+def _kind(problem: Problem) -> tuple[str, str, str]:
+    """Problems that differ only in their values (a port name, a number) are of one kind."""
+    return problem.file, _VALUE.sub("…", problem.message), _VALUE.sub("…", problem.hint)
+
+
+def describe(problems: list[Problem]) -> str:
+    """One line a problem; a kind with more than GROUP_AFTER of them, one line with a count
+    and the first few places, so a production file with thousands of ports stays readable."""
+    groups: dict[tuple[str, str, str], list[Problem]] = {}
+    for problem in problems:
+        groups.setdefault(_kind(problem), []).append(problem)
+    lines = []
+    for items in groups.values():
+        if len(items) <= GROUP_AFTER:
+            lines += [str(p) for p in items]
+            continue
+        first = items[0]
+        places = ", ".join(p.path for p in items[:SHOWN_PLACES])
+        text = (f"{first.file}: {len(items)} alike, at {places} and {len(items) - SHOWN_PLACES} more; "
+                f"the first: {first.message}")
+        lines.append(f"{text} (hint: {first.hint})" if first.hint else text)
+    return "\n".join(lines)
+
+
 class InputError(Exception):
-    """One or more problems in user input; exit status 2."""
+    """One or more problems in user input; exit status 2. The same problem found twice is
+    kept once."""
 
     def __init__(self, problems: list[Problem]):
-        self.problems = list(problems)
-        super().__init__("\n".join(str(p) for p in self.problems))
+        self.problems = list(dict.fromkeys(problems))
+        super().__init__(describe(self.problems))
 
 
 @dataclass

@@ -47,7 +47,7 @@ def test_full_config_db_maps_azure_dscp_per_port(full: QosProfile) -> None:
         assert port.dscp_to_tc[3] == 3 and port.dscp_to_tc[4] == 4
         assert port.dscp_to_tc[8] == 0 and port.dscp_to_tc[46] == 5 and port.dscp_to_tc[48] == 6
         assert port.dscp_to_tc[26] == 1  # RoCE's DSCP 26 is lossy under AZURE maps
-        assert port.tc_to_pg == (0, 0, 0, 3, 4, 0, 0, 7)
+        assert port.tc_to_pg[:8] == (0, 0, 0, 3, 4, 0, 0, 7) and port.tc_to_pg[8:] == (0,) * 8
         assert port.pfc_enable == {3, 4}
         assert [pg for pg in range(8) if port.lossless_pg(pg)] == [3, 4]
 
@@ -264,7 +264,8 @@ def _minimal() -> dict:
 def test_minimal_config_loads() -> None:
     port = profile_from_config_db(_minimal(), "x.json").ports["Ethernet0"]
     assert port.dscp_to_tc[26] == 3 and port.dscp_to_tc[0] == 0
-    assert port.tc_to_queue == (0, 1, 2, 3, 4, 5, 6, 7)  # unmapped TCs keep SAI's identity
+    assert port.tc_to_queue[:8] == (0, 1, 2, 3, 4, 5, 6, 7)  # unmapped TCs keep SAI's identity
+    assert port.tc_to_queue[8:] == (0,) * 8  # SONiC's TCs 8–15, unmapped: queue 0
     assert port.pgs[3].xoff_bytes == 38816
     assert port.queues[3].wred.green_min_threshold_bytes == 102400
     assert port.queues[1].buffer.name == "egress_lossy"
@@ -349,13 +350,9 @@ MALFORMED = [
     ("dynamic-th-range", "BUFFER_PROFILE", "pg_lossless", "dynamic_th", "9",
      "BUFFER_PROFILE.pg_lossless.dynamic_th: '9' is not a dynamic_th exponent (expected an "
      'integer string from "-8" to "7" like "-5")'),
-    ("pool-size-missing", "BUFFER_POOL", "ingress_lossless_pool", "size", DELETE,
-     'BUFFER_POOL.ingress_lossless_pool.size: missing (expected a non-negative integer string '
-     'like "12582912") (hint: SONiC\'s dynamic buffer model sizes pools at run time; rocelab '
-     "needs the size written out)"),
-    ("pool-type", "BUFFER_POOL", "egress_lossy_pool", "type", "both",
-     "BUFFER_POOL.egress_lossy_pool.type: 'both' is not a pool type (expected one of "
-     '"ingress", "egress")'),
+    ("pool-type", "BUFFER_POOL", "egress_lossy_pool", "type", "shared",
+     "BUFFER_POOL.egress_lossy_pool.type: 'shared' is not a pool type (expected one of "
+     '"ingress", "egress", "both")'),
     ("pool-mode", "BUFFER_POOL", "egress_lossy_pool", "mode", "shared",
      "BUFFER_POOL.egress_lossy_pool.mode: 'shared' is not a pool mode (expected one of "
      '"static", "dynamic")'),
@@ -375,9 +372,9 @@ MALFORMED = [
      "PORT_QOS_MAP.Ethernet0.pfc_enabled: unknown field (expected one of: dscp_to_tc_map, "
      "tc_to_queue_map, tc_to_pg_map, pfc_to_queue_map, pfc_enable, pfcwd_sw_enable) "
      '(hint: did you mean "pfc_enable"?)'),
-    ("map-value", "DSCP_TO_TC_MAP", "ROCE", "26", "8",
-     "DSCP_TO_TC_MAP.ROCE.26: '8' is not a traffic class (expected an integer string from "
-     '"0" to "7" like "3")'),
+    ("map-value", "DSCP_TO_TC_MAP", "ROCE", "26", "16",
+     "DSCP_TO_TC_MAP.ROCE.26: '16' is not a traffic class (expected an integer string from "
+     '"0" to "15" like "3")'),
     ("map-key", "DSCP_TO_TC_MAP", "ROCE", "64", "0",
      "DSCP_TO_TC_MAP.ROCE: '64' is not a DSCP value (expected an integer string from \"0\" "
      'to "63" like "26")'),
@@ -432,10 +429,6 @@ MALFORMED = [
     ("missing-wred", "QUEUE", "Ethernet0|3", "wred_profile", "AZURE_LOSSLESS",
      "QUEUE.\"Ethernet0|3\".wred_profile: 'AZURE_LOSSLESS' names no WRED_PROFILE entry "
      "(expected one of: ECN)"),
-    ("dynamic-buffer-null", "BUFFER_PG", "Ethernet0|3", "profile", "NULL",
-     "BUFFER_PG.\"Ethernet0|3\".profile: 'NULL' names no BUFFER_PROFILE entry (expected one "
-     "of: pg_lossless, egress_lossy) (hint: SONiC's dynamic buffer model fills 'NULL' in at "
-     "run time; rocelab needs the profile written out)"),
     # references that resolve to the wrong kind of object
     ("pg-on-egress-profile", "BUFFER_PG", "Ethernet0|3", "profile", "egress_lossy",
      "BUFFER_PG.\"Ethernet0|3\".profile: 'egress_lossy' draws from egress pool "
@@ -466,13 +459,12 @@ def test_malformed_value_is_reported_at_its_path(table: str, key: str, field: st
     assert _problems(_patched(table, key, field, value)) == [f"profiles/x.json: {expected}"]
 
 
-def test_threshold_must_suit_the_pool_mode() -> None:
+def test_a_profile_may_set_its_own_threshold_mode_as_sai_allows() -> None:
     doc = _minimal()
     doc["BUFFER_PROFILE"]["egress_lossy"] = {"pool": "egress_lossy_pool", "size": "0",
                                              "static_th": "65536"}
-    assert _problems(doc) == [
-        "profiles/x.json: BUFFER_PROFILE.egress_lossy.static_th: pool 'egress_lossy_pool' is "
-        "in dynamic mode (expected dynamic_th for a dynamic pool)"]
+    profile = profile_from_config_db(doc, "x.json").ports["Ethernet0"].queues[1].buffer
+    assert (profile.static_th_bytes, profile.dynamic_th) == (65536, None)
 
 
 def test_queue_buffer_must_come_from_an_egress_pool() -> None:
@@ -483,15 +475,14 @@ def test_queue_buffer_must_come_from_an_egress_pool() -> None:
         "ingress pool 'ingress_lossless_pool' (expected a profile of an egress pool)"]
 
 
-_NOT_A_PORT = ("is not a port rocelab can map to an interface (expected a SONiC port name "
-               "Ethernet0, Ethernet4, …: a multiple of 4, one port per four lanes)")
+_NOT_A_PORT = "is not a SONiC port name (expected Ethernet<N>, like Ethernet0)"
 PORT_FORMS = [
     # (key, the problem's path inside BUFFER_PG and message)
-    ("Ethernet2|3", f'"Ethernet2|3": \'Ethernet2\' {_NOT_A_PORT}'),
     ("eth1|3", f'"eth1|3": \'eth1\' {_NOT_A_PORT} (hint: config_db names rocelab\'s eth1 '
                "Ethernet0)"),
     ("PortChannel0001|3", f'"PortChannel0001|3": \'PortChannel0001\' {_NOT_A_PORT}'),
-    ("Ethernet8,Ethernet6|3", f'"Ethernet8,Ethernet6|3": \'Ethernet6\' {_NOT_A_PORT}'),
+    ("Ethernet8,eth6|3", f'"Ethernet8,eth6|3": \'eth6\' {_NOT_A_PORT} (hint: config_db names rocelab\'s eth6 '
+                         "Ethernet20)"),
     ("Ethernet4", 'Ethernet4: \'Ethernet4\' is not a "<port>|<index>" key (expected e.g. '
                   '"Ethernet0|3" or "Ethernet0|3-4")'),
     ("Ethernet4|8", '"Ethernet4|8": \'8\' is not a priority group index or range (expected '
@@ -547,12 +538,13 @@ def test_wrong_json_shapes(doc: object, expected: str) -> None:
     assert _problems(doc) == [expected]
 
 
-def test_other_tables_alone_make_an_empty_profile() -> None:
+def test_a_file_with_no_qos_table_says_what_is_missing() -> None:
     doc = json.loads(FULL.read_text())
     others = {table: entries for table, entries in doc.items() if table in (
         "DEVICE_METADATA", "PORT", "INTERFACE", "BGP_NEIGHBOR", "FEATURE", "CRM")}
-    profile = profile_from_config_db(others, "x.json")
-    assert (dict(profile.pools), dict(profile.ports)) == ({}, {})
+    (problem,) = _problems(others)
+    assert "holds no QoS table (expected at least one of BUFFER_POOL" in problem
+    assert "tables present: BGP_NEIGHBOR, CRM, DEVICE_METADATA" in problem
 
 
 # --- files

@@ -96,7 +96,7 @@ EOS_DEFAULT_MTU_BYTES = 1500
 EOS_DEFAULT_DSCP_TO_TC = tuple(1 if d < 8 else 0 if d < 16 else d // 8 for d in range(DSCP_VALUES))
 UNTRUSTED_TC = 1  # EOS's default TC for CoS 0: untagged traffic on a port not trusting DSCP
 DEFAULT_MARK_PROBABILITY_PCT = 100
-_IDENTITY = tuple(range(PRIORITIES))
+_IDENTITY = tuple(range(PRIORITIES))  # EOS has TCs 0–7; PortQos leaves 8–15 at SONiC's default
 _UNITS = {"bytes": 1, "kbytes": 1024, "mbytes": 1024 * 1024}
 _THRESHOLD_MAX = 256_000_000  # EOS's largest ECN threshold value
 _ACTIONS = {"drop": "drop", "no-drop": "forward"}
@@ -637,7 +637,7 @@ def render_eos(profile: QosProfile, *, mtu_bytes: Mapping[str, int] | None = Non
     untrusted = (UNTRUSTED_TC,) * DSCP_VALUES
     dscp_to_tc = _one([p.dscp_to_tc for p in ports if p.dscp_to_tc != untrusted],
                       "DSCP map", EOS_DEFAULT_DSCP_TO_TC)
-    tc_to_queue = _one([p.tc_to_queue for p in ports], "traffic-class to tx-queue map",
+    tc_to_queue = _one([p.tc_to_queue[:PRIORITIES] for p in ports], "traffic-class to tx-queue map",
                        _IDENTITY)
     watchdogs = Counter(p.pfc_wd for p in ports if p.pfc_enable and p.pfc_wd)
     default_wd = watchdogs.most_common(1)[0][0] if watchdogs else None

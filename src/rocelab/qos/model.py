@@ -14,8 +14,9 @@ from rocelab.ethernet import PRIORITIES  # 802.1p priorities, and TCs, PGs and q
 from rocelab.qos.ports import to_sonic
 
 DSCP_VALUES = 64
+TRAFFIC_CLASSES = 16  # SONiC's tc_type is 0..15; only 0..7 can be PFC priorities
 
-PoolType = Literal["ingress", "egress"]
+PoolType = Literal["ingress", "egress", "both"]
 PoolMode = Literal["static", "dynamic"]
 SchedulerType = Literal["STRICT", "DWRR", "WRR"]
 EcnMode = Literal["ecn_none", "ecn_green", "ecn_yellow", "ecn_red", "ecn_green_yellow",
@@ -30,7 +31,7 @@ class BufferPool:
     name: str
     type: PoolType
     mode: PoolMode
-    size_bytes: int
+    size_bytes: int | None  # None: SONiC's dynamic buffer model sizes the pool at run time
     xoff_bytes: int = 0
 
 
@@ -105,6 +106,11 @@ def _identity() -> tuple[int, ...]:
     return tuple(range(PRIORITIES))
 
 
+def _tc_identity() -> tuple[int, ...]:
+    # TC n → queue n for the eight queues; SONiC leaves TC 8–15 unmapped: queue 0 here.
+    return tuple(range(PRIORITIES)) + (0,) * (TRAFFIC_CLASSES - PRIORITIES)
+
+
 @dataclass(frozen=True)
 class QosMapNames:
     """The config_db names of the maps a port's PORT_QOS_MAP entry references (None: none).
@@ -123,13 +129,16 @@ class QosMapNames:
 class PortQos:
     """Everything config_db says about one port, maps resolved to lookup tables.
 
-    `port` is the SONiC name (Ethernet0); `dscp_to_tc` has 64 entries, the other maps 8.
+    `port` is the SONiC name (Ethernet0); `dscp_to_tc` has 64 entries, the TC-indexed maps
+    16 (SONiC's traffic classes 0–15), `pfc_priority_to_queue` 8. `dynamic_pgs` are PGs whose
+    profile SONiC's buffer manager computes at run time (BUFFER_PG profile "NULL"): lossless,
+    sizes unknown to the file.
     """
 
     port: str
     dscp_to_tc: tuple[int, ...] = (0,) * DSCP_VALUES
-    tc_to_queue: tuple[int, ...] = field(default_factory=_identity)
-    tc_to_pg: tuple[int, ...] = (0,) * PRIORITIES
+    tc_to_queue: tuple[int, ...] = field(default_factory=_tc_identity)
+    tc_to_pg: tuple[int, ...] = (0,) * TRAFFIC_CLASSES
     pfc_priority_to_queue: tuple[int, ...] = field(default_factory=_identity)
     pfc_enable: frozenset[int] = frozenset()
     pgs: Mapping[int, BufferProfile] = field(default_factory=dict)
@@ -138,6 +147,14 @@ class PortQos:
     # None: PORT_QOS_MAP sets no pfcwd_sw_enable, so the watchdog covers pfc_enable.
     pfcwd_sw_enable: frozenset[int] | None = None
     map_names: QosMapNames = field(default_factory=QosMapNames, compare=False)
+    dynamic_pgs: frozenset[int] = frozenset()
+
+    def __post_init__(self) -> None:
+        # A map written for eight TCs (EOS's, a hand-built one) leaves TCs 8–15 at SONiC's default.
+        for name, default in (("tc_to_queue", _tc_identity()), ("tc_to_pg", (0,) * TRAFFIC_CLASSES)):
+            values = getattr(self, name)
+            if len(values) < TRAFFIC_CLASSES:
+                object.__setattr__(self, name, tuple(values) + default[len(values):])
 
     @property
     def pfcwd_priorities(self) -> frozenset[int]:
@@ -156,10 +173,18 @@ class QosProfile:
     source: str
     pools: Mapping[str, BufferPool]
     ports: Mapping[str, PortQos]
+    # rocelab interface (eth1) → the device's port name (Ethernet0), in the device's own
+    # port order (its PORT table); empty: the four-lane convention (rocelab.qos.ports).
+    lab_ports: Mapping[str, str] = field(default_factory=dict)
+    # What the file leaves to the switch or to other files, said once per kind.
+    notes: tuple[str, ...] = ()
+
+    def sonic_name(self, lab_port: str) -> str:
+        return self.lab_ports.get(lab_port) or to_sonic(lab_port)
 
 
 def port_qos(profile: QosProfile, name: str) -> PortQos:
     """The QoS of a port by SONiC or rocelab name. A port the profile does not list has
     SONiC's unconfigured behaviour: every DSCP in TC 0, lossy, no WRED."""
-    sonic = to_sonic(name)
+    sonic = name if name in profile.ports else profile.sonic_name(name)
     return profile.ports.get(sonic) or PortQos(port=sonic)

@@ -9,6 +9,21 @@ names table, key, field, the value and the form expected; all of them are raised
 
 `render_config_db` is the inverse, written the way current SONiC writes config_db: one
 key per port, plain-name references, PG and queue ranges like "Ethernet0|3-4".
+
+What SONiC accepts is the reference (its YANG models, sonic-buildimage's rendered samples):
+- port names are any `Ethernet<N>` (one number per port, split ports, Ethernet513); a file's
+  PORT table gives their order (index, then first lane) and so which rocelab interface each
+  is, eth1 onwards; without one, the four-lane convention of rocelab.qos.ports holds when
+  every name is a multiple of four, else the names' numeric order;
+- VOQ chassis keys `<host>|<asic>|<port>|<queue>` in QUEUE and BUFFER_QUEUE: the device's
+  own host and ASIC (DEVICE_METADATA) are read, the other line cards' system ports noted;
+- pools of type `both`, a profile's threshold mode differing from its pool's (SAI lets the
+  profile's own mode decide), traffic classes 0–15;
+- the dynamic buffer model: a pool with no size (or a `percentage`) and BUFFER_PG profile
+  "NULL" are sized by buffermgrd at run time: loaded, noted, and left out of the checks
+  that need their bytes;
+- a file that is one part of a config_db (sonic-cfggen renders qos and buffers apart): a
+  reference into a table the file does not hold at all is noted, not an error.
 """
 
 from __future__ import annotations
@@ -33,7 +48,8 @@ from rocelab.qos.model import (
     Scheduler,
     WredProfile,
 )
-from rocelab.qos.ports import lab_to_sonic, sonic_to_lab
+from rocelab.qos.model import PRIORITIES, TRAFFIC_CLASSES
+from rocelab.qos.ports import LANES_PER_PORT, lab_to_sonic
 
 T = TypeVar("T")
 
@@ -116,11 +132,11 @@ _DETECTION_MS = _Int("a detection time in ms", "200", lo=100, hi=5000)
 _RESTORATION_MS = _Int("a restoration time in ms", "200", lo=100, hi=60000)
 _POLL_MS = _Int("a poll interval in ms", "200", lo=100, hi=1000)
 _DSCP = _Int("a DSCP value", "26", hi=63)
-_TC = _Int("a traffic class", "3", hi=7)
+_TC = _Int("a traffic class", "3", hi=TRAFFIC_CLASSES - 1)
 _QUEUE = _Int("a queue index", "3", hi=7)
 _PG = _Int("a priority group", "3", hi=7)
 _PRIORITY = _Int("a PFC priority", "3", hi=7)
-_POOL_TYPE = _Choice("a pool type", ("ingress", "egress"))
+_POOL_TYPE = _Choice("a pool type", ("ingress", "egress", "both"))
 _POOL_MODE = _Choice("a pool mode", ("static", "dynamic"))
 _SCHEDULER_TYPE = _Choice("a scheduler type", ("STRICT", "DWRR", "WRR"))
 _ECN_MODE = _Choice("an ECN mode", get_args(EcnMode))
@@ -161,6 +177,12 @@ _NOT_EMULATED = {
 }
 
 _OLD_STYLE_REF = re.compile(r"\[([A-Za-z_]+)\|(.+)\]")
+_PORT_NAME = re.compile(r"Ethernet(\d+)")
+# Tables that carry QoS: a file with none of them is not a QoS configuration.
+QOS_TABLES = ("BUFFER_POOL", "BUFFER_PROFILE", "BUFFER_PG", "BUFFER_QUEUE", "PORT_QOS_MAP", "QUEUE",
+              "DSCP_TO_TC_MAP", "TC_TO_QUEUE_MAP", "TC_TO_PRIORITY_GROUP_MAP", "MAP_PFC_PRIORITY_TO_QUEUE",
+              "WRED_PROFILE", "SCHEDULER", "PFC_WD")
+NULL = "NULL"  # the dynamic buffer model: "buffermgrd computes this at run time"
 _SIMPLE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _INDEX_RANGE = re.compile(r"(\d+)(?:-(\d+))?")
 _MISSING = object()
@@ -201,6 +223,8 @@ class _Entry:
     key: str
     fields: Mapping[str, Any]
     problems: Problems
+    tables: frozenset[str] = frozenset()  # the tables the document holds
+    notes: set[str] = field(default_factory=set)
 
     def path(self, field_name: str | None = None) -> str:
         parts = (self.table, self.key) if field_name is None else (
@@ -250,6 +274,10 @@ class _Entry:
             self.problem(name, f"{value!r} refers to table {old_style.group(1)} ({expected})")
             return None
         target = _target_name(value)
+        if target not in targets and table not in self.tables:
+            self.notes.add(f"references into {table}, which this file does not hold (another part of the "
+                           f"config_db, as sonic-cfggen renders qos and buffers apart): left unchecked")
+            return None
         if target not in targets:
             defined = ", ".join(targets) or f"none, the file defines no {table}"
             self.problem(name, f"{value!r} names no {table} entry (expected one of: {defined})",
@@ -271,8 +299,15 @@ class _Reader:
     def __init__(self, doc: Mapping[str, Any], problems: Problems):
         self.doc = doc
         self.problems = problems
+        self.tables = frozenset(doc)
+        self.notes: set[str] = set()
         # (table, port, index) → path of the key that set it, to report a second setting
         self.claimed: dict[tuple[str, str, int | None], str] = {}
+        self.dynamic: dict[str, set[int]] = {}  # port → PGs whose profile buffermgrd computes
+        metadata = doc.get("DEVICE_METADATA", {}).get("localhost", {}) if isinstance(
+            doc.get("DEVICE_METADATA"), dict) else {}
+        self.hostname = metadata.get("hostname") if isinstance(metadata, dict) else None
+        self.asic = metadata.get("asic_name") if isinstance(metadata, dict) else None
 
     def entries(self, table: str) -> Iterator[_Entry]:
         entries = self.doc.get(table, {})
@@ -281,7 +316,7 @@ class _Reader:
                                      "entries)")
             return
         for key, fields in entries.items():
-            entry = _Entry(table, key, fields, self.problems)
+            entry = _Entry(table, key, fields, self.problems, self.tables, self.notes)
             if isinstance(fields, dict):
                 yield entry
             else:
@@ -293,12 +328,14 @@ class _Reader:
         pools = {}
         for e in self.entries("BUFFER_POOL"):
             e.check_fields(("type", "mode", "size", "xoff"))
+            if "size" not in e.fields or e.fields.get("size") == NULL:
+                self.notes.add("pools without a size (SONiC's dynamic buffer model sizes them at run time): "
+                               "checks that need a pool's bytes are not applicable to them")
             pools[e.key] = BufferPool(
                 name=e.key,
                 type=e.get("type", _POOL_TYPE),
-                mode=e.get("mode", _POOL_MODE),
-                size_bytes=e.get("size", _POOL_BYTES, hint="SONiC's dynamic buffer model sizes "
-                                 "pools at run time; rocelab needs the size written out"),
+                mode=e.get("mode", _POOL_MODE, default="dynamic"),
+                size_bytes=None if e.fields.get("size", NULL) == NULL else e.get("size", _POOL_BYTES),
                 xoff_bytes=e.get("xoff", _BYTES, default=0),
             )
         return pools
@@ -329,11 +366,7 @@ class _Reader:
             e.problem(None, f"sets {' and '.join(given) or 'neither dynamic_th nor static_th'} "
                             "(expected exactly one: dynamic_th for a dynamic pool, static_th "
                             "for a static pool)")
-        elif pool is not None and pool.mode is not None:
-            wanted = "dynamic_th" if pool.mode == "dynamic" else "static_th"
-            if given[0] != wanted:
-                e.problem(given[0], f"pool {pool.name!r} is in {pool.mode} mode (expected "
-                                    f"{wanted} for a {pool.mode} pool)")
+        # A threshold mode other than the pool's is SAI's per-profile mode: the profile's decides.
 
     def wred_profiles(self) -> dict[str, WredProfile]:
         profiles = {}
@@ -391,15 +424,35 @@ class _Reader:
     def port_list(self, e: _Entry, text: str) -> list[str]:
         ports = []
         for name in text.split(","):
-            try:
-                sonic_to_lab(name)
+            if _PORT_NAME.fullmatch(name):
                 ports.append(name)
-            except ValueError:
-                e.problem(None, f"{name!r} is not a port rocelab can map to an interface "
-                                "(expected a SONiC port name Ethernet0, Ethernet4, …: "
-                                "a multiple of 4, one port per four lanes)",
+            else:
+                e.problem(None, f"{name!r} is not a SONiC port name (expected Ethernet<N>, like Ethernet0)",
                           self._lab_name_hint(name))
         return ports
+
+    def own_port(self, e: _Entry, ports_text: str) -> str | None:
+        """The port part of a key; for a VOQ key "<host>|<asic>|<port>", only this device's
+        own (DEVICE_METADATA's hostname and asic_name), None for another line card's."""
+        parts = ports_text.split("|")
+        if len(parts) == 1:
+            return ports_text
+        if len(parts) != 3:
+            e.problem(None, f'{e.key!r} is not a "<port>|<index>" or "<host>|<asic>|<port>|<index>" key')
+            return None
+        host, asic, port = parts
+        if (host, asic) == self._own_voq(e.table):
+            return port
+        self.notes.add(f"{e.table}: VOQ system ports of other line cards, left to those devices")
+        return None
+
+    def _own_voq(self, table: str) -> tuple[str, str]:
+        if self.hostname and self.asic:
+            return self.hostname, self.asic
+        host, asic, *_ = next(iter(self.doc.get(table, {})), "").split("|") + ["", ""]
+        self.notes.add(f"{table}: VOQ keys but no DEVICE_METADATA hostname and asic_name; {host}|{asic} "
+                       "(the first key's) read as this device's own")
+        return host, asic
 
     @staticmethod
     def _lab_name_hint(name: str) -> str:
@@ -415,7 +468,10 @@ class _Reader:
                 e.problem(None, f'{e.key!r} is not a "<port>|<index>" key (expected e.g. '
                                 '"Ethernet0|3" or "Ethernet0|3-4")')
                 continue
-            ports = self.port_list(e, ports_text)
+            own = self.own_port(e, ports_text)
+            if own is None:
+                continue
+            ports = self.port_list(e, own)
             indexes = self._index_range(e, index_text, noun)
             if indexes is not None:
                 yield e, ports, indexes
@@ -482,11 +538,19 @@ class _Reader:
         assigned: dict[str, dict[int, BufferProfile]] = {}
         for e, ports, indexes in self.indexed(table, noun):
             e.check_fields(("profile",))
-            profile = e.ref("profile", "BUFFER_PROFILE", profiles, missing_hint=(
-                "SONiC's dynamic buffer model fills 'NULL' in at run time; rocelab needs the "
-                "profile written out") if e.fields.get("profile") == "NULL" else "")
+            if e.fields.get("profile") == NULL:
+                # Dynamic buffer model: buffermgrd computes the lossless PG's profile from the
+                # port's speed, cable length and MTU at run time.
+                self.notes.add(f"{table} entries with profile NULL (buffermgrd computes them at run time): "
+                               "lossless, their sizes not checkable from the file")
+                for port in ports:
+                    for index in indexes:
+                        if self.claim(e, port, index):
+                            self.dynamic.setdefault(port, set()).add(index)
+                continue
+            profile = e.ref("profile", "BUFFER_PROFILE", profiles)
             pool = pools.get(profile.pool) if profile else None
-            if pool is not None and pool.type is not None and pool.type != pool_type:
+            if pool is not None and pool.type not in (None, "both", pool_type):
                 e.problem("profile", f"{e.fields['profile']!r} draws from {pool.type} pool "
                                      f"{pool.name!r} (expected a profile of an {pool_type} "
                                      "pool)")
@@ -535,12 +599,44 @@ def _port_number(name: str) -> int:
     return int(name.removeprefix("Ethernet"))
 
 
+def _lanes(fields: object) -> int:
+    lanes = fields.get("lanes", "") if isinstance(fields, dict) else ""
+    first = str(lanes).split(",")[0]
+    return int(first) if first.isdigit() else 1 << 30
+
+
+def _index(fields: object) -> int:
+    index = fields.get("index", "") if isinstance(fields, dict) else ""
+    return int(index) if str(index).isdigit() else 1 << 30
+
+
+def lab_ports(doc: Mapping[str, Any], named: Iterable[str]) -> dict[str, str]:
+    """rocelab interface → SONiC port name: the PORT table's order (index, first lane,
+    number) where the file has one; else the four-lane convention where every name fits it
+    (none is written: rocelab.qos.ports computes it); else the names' numeric order."""
+    table = doc.get("PORT")
+    if isinstance(table, dict) and table:
+        order = sorted((n for n in table if _PORT_NAME.fullmatch(n)),
+                       key=lambda n: (_index(table[n]), _lanes(table[n]), _port_number(n)))
+    else:
+        order = sorted(set(named), key=_port_number)
+    mapping = {f"eth{i}": name for i, name in enumerate(order, start=1)}
+    if all(lab_to_sonic(lab) == name for lab, name in mapping.items()) or (
+            "PORT" not in doc and all(_port_number(n) % LANES_PER_PORT == 0 for n in order)):
+        return {}  # the four-lane convention: rocelab.qos.ports computes it
+    return mapping
+
+
 def profile_from_config_db(doc: dict[str, Any], source: str) -> QosProfile:
     """The QoS profile a config_db document describes. Raises InputError naming `source`."""
     problems = Problems(source)
     if not isinstance(doc, dict):
         problems.add("", f"the document is {_json_kind(doc)} (expected a config_db object of "
                          'tables like {"BUFFER_POOL": {…}})')
+        problems.raise_if_any()
+    if not any(table in doc for table in QOS_TABLES):
+        problems.add("", f"holds no QoS table (expected at least one of {', '.join(QOS_TABLES)}); "
+                         f"tables present: {', '.join(sorted(doc)) or 'none'}")
         problems.raise_if_any()
     reader = _Reader(doc, problems)
 
@@ -559,7 +655,8 @@ def profile_from_config_db(doc: dict[str, Any], source: str) -> QosProfile:
     watchdogs = reader.pfc_watchdogs()
     problems.raise_if_any()
 
-    names = set(port_maps) | set(pgs) | set(queue_buffers) | set(queue_settings) | set(watchdogs)
+    names = set(port_maps) | set(pgs) | set(queue_buffers) | set(queue_settings) | set(watchdogs) | \
+        set(reader.dynamic)
     ports = {}
     for port in sorted(names, key=_port_number):
         settings = port_maps.get(port, _PortMaps())
@@ -580,8 +677,10 @@ def profile_from_config_db(doc: dict[str, Any], source: str) -> QosProfile:
                               pgs=dict(sorted(pgs.get(port, {}).items())),
                               queues=queues,
                               pfc_wd=watchdogs.get(port),
-                              map_names=QosMapNames(**map_names))
-    return QosProfile(source=source, pools=pools, ports=ports)
+                              map_names=QosMapNames(**map_names),
+                              dynamic_pgs=frozenset(reader.dynamic.get(port, ())))
+    return QosProfile(source=source, pools=pools, ports=ports, lab_ports=lab_ports(doc, ports),
+                      notes=tuple(sorted(reader.notes)))
 
 
 def load_config_db(path: str | os.PathLike[str]) -> QosProfile:
@@ -678,7 +777,10 @@ def _render_maps(doc: _Doc, profile: QosProfile) -> dict[str, dict[str, str]]:
     for spec in _MAPS:
         for port, qos in profile.ports.items():
             values = getattr(qos, spec.attr)
-            entries = {str(i): str(v) for i, v in enumerate(values)}
+            default = getattr(_UNCONFIGURED, spec.attr)
+            # TCs 8–15 only where they differ from SONiC's unmapped default: most files have eight.
+            entries = {str(i): str(v) for i, v in enumerate(values)
+                       if spec.key is not _TC or i < PRIORITIES or v != default[i]}
             name = getattr(qos.map_names, spec.field)
             if name is not None:
                 references[port][spec.field] = _put(doc, spec.table, name, entries)
