@@ -188,6 +188,9 @@ class StaticCheck(pytest.Item):
 
     def runtest(self) -> None:
         spec = self.config.stash[FABRIC_SPEC]
+        reason = self.check.not_applicable(spec, spec.devices[self.device])
+        if reason:
+            pytest.skip(f"not applicable: {reason}")
         findings = self.check.run(spec, spec.devices[self.device])
         if findings:
             raise FindingsFailed(findings)

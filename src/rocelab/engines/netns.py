@@ -83,7 +83,7 @@ def plan(lab: Lab, engine: str = "netns", tdf_choice: TdfChoice | None = None) -
         for node in fabric.nodes
     ]
     fastest_bps = max(link.rate_bps for link in fabric.links) / lab.tdf
-    bound_s = frame_bytes(roce_config(lab.roce).pmtu_bytes) * 8 / fastest_bps
+    bound_s = max(frame_bytes(roce_config(lab.roce).pmtu_bytes) * 8 / fastest_bps, lab.fidelity_bound_s or 0.0)
     return LabState(lab.name, engine, lab.source, lab.dataplane, lab.tdf, "creating", nodes, nic=lab.nic,
                     tdf_choice=tdf_choice.to_json() if tdf_choice else {}, fidelity_bound_s=bound_s)
 

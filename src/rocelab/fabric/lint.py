@@ -74,6 +74,9 @@ class Check:
     name: str
     summary: str
     run: Callable[[FabricSpec, Device], list[Finding]]
+    # Why there is nothing to check on a device (reported as not applicable, never as passed);
+    # None where there is.
+    not_applicable: Callable[[FabricSpec, Device], str | None] = lambda spec, device: None
 
 
 @dataclass(frozen=True)
@@ -268,7 +271,7 @@ def check_ecn_before_pfc(spec: FabricSpec, device: Device) -> list[Finding]:
     # The lossless PGs of the cabled ports: all of them may be congested at once, and those
     # of a priority feed that priority's queues.
     feeding = [(port, qos, priority, pg) for port, qos, priority, pg in _lossless(device, ports)
-               if qos.lossless_pg(pg) and qos.pgs[pg].pool in profile.pools]
+               if _sized(profile, qos, pg)]
     n = len(feeding)
 
     findings = []
@@ -308,6 +311,37 @@ def check_ecn_before_pfc(spec: FabricSpec, device: Device) -> list[Finding]:
     return findings
 
 
+def _sized(profile, qos: PortQos, pg: int) -> bool:
+    """A lossless PG whose profile and pool the file sizes (not SONiC's dynamic buffer model)."""
+    buffer = qos.pgs.get(pg)
+    return (buffer is not None and buffer.lossless and buffer.pool in profile.pools
+            and profile.pools[buffer.pool].size_bytes is not None)
+
+
+def _no_lossless(spec: FabricSpec, device: Device) -> str | None:
+    if not any(True for _ in _lossless(device, _cabled(spec, device))):
+        return f"{device.name} has no pfc_enable priority on a cabled port: nothing is lossless here"
+    return None
+
+
+def _no_sized_lossless(spec: FabricSpec, device: Device) -> str | None:
+    none = _no_lossless(spec, device)
+    if none:
+        return none
+    if not any(_sized(device.profile, qos, pg) or pg not in qos.dynamic_pgs
+               for _, qos, _, pg in _lossless(device, _cabled(spec, device))):
+        return (f"every lossless PG of {device.name} is sized by SONiC's buffer manager at run time "
+                "(BUFFER_PG profile NULL, the dynamic buffer model): the file holds no bytes to check")
+    return None
+
+
+def _no_sized_pool(spec: FabricSpec, device: Device) -> str | None:
+    if not any(pool.size_bytes is not None for pool in device.profile.pools.values()):
+        return (f"{device.name}'s file sizes no buffer pool" + (
+            " (SONiC's dynamic buffer model sizes them at run time)" if device.profile.pools else ""))
+    return None
+
+
 def _cable_m(link: Link) -> float:
     return link.cable_m if link.cable_m is not None else link.delay_s * PROPAGATION_M_PER_S
 
@@ -319,6 +353,8 @@ def check_headroom(spec: FabricSpec, device: Device) -> list[Finding]:
         if (port.name, pg) in seen:
             continue  # priorities sharing a PG share its headroom
         seen.add((port.name, pg))
+        if pg in qos.dynamic_pgs:
+            continue  # buffermgrd sizes it from this port's speed and cable at run time
         link = _link(spec, port)
         try:
             need = headroom(link.rate_bps, _cable_m(link), spec.hosts.roce_mtu_bytes)
@@ -382,6 +418,8 @@ def check_buffer_pool(spec: FabricSpec, device: Device) -> list[Finding]:
                     reserved[buffer.pool][(buffer.name, "xoff", buffer.xoff_bytes)] += 1
     findings = []
     for name, pool in profile.pools.items():
+        if pool.size_bytes is None:
+            continue  # sized at run time (the dynamic buffer model): nothing to add up against
         parts = reserved[name]
         if pool.xoff_bytes:  # xoff comes from the shared headroom pool, counted once
             parts = Counter({k: n for k, n in parts.items() if k[1] == "size"})
@@ -428,13 +466,14 @@ def builtin_checks() -> Registry[Check]:
         Check("cnp-strict", "CNPs leave through a strict-priority queue on every path",
               check_cnp_strict),
         Check("ecn-before-pfc", "ECN Kmin is below the PFC trigger on every lossless queue",
-              check_ecn_before_pfc),
+              check_ecn_before_pfc, _no_lossless),
         Check("headroom", "xoff covers speed, cable, MTU and the peer's response time",
-              check_headroom),
+              check_headroom, _no_sized_lossless),
         Check("mtu", "RoCE MTU + headers fit every link's MTU", check_mtu),
         Check("buffer-pool", "each buffer pool holds its PGs' and queues' reservations",
-              check_buffer_pool),
-        Check("pfc-watchdog", "a PFC watchdog guards every lossless priority", check_pfc_watchdog),
+              check_buffer_pool, _no_sized_pool),
+        Check("pfc-watchdog", "a PFC watchdog guards every lossless priority", check_pfc_watchdog,
+              _no_lossless),
     ):
         checks.register(check.name, check)
     return checks

@@ -16,11 +16,12 @@ from rocelab.roce.config import roce_config
 from rocelab.model.kinds import builtin_dataplanes, builtin_nic_backends
 from rocelab.model.scenario import Scenario, load_scenario
 from rocelab.model.topology import SAFE_NAME, SAFE_NAME_HINT, Fabric, load_topology
+from rocelab.units import parse_delay
 from rocelab.yamlfile import load_yaml
 
 DEFAULT_DATAPLANE = "switchd"
 DEFAULT_PROFILE = "roce-lossless"  # for a bare topology on switchd: rocelab is about lossless RoCE
-LAB_KEYS = frozenset({"name", "description", "topology", "dataplane", "tdf", "pfc_wd_tdf", "profile", "nic",
+LAB_KEYS = frozenset({"name", "description", "topology", "dataplane", "tdf", "pfc_wd_tdf", "fidelity_bound", "profile", "nic",
                       "roce", "scenario", "checks"})
 # `roce:` keys: NicConfig's fields (production units; nicd dilates them by the TDF), with
 # DCQCN's parameters under `dcqcn:`.
@@ -43,6 +44,9 @@ class Lab:
     pfc_wd_tdf: int | None = None
     tdf_how: str = "lab"  # who set tdf: "lab" (lab.yml) or "option" (up --tdf N); unused when auto
     tdf_floor: int = 1  # the least TDF auto may pick (the plugin's headroom margin)
+    # How late an agent may run an event, in wall time, before this lab's observations could
+    # change (rocelab.runtime.fidelity); None: one MTU frame's time on the fastest link.
+    fidelity_bound_s: float | None = None
 
 
 def _is_tdf(value: object) -> bool:
@@ -105,6 +109,13 @@ def _load_lab_file(path: Path) -> Lab:
     elif not _is_tdf(tdf):
         problems.add("tdf", f"{tdf!r} is not a time-dilation factor",
                      "auto (the smallest this machine holds for the lab), or a whole number ≥ 1, e.g. 1000")
+    fidelity_bound_s = None
+    if "fidelity_bound" in data:
+        try:
+            fidelity_bound_s = parse_delay(str(data["fidelity_bound"]))
+        except ValueError as exc:
+            problems.add("fidelity_bound", str(exc), "a wall-clock delay like 10ms: how late an agent may run an "
+                         "event before this lab's observations could change")
     pfc_wd_tdf = data.get("pfc_wd_tdf")
     if pfc_wd_tdf is not None and not _is_tdf(pfc_wd_tdf):
         problems.add("pfc_wd_tdf", f"{pfc_wd_tdf!r} is not a time-dilation factor",
@@ -133,4 +144,5 @@ def _load_lab_file(path: Path) -> Lab:
     switch_ports = {(n.name, p.name) for n in fabric.switches for p in n.ports}
     scenario = load_scenario(doc, path.parent, {h.name for h in fabric.hosts}, switch_ports,
                              {(n.name, p.name) for n in fabric.nodes for p in n.ports})
-    return Lab(name, doc.name, fabric, dataplane, tdf, profile, nic, roce, scenario, pfc_wd_tdf=pfc_wd_tdf)
+    return Lab(name, doc.name, fabric, dataplane, tdf, profile, nic, roce, scenario, pfc_wd_tdf=pfc_wd_tdf,
+               fidelity_bound_s=fidelity_bound_s)

@@ -163,7 +163,7 @@ class PortQos:
 
     def lossless_pg(self, pg: int) -> bool:
         profile = self.pgs.get(pg)
-        return profile is not None and profile.lossless
+        return pg in self.dynamic_pgs or (profile is not None and profile.lossless)
 
 
 @dataclass(frozen=True)

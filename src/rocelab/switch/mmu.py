@@ -52,6 +52,9 @@ class Pool:
                  "headroom_used_bytes")
 
     def __init__(self, pool: BufferPool):
+        if pool.size_bytes is None:
+            raise ValueError(f"buffer pool {pool.name!r} has no size: SONiC's dynamic buffer model sizes it at "
+                             "run time; give the emulated switch its size (`show buffer pool` on the switch)")
         self.size_bytes = pool.size_bytes
         self.headroom_size_bytes = pool.xoff_bytes
         self.shared_used_bytes = 0

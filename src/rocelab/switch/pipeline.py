@@ -124,6 +124,10 @@ class _Port:
         self.mac = mac_bytes(spec.mac)
         self.rate_bps = spec.rate_bps
         self.qos = qos = port_qos(profile, spec.name)
+        if qos.dynamic_pgs:
+            raise ValueError(f"{spec.name} ({qos.port}): PG {', '.join(map(str, sorted(qos.dynamic_pgs)))} has profile "
+                             "NULL, which SONiC's buffer manager computes at run time; give the emulated switch "
+                             "the profile it computed (`show buffer profile` on the switch)")
         self.pfc_enable = frozenset(qos.pfc_enable)
         self.bucket = TokenBucket(spec.rate_bps, spec.burst_bytes)
         self.link = Link(spec.delay_s, spec.jitter_s, spec.loss_pct, rng)
