@@ -42,6 +42,11 @@ class AgentTiming:
         """An agent's whole life so far, from the `loop` of its counters reply."""
         return cls(node, agent, tuple(loop["lateness"]["counts"]), loop["rx_dropped"])
 
+    def since(self, earlier: AgentTiming) -> AgentTiming:
+        """The window between an earlier reading of the same agent and this one."""
+        return AgentTiming(self.node, self.agent, tuple(n - e for n, e in zip(self.counts, earlier.counts)),
+                           self.rx_dropped - earlier.rx_dropped)
+
     @property
     def events(self) -> int:
         return sum(self.counts)
@@ -64,15 +69,9 @@ class AgentTiming:
 
 def timings(before: Iterable[AgentReading], after: Iterable[AgentReading]) -> list[AgentTiming]:
     """Each agent's window between two readings of a lab (an agent that did not answer is left out)."""
-    start = {(r.node, r.agent): r.reply["loop"] for r in before if r.reply}
-    out = []
-    for r in after:
-        if not r.reply or (r.node, r.agent) not in start:
-            continue
-        a, b = start[(r.node, r.agent)], r.reply["loop"]
-        counts = tuple(y - x for x, y in zip(a["lateness"]["counts"], b["lateness"]["counts"]))
-        out.append(AgentTiming(r.node, r.agent, counts, b["rx_dropped"] - a["rx_dropped"]))
-    return out
+    start = {(r.node, r.agent): AgentTiming.of(r.node, r.agent, r.reply["loop"]) for r in before if r.reply}
+    return [AgentTiming.of(r.node, r.agent, r.reply["loop"]).since(start[(r.node, r.agent)])
+            for r in after if r.reply and (r.node, r.agent) in start]
 
 
 @dataclass(frozen=True)
