@@ -541,4 +541,17 @@ def images(c, force=False):
     console.print(images_mod.render_table(results))
 
 
-ns = TaskCollection(up, down, status, exec_, graph, show, probe, metrics, run, traffic, bw, calc, images, test)
+@task(positional=["lab"], help={
+    "lab": "the lab to watch (default: the only lab up, whichever it is at each sample)",
+    "port": "TCP port (default 8080)",
+    "bind": "address to listen on (default 127.0.0.1; anything else exposes the lab to the network)"})
+@_front_door(optional_positionals=("lab",))
+def dashboard(c, lab=None, port=8080, bind="127.0.0.1"):
+    """A live browser view of the lab: link load, PFC pauses, queues, ECN, drops, the job; Ctrl-C stops."""
+    from rocelab.dashboard import cli as dashboard_cli  # the web stack only for this task
+
+    name = load_lab(lab).name if lab else None  # an unknown lab is an input error, not a page that waits
+    dashboard_cli.serve(name, port, bind, console, err_console)
+
+
+ns = TaskCollection(up, down, status, exec_, graph, show, probe, metrics, run, traffic, bw, calc, images, dashboard, test)
