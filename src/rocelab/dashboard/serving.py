@@ -66,6 +66,23 @@ def end_job(lab: str) -> None:
     _job_file(lab).unlink(missing_ok=True)
 
 
+class JobReporter:
+    """A job's progress callback's companion: at most every `every_s`, the progress to the
+    dashboard (iteration, bytes, bytes per second so far), when one serves."""
+
+    def __init__(self, lab: str, every_s: float = 0.2):
+        self.lab, self.every_s, self._last = lab, every_s, 0.0
+
+    def __call__(self, progress) -> None:
+        now = time.monotonic()
+        if now - self._last < self.every_s:
+            return
+        self._last = now
+        publish_job(self.lab, iterations_done=progress.iterations_done, iterations=progress.iterations,
+                    bytes_done=progress.bytes_done, bytes_total=progress.bytes_total,
+                    bytes_per_s=progress.bytes_done / progress.elapsed_s if progress.elapsed_s > 0 else 0.0)
+
+
 def read_job(lab: str) -> dict | None:
     try:
         return json.loads(_job_file(lab).read_text())
