@@ -24,7 +24,7 @@ from rocelab import calc as calc_mod
 from rocelab import control, paths, report, views
 from rocelab import state as lab_state
 from rocelab.cli import TaskCollection
-from rocelab.dashboard import serving as dashboard
+from rocelab.dashboard import serving as dashboard_serving
 from rocelab.engines import builtin_engines
 from rocelab.errors import EXIT_USAGE, InputError, Problem
 from rocelab.lab import load_lab
@@ -325,14 +325,14 @@ def test(c, k=None, unit=False):
 def _job_progress(title: str, lab: str | None = None):
     """A progress bar on a terminal; without one, a line per iteration (logs stay short).
     With `lab`, a serving dashboard shows the progress too, and its URL is printed."""
-    if lab and dashboard.url():
-        err_console.print(f"dashboard: {dashboard.url()}", highlight=False)
-        report = dashboard.JobReporter(lab)
+    if lab and dashboard_serving.url():
+        err_console.print(f"dashboard: {dashboard_serving.url()}", highlight=False)
+        report = dashboard_serving.JobReporter(lab)
         try:
             with _job_progress(title) as show:
                 yield lambda p: (show(p), report(p))
         finally:
-            dashboard.end_job(lab)
+            dashboard_serving.end_job(lab)
         return
     if err_console.is_terminal:
         from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
@@ -383,7 +383,7 @@ def traffic(c, pattern, lab=None, hosts=None, size=None, iters=0, qps=0, json=Fa
     sampler = Sampler(record).start() if report_dir != "none" else None
     try:
         with _job_progress(f"{spec.pattern} on {record.name}", record.name) as on_progress:
-            dashboard.publish_job(record.name, pattern=spec.pattern)
+            dashboard_serving.publish_job(record.name, pattern=spec.pattern)
             report, _ = run_job(record, spec, on_progress=on_progress)
     except JobFailed as exc:
         err_console.print(f"[red]job failed:[/red] {exc}", highlight=False, soft_wrap=True)
@@ -398,7 +398,7 @@ def traffic(c, pattern, lab=None, hosts=None, size=None, iters=0, qps=0, json=Fa
         run_dir = Path(report_dir) if report_dir else runreport.default_run_dir(record.name)
         written = runreport.write_report(run_dir, record, series, [("Job totals", ["figure", "value"], rows)], None,
                                          f"{spec.pattern} on {record.name}",
-                                         dashboard.save_snapshot(run_dir / runreport.DASHBOARD_NAME))
+                                         dashboard_serving.save_snapshot(run_dir / runreport.DASHBOARD_NAME))
     if json:
         print(jsonlib.dumps({**report, "report": str(written) if written else None}, indent=1))
     else:
@@ -439,7 +439,7 @@ def run(c, lab, json=False, report=True, case=None):
                           "late, and a lossless class can drop (emulation lag, not PFC)", highlight=False)
     def on_case(started) -> None:
         err_console.print(f"case {started.name}: {started.title}", highlight=False)
-        dashboard.publish_job(spec.name, case=started.name, title=started.title,
+        dashboard_serving.publish_job(spec.name, case=started.name, title=started.title,
                               pattern=started.traffic.pattern if started.traffic else "training")
 
     with _job_progress(spec.name, spec.name) as on_progress:
@@ -455,7 +455,7 @@ def run(c, lab, json=False, report=True, case=None):
     report_path = None
     if report:
         run_dir = runreport.default_run_dir(spec.name)
-        snapshot = dashboard.save_snapshot(run_dir / runreport.DASHBOARD_NAME)
+        snapshot = dashboard_serving.save_snapshot(run_dir / runreport.DASHBOARD_NAME)
         tables = [("Observations", ["observation", *(c.case.name for c in result.cases)], result.rows()),
                   ("Checks", ["result", "check", "left", "right"], result.check_rows())] + ([slowdown] if trained else [])
         for case in result.cases:

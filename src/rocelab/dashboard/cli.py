@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ipaddress
+import signal
+import sys
 
 import uvicorn
 from rich.console import Console
@@ -49,6 +51,8 @@ def serve(lab: str | None, port: object, address: str, console: Console, err_con
     sampler = DashboardSampler(lab).start()
     server = uvicorn.Server(uvicorn.Config(app(sampler), log_level="warning", access_log=False,
                                            timeout_graceful_shutdown=1))
+    # uvicorn re-raises the SIGTERM it caught once it has shut down: exit through `finally`.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     serving.announce(url)
     console.print(f"dashboard: {url} ({lab or 'the lab that is up'}); Ctrl-C stops", highlight=False)
     try:

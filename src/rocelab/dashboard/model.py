@@ -48,15 +48,19 @@ class Reading:
 
 def layout(record: LabState) -> tuple[list[dict], list[dict]]:
     """Nodes placed by role (spines on top, hosts at the bottom) and each link once."""
+    def row_of(role: str) -> str:
+        return role if role in ROLE_ROWS else "leaf"
+
     rows: dict[str, list[str]] = {}
     for node in record.nodes:
-        rows.setdefault(node.role if node.role in ROLE_ROWS else "leaf", []).append(node.name)
+        rows.setdefault(row_of(node.role), []).append(node.name)
+    present = [r for r in ROLE_ROWS if r in rows]  # rows spread over the height, top to bottom
     nodes = []
     for node in record.nodes:
-        row = rows[node.role if node.role in ROLE_ROWS else "leaf"]
-        i = row.index(node.name)
-        nodes.append({"name": node.name, "role": node.role, "x": (i + 1) / (len(row) + 1),
-                      "y": 1.0 - ROLE_ROWS.index(node.role if node.role in ROLE_ROWS else "leaf") / 2})
+        row = rows[row_of(node.role)]
+        level = present.index(row_of(node.role))
+        nodes.append({"name": node.name, "role": node.role, "x": (row.index(node.name) + 1) / (len(row) + 1),
+                      "y": 1.0 - level / max(1, len(present) - 1)})
     links, seen = [], set()
     for node in record.nodes:
         for iface in node.interfaces:
