@@ -28,15 +28,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 os.environ.setdefault("ROCELAB_STATE_DIR", tempfile.mkdtemp(prefix="rocelab-bench-"))
 
+from bench_switchd import cpu_s  # noqa: E402  (utime + stime of a pid, from /proc)
 from rocelab import state as lab_state  # noqa: E402
 
 CLI = [sys.executable, "-m", "rocelab"]
 LAB = "lab-pfc"
-
-
-def cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
 def agents_cpu_s() -> float:
