@@ -165,6 +165,14 @@ def test_the_page_shows_pfc_pauses_queue_depth_and_drops_live(dashboard, browser
     browser.execute_script(f"selectPort('{RECEIVER_PORT}')")
     counters = wait_for(browser, lambda d: d.find_element("id", "counters").text, 10, "the port's counters")
     assert "PFC counters" in counters and "Port Rx" in counters and "UC3" in counters
+    # The probe button: a short capture on the port comes back as a pcap.
+    browser.set_script_timeout(30)
+    magic = browser.execute_async_script(
+        "const done = arguments[0]; fetch(document.getElementById('probe').href.replace('seconds=3', 'seconds=1'))"
+        ".then(r => r.arrayBuffer()).then(b => done(Array.from(new Uint8Array(b.slice(0, 4)))))"
+        ".catch(e => done(String(e)))")
+    pcap_magic = ([0xD4, 0xC3, 0xB2, 0xA1], [0x4D, 0x3C, 0xB2, 0xA1])  # pcap (µs, ns timestamps), little-endian
+    assert magic in pcap_magic or magic[::-1] in pcap_magic, magic
     for shot in ("pfc-on.png", "pfc-off-drops.png", "no-lab-up.png"):
         print(f"screenshot: {tmp_path / shot}")
     shutil.rmtree(pfc["run"]["run_dir"], ignore_errors=True)
