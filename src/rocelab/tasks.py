@@ -572,4 +572,5 @@ def dashboard(c, lab=None, port=8080, bind="127.0.0.1"):
     dashboard_cli.serve(name, port, bind, console, err_console)
 
 
-ns = TaskCollection(up, down, status, exec_, graph, show, probe, metrics, run, traffic, bw, calc, images, dashboard, test)
+ns = TaskCollection(up, down, status, exec_, graph, show, probe, metrics, run, traffic, bw, calc, images, dashboard,
+                    test)

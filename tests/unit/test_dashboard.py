@@ -14,7 +14,7 @@ import pytest
 from rocelab import paths
 from rocelab.dashboard import model, serving
 from rocelab.dashboard.sampler import DashboardSampler
-from rocelab.dashboard.server import page_html, plotly_js
+from rocelab.dashboard.server import page_html, plotly_js, port_text
 from rocelab.headroom import pg_trigger_bytes
 from rocelab.metrics import AgentReading
 from rocelab.qos.model import BufferProfile, QosProfile, WredProfile, port_qos
@@ -55,8 +55,8 @@ def incast():
 def test_the_incast_shows_pauses_on_the_senders_ports_and_the_receivers_queue_rising(incast):
     times, readings = incast
     frames = frames_of(times, readings)
-    depths = [next((q["depth"] for q in f["queues"] if q["port"] == f"leaf1:{RECEIVER}" and q["queue"] == LOSSLESS_TC), 0)
-              for f in frames]
+    depths = [next((q["depth"] for q in f["queues"]
+                    if q["port"] == f"leaf1:{RECEIVER}" and q["queue"] == LOSSLESS_TC), 0) for f in frames]
     assert max(depths) > 0
     paused = {(p["port"], p["priority"]) for f in frames for p in f["pauses"] if p["dir"] == "tx"}
     assert {(f"leaf1:{s}", LOSSLESS_TC) for s in SENDERS} <= paused
@@ -118,6 +118,18 @@ def test_frames_carry_the_thresholds_of_their_queue(incast):
     queue = next(q for f in frames_of(times[:3], readings[:3], marks) for q in f["queues"]
                  if q["port"] == f"leaf1:{RECEIVER}" and q["queue"] == LOSSLESS_TC)
     assert (queue["kmin"], queue["kmax"]) == (50_000, 200_000) and queue["xoff"] > 0
+
+
+def test_a_clicked_port_shows_its_own_counters_as_show_counters_does(incast):
+    times, readings = incast
+    before, now = (model.Reading(times[i], tuple(readings[i])) for i in (10, 11))
+    text = port_text(incast_lab(), now, before, "leaf1", RECEIVER, RATE_BPS)
+    assert "interface counters" in text and "PFC counters" in text and "WRED and ECN counters" in text
+    rows = [line.split()[0] for line in text.splitlines() if line.strip().startswith("eth")]
+    assert rows and set(rows) == {RECEIVER}  # that port only
+    without_rate = port_text(incast_lab(), now, None, "leaf1", RECEIVER, None)
+    assert "interface counters" not in without_rate and "PFC counters" in without_rate
+    assert port_text(incast_lab(), now, before, "leaf1", "eth9", RATE_BPS) is None
 
 
 def test_layout_rows_by_role_and_each_link_once():

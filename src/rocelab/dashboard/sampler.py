@@ -50,7 +50,7 @@ class DashboardSampler:
         self._thread = threading.Thread(target=self._run, name="dashboard-sampler", daemon=True)
         self._identity: tuple | None = None  # (lab, agent pids): a change is a new lab
         self._before: model.Reading | None = None
-        self._rates: dict[str, float] = {}
+        self.line_rates: dict[str, float] = {}
         self._marks: dict[str, dict[int, dict]] = {}
         self._profiles: dict[str, object] = {}  # profile path → QosProfile | None (unreadable)
         self._totals: dict[tuple[str, str, str], int] = {}
@@ -102,7 +102,7 @@ class DashboardSampler:
         identity = (record.name, tuple(p["pid"] for p in record.processes))
         if identity != self._identity:
             self._identity, self._before, self._totals = identity, None, {}
-            self._rates = _line_rates(record)
+            self.line_rates = _line_rates(record)
             self.frames.clear()
         reading = model.Reading(t_s, metrics.read_lab(record).agents)
         self._profile_marks(reading.agents)
@@ -110,7 +110,7 @@ class DashboardSampler:
         self.last_readings = (before, reading)
         if before is None:
             return model.empty(t_s, f"{record.name}: reading the agents", record.name)
-        f = model.frame(record, before, reading, self._rates, self._marks, self._totals, t_s,
+        f = model.frame(record, before, reading, self.line_rates, self._marks, self._totals, t_s,
                         serving.read_job(record.name))
         model.add_drops(self._totals, f)
         return f

@@ -48,7 +48,8 @@ def page_html(*, snapshot: list[dict] | None = None, inline_js: str | None = Non
     return page.replace("<!--PLOTLY-->", script).replace("/*SNAPSHOT*/null", frames)
 
 
-def port_text(record: lab_state.LabState, reading, before, node: str, port: str) -> str | None:
+def port_text(record: lab_state.LabState, reading, before, node: str, port: str,
+              line_rate_bps: float | None) -> str | None:
     """One port's counters as `invoke show counters` prints them; None when the agent is silent."""
     agent = next((a for a in reading.agents if a.node == node), None) if reading else None
     if agent is None or agent.reply is None:
@@ -62,9 +63,9 @@ def port_text(record: lab_state.LabState, reading, before, node: str, port: str)
         old = next((a for a in before.agents if a.node == node and a.reply), None) if before else None
         interval_s = reading.t_s - before.t_s if old else 1.0
         then = {"ports": {port: old.reply["counters"]["ports"][port]}} if old else None
-        rates = {port: 1.0}  # utilisation is on the topology; BPS here
-        out.print(views.switch_views(node, now, then, interval_s, rates, record.tdf,
-                                     tuple(v for v in views.VIEWS if v != "interfaces") if then is None else views.VIEWS))
+        chosen = views.VIEWS if then is not None and line_rate_bps else \
+            tuple(v for v in views.VIEWS if v != "interfaces")  # its BPS and UTIL need two readings and the rate
+        out.print(views.switch_views(node, now, then, interval_s, {port: line_rate_bps}, record.tdf, chosen))
     else:
         out.print(views.nic_view(node, counters, record.tdf))
     return out.export_text()
@@ -99,7 +100,8 @@ def app(sampler: DashboardSampler) -> Starlette:
         node, name = request.path_params["node"], request.path_params["port"]
         record = sampler.record_now
         before, reading = sampler.last_readings
-        text = port_text(record, reading, before, node, name) if record else None
+        text = port_text(record, reading, before, node, name, sampler.line_rates.get(f"{node}:{name}")) \
+            if record else None
         if text is None:
             return PlainTextResponse(f"no counters for {node}:{name} (no lab up, or its agent is silent)",
                                      status_code=404)
