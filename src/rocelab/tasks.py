@@ -27,6 +27,7 @@ from rocelab.reporting import status as report
 from rocelab.reporting import views
 from rocelab.engines import state as lab_state
 from rocelab import frontdoor
+from rocelab.dashboard import serving as dashboard_serving
 from rocelab.engines import builtin_engines
 from rocelab.errors import EXIT_USAGE, InputError, Problem
 from rocelab.model.lab import load_lab
@@ -367,8 +368,18 @@ def test(c, k=None, unit=False):
 
 
 @contextlib.contextmanager
-def _job_progress(title: str):
-    """A progress bar on a terminal; without one, a line per iteration (logs stay short)."""
+def _job_progress(title: str, lab: str | None = None):
+    """A progress bar on a terminal; without one, a line per iteration (logs stay short).
+    With `lab`, a serving dashboard shows the progress too, and its URL is printed."""
+    if lab and dashboard_serving.url():
+        err_console.print(f"dashboard: {dashboard_serving.url()}", highlight=False)
+        report = dashboard_serving.JobReporter(lab)
+        try:
+            with _job_progress(title) as show:
+                yield lambda p: (show(p), report(p))
+        finally:
+            dashboard_serving.end_job(lab)
+        return
     if err_console.is_terminal:
         from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
@@ -417,7 +428,8 @@ def traffic(c, pattern, lab=None, hosts=None, size=None, iters=0, qps=0, json=Fa
     record = _running(lab, "traffic")
     sampler = Sampler(record).start() if report_dir != "none" else None
     try:
-        with _job_progress(f"{spec.pattern} on {record.name}") as on_progress:
+        with _job_progress(f"{spec.pattern} on {record.name}", record.name) as on_progress:
+            dashboard_serving.publish_job(record.name, pattern=spec.pattern)
             report, _ = run_job(record, spec, on_progress=on_progress)
     except JobFailed as exc:
         err_console.print(f"[red]job failed:[/red] {exc}", highlight=False, soft_wrap=True)
@@ -429,9 +441,10 @@ def traffic(c, pattern, lab=None, hosts=None, size=None, iters=0, qps=0, json=Fa
         total = report["total"]
         rows = [[k, jsonlib.dumps(v)] for k, v in total.items() if k != "counters"]
         rows += [[f"counters.{k}", jsonlib.dumps(v)] for k, v in total.get("counters", {}).items()]
-        written = runreport.write_report(Path(report_dir) if report_dir else None, record, series,
-                                         [("Job totals", ["figure", "value"], rows)], None,
-                                         f"{spec.pattern} on {record.name}")
+        run_dir = Path(report_dir) if report_dir else runreport.default_run_dir(record.name)
+        written = runreport.write_report(run_dir, record, series, [("Job totals", ["figure", "value"], rows)], None,
+                                         f"{spec.pattern} on {record.name}",
+                                         dashboard_serving.save_snapshot(run_dir / runreport.DASHBOARD_NAME))
     if json:
         print(jsonlib.dumps({**report, "report": str(written) if written else None}, indent=1))
     else:
@@ -474,10 +487,14 @@ def run(c, lab, json=False, report=True, case=None):
     if late:
         err_console.print(f"note: {late} run without real-time scheduling: on a busy machine they can react "
                           "late, and a lossless class can drop (emulation lag, not PFC)", highlight=False)
-    with _job_progress(spec.name) as on_progress:
+    def on_case(started) -> None:
+        err_console.print(f"case {started.name}: {started.title}", highlight=False)
+        dashboard_serving.publish_job(spec.name, case=started.name, title=started.title,
+                                      pattern=started.traffic.pattern if started.traffic else "training")
+
+    with _job_progress(spec.name, spec.name) as on_progress:
         result = scenario_run.run(record, chosen, spec.profile, roce_config(spec.roce).cc_algorithm, spec.fabric,
-                              on_case=lambda started: err_console.print(f"case {started.name}: {started.title}",
-                                                                        highlight=False),
+                                  on_case=on_case,
                               on_progress=on_progress,
                               on_step=lambda step, workers: err_console.print(train.step_text(step, workers),
                                                                               highlight=False))
@@ -488,12 +505,13 @@ def run(c, lab, json=False, report=True, case=None):
     report_path = None
     if report:
         run_dir = runreport.default_run_dir(spec.name)
+        snapshot = dashboard_serving.save_snapshot(run_dir / runreport.DASHBOARD_NAME)
         tables = [("Observations", ["observation", *(c.case.name for c in result.cases)], result.rows()),
                   ("Checks", ["result", "check", "left", "right"], result.check_rows())] + ([slowdown] if trained else [])
         for case in result.cases:
             runreport.write_report(run_dir / case.case.name, record, case.series, tables,
                                    f"{verdict} (case {case.case.name}: {case.case.title})",
-                                   f"{spec.name}: {case.case.title}")
+                                   f"{spec.name}: {case.case.title}", snapshot)
         (run_dir / "run.json").write_text(jsonlib.dumps(result.to_json(), indent=1, default=str))
         report_path = run_dir
     if json:
@@ -595,5 +613,19 @@ def images(c, force=False):
     console.print(images_mod.render_table(results))
 
 
+@task(positional=["lab"], optional=["lab"], help={
+    "lab": "the lab to watch (default: the only lab up, whichever it is at each sample)",
+    "port": "TCP port (default 8080)",
+    "bind": "address to listen on (default 127.0.0.1; anything else exposes the lab to the network)"})
+@_front_door()
+def dashboard(c, lab=None, port=8080, bind="127.0.0.1"):
+    """A live browser view of the lab: link load, PFC pauses, queues, ECN, drops, the job; Ctrl-C stops."""
+    from rocelab.dashboard import cli as dashboard_cli  # the web stack only for this task
+
+    name = load_lab(lab).name if lab else None  # an unknown lab is an input error, not a page that waits
+    dashboard_cli.serve(name, port, bind, console, err_console)
+
+
 frontdoor.install()
-ns = Collection(up, down, status, exec_, graph, export, show, probe, metrics, run, traffic, bw, calc, images, test)
+ns = Collection(up, down, status, exec_, graph, export, show, probe, metrics, run, traffic, bw, calc, images,
+                dashboard, test)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import os
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -31,6 +32,7 @@ from rocelab.runtime.timeseries import GAUGE, KINDS, Series, TimeSeries
 from rocelab.model.topology import Fabric, load_topology
 
 REPORT_NAME = "report.html"
+DASHBOARD_NAME = "dashboard.html"  # a dashboard snapshot, when one served during the run
 LINES_PER_GROUP = 6  # the busiest few stay legible; the rest are in series.json
 
 Table = tuple[str, Sequence[str], Sequence[Sequence[object]]]  # (title, columns, rows)
@@ -200,9 +202,10 @@ def _meta(record: LabState, ts: TimeSeries) -> str:
 
 
 def write_report(run_dir: Path | None, lab_state: LabState, series: TimeSeries, tables: Sequence[Table],
-                 verdict: str | None, title: str) -> Path:
+                 verdict: str | None, title: str, dashboard: Path | None = None) -> Path:
     """Write the plots, series.json and report.html into `run_dir` (None: a new folder under
-    runs/); returns the report's path, whose folder is the run folder."""
+    runs/); returns the report's path, whose folder is the run folder. `dashboard`: a
+    dashboard snapshot (one HTML file) the report links to."""
     run_dir = Path(run_dir) if run_dir is not None else default_run_dir(lab_state.name)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "series.json").write_text(json.dumps(series.to_json()))
@@ -227,6 +230,10 @@ def write_report(run_dir: Path | None, lab_state: LabState, series: TimeSeries, 
         parts.append("<h2>Observations</h2>")
         parts += [_table(*t) for t in tables]
     parts.append('<p class="meta">Every sampled series: <a href="series.json">series.json</a>.</p>')
+    if dashboard is not None:
+        href = html.escape(os.path.relpath(dashboard, run_dir))
+        parts.append(f'<p class="meta">The live dashboard as it was: <a href="{href}">{href}</a> '
+                     "(one self-contained HTML file: drag the time slider).</p>")
     page = (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
             f"<style>{_STYLE}</style></head><body>\n" + "\n".join(parts) + "\n</body></html>\n")
     report = run_dir / REPORT_NAME
