@@ -37,8 +37,9 @@ def clean_slate():
 def test_a_hopeless_tdf_is_reported_as_fallen_behind_and_makes_the_verdict_inconclusive(clean_slate, tmp_path):
     up = cli("up", "lab-pfc", "--tdf", HOPELESS_TDF)
     assert up.returncode == 0, up.stderr
-    assert "beyond the 60% kept for the agents" in up.stdout.replace("\n", " ")
-    job = cli("traffic", "incast", "--size", "256KB", "--iters", "1", "--json", "--report-dir", "none")
+    status = json.loads(cli("status", "--json").stdout)["labs"][0]["tdf_choice"]
+    assert status["how"] == "option" and status["load"] > 0.6 and "beyond the 60%" in status["why"]
+    job = cli("traffic", "incast", "--size", "64KB", "--iters", "1", "--json", "--report-dir", "none")
     assert job.returncode == 0, job.stderr
     fidelity = json.loads(job.stdout)["fidelity"]
     assert not fidelity["kept_up"] and fidelity["advice_tdf"] > int(HOPELESS_TDF)
@@ -48,7 +49,7 @@ def test_a_hopeless_tdf_is_reported_as_fallen_behind_and_makes_the_verdict_incon
     assert run.returncode == 1 and doc["verdict"] == "inconclusive" and not doc["passed"]
     assert all(not c["fidelity"]["kept_up"] for c in doc["cases"])
     assert all(c["inconclusive"] for c in doc["checks"])
-    human = cli("traffic", "incast", "--size", "256KB", "--iters", "1", "--report-dir", "none")
+    human = cli("traffic", "incast", "--size", "64KB", "--iters", "1", "--report-dir", "none")
     assert "fidelity: the emulation FELL BEHIND at TDF 10" in human.stdout.replace("\n", " ")
 
 

