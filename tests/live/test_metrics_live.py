@@ -23,7 +23,7 @@ from test_switchd_live import udp_frame
 pytestmark = pytest.mark.root
 ROOT = Path(__file__).resolve().parents[2]
 LOSSLESS = ROOT / "profiles" / "roce-lossless.json"
-RATE_BPS = 100e9 / 1000  # 100G at TDF 1000
+LINE_RATE_BPS = 100e9  # each sender offers its 100G port's full emulated rate
 SENDERS = ("h1", "h3", "h4")  # 3:1 into h2 on DSCP 26, the lossless priority 3
 PRIORITY = 3
 
@@ -47,7 +47,7 @@ def settled_counters(lab: str, timeout_s: float = 10.0) -> dict:
 
 def incast(spec, record, duration_s: float) -> None:
     blast_together([(record.node(h).netns, "eth1", udp_frame(spec, h, "h2", 26, 4096, sport=7000 + i))
-                    for i, h in enumerate(SENDERS)], RATE_BPS, duration_s)
+                    for i, h in enumerate(SENDERS)], LINE_RATE_BPS / record.tdf, duration_s)
 
 
 def parse(text: str) -> dict[tuple, float]:

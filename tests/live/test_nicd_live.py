@@ -136,11 +136,11 @@ def test_far_psn_is_dropped_as_out_of_window_on_the_qp(lab):
 def test_pfc_from_the_tor_pauses_the_nic_for_its_quanta(lab):
     spec, record = lab
     h1 = agent_config(record, "h1")["ports"][0]
-    quanta = 20000  # 20000 × 512 bits at 100 Mb/s: 102 ms
+    quanta = 20000  # 20000 × 512 bits: 102 ms at 100 Mb/s (100G at TDF 1000)
     frame = build_pfc(mac_bytes(h1["peer_mac"]), {3: quanta})
     ask(record, "h1", "clear")
     call_in(record.node("leaf1").netns, send_frames, record.node("leaf1").netns, "eth1", [frame])
-    time.sleep(0.3)
+    time.sleep(quanta * 512 / h1["rate_bps"] + 0.2)  # the pause has run out
     pfc = ask(record, "h1", "counters")["counters"]["pfc"]
     assert pfc["rx_pause_frames"] == [0, 0, 0, 1, 0, 0, 0, 0]
     assert pfc["paused_time_s"][3] == pytest.approx(quanta * 512 / h1["rate_bps"], rel=1e-6)

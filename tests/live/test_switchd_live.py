@@ -21,7 +21,12 @@ from nsutil import blast, capture
 pytestmark = pytest.mark.root
 ROOT = Path(__file__).resolve().parents[2]
 PROFILES = ROOT / "profiles"
-RATE_BPS = 100e9 / 1000  # 100G at TDF 1000
+LINE_RATE_BPS = 100e9
+
+
+def rate_bps(record) -> float:
+    """A 100G port's emulated rate at the TDF `up` chose for this machine."""
+    return LINE_RATE_BPS / record.tdf
 
 
 def counters(lab: str, node: str) -> dict:
@@ -42,13 +47,13 @@ def test_a_port_is_shaped_to_its_emulated_rate(bring_up):
     frame = udp_frame(spec, "h1", "h2", 0, 4096)
     rx = CallIn(record.node("h2").netns, capture, "eth1", 4.0)
     time.sleep(0.3)
-    call_in(record.node("h1").netns, blast, "eth1", frame, 1.5 * RATE_BPS, 3.0)
+    call_in(record.node("h1").netns, blast, "eth1", frame, 1.5 * rate_bps(record), 3.0)
     frames = [(t, f) for t, f in rx.result() if f[12:14] == b"\x08\x00" and f[23] == 17]
     # Skip the first half second: the egress queue fills while the shaper settles.
     start = frames[0][0] + 0.5
     window = [(t, f) for t, f in frames if t >= start]
-    rate_bps = sum(len(f) for _, f in window[1:]) * 8 / (window[-1][0] - window[0][0])
-    assert rate_bps == pytest.approx(RATE_BPS, rel=0.03)
+    measured_bps = sum(len(f) for _, f in window[1:]) * 8 / (window[-1][0] - window[0][0])
+    assert measured_bps == pytest.approx(rate_bps(record), rel=0.03)
 
 
 def test_a_pfc_frame_pauses_exactly_its_priority(bring_up):
@@ -82,7 +87,7 @@ def test_a_pfc_frame_pauses_exactly_its_priority(bring_up):
     sent_at = call_in(record.node("h1").netns, send_both)
     frames = rx.result()
     # 65535 quanta × 512 bit times at 100 Mb/s = 0.3355 s: nothing on priority 3 meanwhile.
-    hold_s = 0xFFFF * 512 / RATE_BPS
+    hold_s = 0xFFFF * 512 / rate_bps(record)
     assert sent_at < paused_at + hold_s - 0.1, "the traffic was sent too late to test the pause"
     dscp = [(t, f[15] >> 2) for t, f in frames if f[12:14] == b"\x08\x00"]
     early_lossless = [t for t, d in dscp if d == 26 and t < paused_at + hold_s - 0.005]
@@ -101,7 +106,7 @@ def test_lossy_incast_drops_and_sends_no_pfc(bring_up):
     seen_by_h1 = CallIn(record.node("h1").netns, capture, "eth1", 2.5)
     time.sleep(0.2)
     senders = [CallIn(record.node(h).netns, blast, "eth1", udp_frame(spec, h, "h5", 26, 4096, sport=6000 + i),
-                       RATE_BPS, 1.5) for i, h in enumerate(("h1", "h2"))]
+                       rate_bps(record), 1.5) for i, h in enumerate(("h1", "h2"))]
     for s in senders:
         s.result()
     time.sleep(0.5)
@@ -157,7 +162,7 @@ def test_show_counters_gives_sonic_views_and_json(bring_up):
     import sys
 
     spec, record = bring_up("incast-1x5", dataplane="switchd", profile=PROFILES / "roce-lossless.json")
-    call_in(record.node("h1").netns, blast, "eth1", udp_frame(spec, "h1", "h2", 26, 1000), RATE_BPS / 10, 0.3)
+    call_in(record.node("h1").netns, blast, "eth1", udp_frame(spec, "h1", "h2", 26, 1000), rate_bps(record) / 10, 0.3)
     cli = [sys.executable, "-m", "rocelab", "show", "counters", "leaf1", "--lab", spec.name]
     doc = json.loads(subprocess.run([*cli, "--json"], capture_output=True, text=True, check=True).stdout)
     ports = doc["nodes"]["leaf1"]["counters"]["ports"]
