@@ -32,8 +32,8 @@ NEEDS_DOCKER = {"images"}
 def readme_blocks() -> list[list[list[str]]]:
     """The README's ```sh blocks, each as the argv lists of its `invoke` lines."""
     text = (ROOT / "README.md").read_text()
-    blocks = [[shlex.split(line.split("#", 1)[0])[1:] for line in block.splitlines()
-               if line.strip().startswith("invoke ")] for block in SH_BLOCK.findall(text)]
+    blocks = [[shlex.split(command)[1:] for line in block.splitlines() if line.strip().startswith("invoke ")
+               for command in line.split("#", 1)[0].split("&&")] for block in SH_BLOCK.findall(text)]
     return [[argv for argv in block if argv[0] not in LONG_RUNNING] for block in blocks if block]
 
 

@@ -103,10 +103,12 @@ def test_a_pfc_frame_pauses_exactly_its_priority(bring_up):
 
 def test_lossy_incast_drops_and_sends_no_pfc(bring_up):
     spec, record = bring_up("incast-1x5", dataplane="switchd", profile=PROFILES / "lossy.json")
-    seen_by_h1 = CallIn(record.node("h1").netns, capture, "eth1", 2.5)
+    # 2:1 for as long as it takes to overrun the lossy buffer: 1.5 s at TDF 1000, the same bytes at any TDF.
+    duration_s = 1.5 * record.tdf / 1000
+    seen_by_h1 = CallIn(record.node("h1").netns, capture, "eth1", duration_s + 1.0)
     time.sleep(0.2)
     senders = [CallIn(record.node(h).netns, blast, "eth1", udp_frame(spec, h, "h5", 26, 4096, sport=6000 + i),
-                       rate_bps(record), 1.5) for i, h in enumerate(("h1", "h2"))]
+                       rate_bps(record), duration_s) for i, h in enumerate(("h1", "h2"))]
     for s in senders:
         s.result()
     time.sleep(0.5)
