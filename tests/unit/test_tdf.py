@@ -12,9 +12,10 @@ SLOW = AgentCosts(switch_frame_s=90e-6, nic_frame_s=75e-6, cores=2, switch_busy_
 FAST = AgentCosts(switch_frame_s=10e-6, nic_frame_s=20e-6, cores=2)
 
 
-@pytest.mark.parametrize("value, expected", [(0.3, 1), (1, 1), (1.2, 2), (2.1, 5), (3, 5), (5, 5), (7, 10),
-                                             (1001, 2000), (2000, 2000), (2001, 2500), (2600, 5000), (9999, 10000)])
-def test_round_up_takes_the_next_of_1_2_2_5_5(value, expected):
+@pytest.mark.parametrize("value, expected", [(0.3, 1), (1, 1), (1.2, 2), (2.1, 3), (3, 3), (5, 5), (7, 8),
+                                             (13, 15), (1001, 1250), (2000, 2000), (2001, 2500), (2600, 3000),
+                                             (5100, 6000), (8001, 10000), (9999, 10000)])
+def test_round_up_takes_the_next_step_of_the_dial(value, expected):
     assert round_up(value) == expected
 
 
@@ -23,7 +24,7 @@ def test_the_chosen_tdf_keeps_the_peak_within_the_safe_share_and_no_smaller_roun
     choice = choose_tdf(lab.fabric, None, 4096, SLOW)
     assert choice.how == "auto" and choice.load <= SAFE_FRACTION
     hosts = busiest_hosts(lab.fabric, None)
-    smaller = [t for t in (1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 2500, 5000) if t < choice.tdf]
+    smaller = [round_up(t) for t in range(1, choice.tdf) if round_up(t) < choice.tdf]
     assert smaller and all(peak_cores(lab.fabric, hosts, 4096, SLOW, t) / SLOW.cores > SAFE_FRACTION for t in smaller)
     assert "4 hosts" in choice.why and "3 switch hops" in choice.why
 

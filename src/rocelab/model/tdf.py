@@ -12,7 +12,8 @@ that costs the agents
 
 cores, where the per-frame costs and the costs of being busy at all (wake-ups, timers) are
 measured on this machine (rocelab.runtime.calibration). The auto TDF is the smallest "round"
-T (1, 2, 2.5 or 5 times a power of ten) with CPU(T) at most SAFE_FRACTION of the cores: the
+T (1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 times a power of ten: never more than 25% above what
+is needed) with CPU(T) at most SAFE_FRACTION of the cores: the
 rest is the machine's, and the run's own sampling and control. The fidelity report
 (rocelab.runtime.fidelity) says when it was not enough.
 """
@@ -31,7 +32,7 @@ from rocelab.model.topology import Fabric
 SAFE_FRACTION = 0.6
 MAX_TDF = 100_000
 ROCE_FRAME_OVERHEAD_BYTES = 14 + 20 + 8 + 12 + 4  # Ethernet, IPv4, UDP, BTH, ICRC around a payload
-_ROUND_STEPS = (1, 2, 2.5, 5)
+_ROUND_STEPS = (1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 8)  # the Renard-like steps of a dial: ≤ 25% apart
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ def peak_cores(fabric: Fabric, hosts: tuple[str, ...], pmtu_bytes: int, costs: A
 
 
 def round_up(value: float) -> int:
-    """The smallest of 1, 2, 2.5, 5 × 10^k (whole numbers) at or above `value`."""
+    """The smallest of _ROUND_STEPS × 10^k (whole numbers) at or above `value`."""
     if value <= 1:
         return 1
     exponent = math.floor(math.log10(value))
