@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
-import socket
 import sys
 import tempfile
 import time
@@ -40,6 +39,7 @@ from scapy.layers.l2 import Ether  # noqa: E402
 from scapy.packet import Raw  # noqa: E402
 
 from rocelab.engines.netns import COMMON_SYSCTLS, write_sysctls  # noqa: E402
+from rocelab.kernel.netns import packet_socket  # noqa: E402
 from rocelab.probes import Flow, Probe  # noqa: E402
 
 SENDER_MAC, RECEIVER_MAC = "02:00:00:00:02:0a", "02:00:00:00:02:0b"
@@ -68,10 +68,8 @@ def frames_of(frame_bytes: int) -> list[bytes]:
 
 def sender(ns: str, frame_bytes: int, jobs) -> None:
     """In `ns`: for each (rate_pps, count) received, send and answer (sent, elapsed_s). rate 0: flat out."""
-    pyroute2_netns.setns(ns, flags=0)
     frames = frames_of(frame_bytes)
-    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
-    sock.bind(("eth1", 0))
+    sock = packet_socket("eth1", ns, protocol=0)
     send = sock.send
     while (job := jobs.recv()) is not None:
         rate_pps, count = job

@@ -17,7 +17,7 @@ import yaml
 from pyroute2 import IPRoute
 
 from rocelab.engines import state as lab_state
-from rocelab.kernel.netns import NETNS_DIR, run_in
+from rocelab.kernel.netns import NETNS_DIR, entering, run_in
 
 pytestmark = pytest.mark.root
 ROOT = Path(__file__).resolve().parents[2]
@@ -97,7 +97,7 @@ def test_down_leaves_no_namespace_veth_or_process(bring_up):
 
     before = root_links()
     spec, record = bring_up("leaf-spine-2x2")
-    sleeper = subprocess.Popen(["sleep", "300"], preexec_fn=lambda: __import__("pyroute2").netns.setns(record.node("h2").netns, flags=0))
+    sleeper = subprocess.Popen(["sleep", "300"], preexec_fn=entering(record.node("h2").netns))
     assert len(lab_namespaces(spec.name)) == 8
     builtin_engines().get("netns").down(record)
     assert sleeper.wait(timeout=5) is not None

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import itertools
-import multiprocessing
 import os
 import shutil
 import subprocess
@@ -20,9 +19,11 @@ from scapy.contrib.roce import BTH, cnp
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Dot1Q, Ether
 from scapy.packet import Raw
+from scapy.sendrecv import sendp
 from scapy.utils import rdpcap
 
 from rocelab.engines.netns import COMMON_SYSCTLS, write_sysctls
+from rocelab.kernel.netns import call_in
 from rocelab.errors import InputError
 from rocelab.probes import Flow, Probe, ProbeReport, QpKey, decode_pcap
 from rocelab.reporting.probe import live
@@ -72,19 +73,13 @@ def veth_pair():
             pyroute2_netns.remove(ns)
 
 
-def _sendp_in(ns: str, frames: list[bytes]) -> None:
-    pyroute2_netns.setns(ns, flags=0)
-    from scapy.sendrecv import sendp
-
+def _sendp(frames: list[bytes]) -> None:
     sendp([Ether(f) for f in frames], iface="eth1", verbose=False)
 
 
 def send_from(ns: str, frames: list[bytes]) -> None:
-    """scapy's sendp inside `ns`, from a child process (setns changes the whole thread)."""
-    child = multiprocessing.get_context("fork").Process(target=_sendp_in, args=(ns, frames))
-    child.start()
-    child.join(30)
-    assert child.exitcode == 0
+    """scapy's sendp inside `ns`, from a child process there (scapy looks the interface up in its own)."""
+    call_in(ns, _sendp, frames, timeout_s=30)
 
 
 def pfc(priority: int, quanta: int) -> bytes:

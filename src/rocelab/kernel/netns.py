@@ -45,13 +45,14 @@ def in_netns(ns: str) -> Iterator[None]:
         pyroute2_netns.popns()
 
 
+def enter(ns: str) -> None:
+    """Move this process's thread into `ns` for good (a child that lives there: a probe, a sender)."""
+    pyroute2_netns.setns(ns, flags=0)
+
+
 def entering(ns: str) -> Callable[[], None]:
     """A preexec_fn that moves the child into a namespace (as `ip netns exec` would, through setns(2))."""
-
-    def enter() -> None:
-        pyroute2_netns.setns(ns, flags=0)
-
-    return enter
+    return lambda: enter(ns)
 
 
 def run_in(ns: str, argv: list[str], **kwargs) -> subprocess.CompletedProcess:
@@ -82,7 +83,7 @@ def packet_socket(iface: str, ns: str | None = None, protocol: int = ETH_P_ALL,
 
 
 def _enter_and_call(ns: str, fn: Callable[..., Any], args: tuple, results) -> None:
-    pyroute2_netns.setns(ns, flags=0)
+    enter(ns)
     try:
         results.put(("ok", fn(*args)))
     except Exception as exc:  # handed to the caller, which raises it as its own

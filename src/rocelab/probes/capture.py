@@ -28,13 +28,12 @@ import sys
 import time
 from pathlib import Path
 
-from pyroute2 import netns as pyroute2_netns
 from scapy.data import DLT_EN10MB
 from scapy.error import Scapy_Exception
 from scapy.utils import PcapWriter, RawPcapReader
 
 from rocelab.kernel.netns import (NETNS_DIR, PACKET_AUXDATA, PACKET_STATISTICS, SO_RCVBUFFORCE, SO_TIMESTAMPNS,
-                                  SOL_PACKET)
+                                  SOL_PACKET, enter)
 from rocelab.errors import InputError, Problem
 from rocelab.ethernet import ETH_P_8021Q, ETH_P_ALL, mac_bytes
 from rocelab.probes.tally import ProbeReport, Tally, mac_text
@@ -225,7 +224,7 @@ def child_main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         if args.netns:
-            pyroute2_netns.setns(args.netns, flags=0)
+            enter(args.netns)
         sock = open_socket(args.iface)
     except OSError as exc:
         _answer(_problem(args.netns, args.iface, exc))
