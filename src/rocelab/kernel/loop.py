@@ -6,13 +6,13 @@ The core is anything with `receive(port, frame, now)`, `poll(now) → [(port, fr
 until a frame, a control request or a netlink event arrives. No threads: a control
 request never races the data plane.
 
-The loop also measures how well it keeps the emulated schedule: every time it runs the core
-for an event that was due (a frame's departure from its shaper, a pause expiring, a DCQCN or
-retransmission timer), how late it ran it; for every batch of frames it reads, how long the
-oldest waited in the kernel since it arrived (its kernel timestamp, SIOCGSTAMPNS) — both in
-one `Lateness` histogram — and how many frames the kernel dropped because the loop did not
-read them in time (PACKET_STATISTICS). Time dilation is
-faithful only while both stay small: rocelab.runtime.fidelity judges them.
+The loop also measures how well it keeps the emulated schedule, in one `Lateness` histogram:
+every time it runs the core for an event that was due (a frame's departure from its shaper,
+a pause expiring, a DCQCN or retransmission timer), how late it ran it; for every batch of
+frames it reads, how long the oldest waited in the kernel since it arrived (its receive
+timestamp, SIOCGSTAMPNS). It also counts the frames the kernel dropped because the loop did
+not read them in time (PACKET_STATISTICS). Time dilation is faithful only while these stay
+small: rocelab.runtime.fidelity judges them.
 """
 
 from __future__ import annotations
