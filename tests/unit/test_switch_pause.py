@@ -9,7 +9,8 @@ from scapy.contrib.mac_control import MACControlClassBasedFlowControl, MACContro
 from scapy.layers.l2 import Ether
 
 from pfc_gen_frames import TIME_FIELDS, TIME_FIELDS_BEFORE_7420, pfc_gen_pause, pfc_gen_pfc
-from rocelab.switch.frames import padded, parse_pause, parse_pfc
+from rocelab.ethernet import padded
+from rocelab.switch.frames import parse_pause, parse_pfc
 from test_switch_support import (
     LOSSLESS_TC, RATE_BPS, drive, lossless_profile, make_switch, port_specs, roce, run, with_port,
 )

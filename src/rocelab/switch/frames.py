@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from typing import Mapping
 
-from rocelab.ethernet import ETH_P_MAC_CONTROL, MAC_CONTROL_PAUSE, MAC_CONTROL_PFC, MIN_FRAME_BYTES
+from rocelab.ethernet import ETH_P_MAC_CONTROL, MAC_CONTROL_PAUSE, MAC_CONTROL_PFC, MIN_FRAME_BYTES, padded
 from rocelab.qos.model import PRIORITIES
 
 
@@ -60,15 +60,6 @@ def build_pfc(src_mac: bytes, quanta: Mapping[int, int]) -> bytes:
         times[priority] = q
     frame = PFC.pack(PFC_DST_MAC, src_mac, ETH_P_MAC_CONTROL, MAC_CONTROL_PFC, enable, *times)
     return frame + bytes(MIN_FRAME_BYTES - len(frame))
-
-
-def padded(frame: bytes | bytearray | memoryview) -> bytes | bytearray | memoryview:
-    """The frame as it is on the wire: a sending MAC pads anything shorter than the
-    Ethernet minimum with zeros (802.3's PAD field), so a field past what the sender
-    wrote reads as 0. A veth carries a raw socket's short frame as written, so the
-    receiving side pads it here instead (sonic-mgmt's pfc_gen.py writes 18 to 34 bytes)."""
-    size = len(frame)
-    return frame if size >= MIN_FRAME_BYTES else bytes(frame) + bytes(MIN_FRAME_BYTES - size)
 
 
 def parse_pfc(frame: bytes | bytearray | memoryview) -> dict[int, int] | None:
