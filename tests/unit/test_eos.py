@@ -139,12 +139,12 @@ def test_untrusted_port_puts_every_dscp_in_tc_1() -> None:
 @pytest.mark.parametrize("threshold,expected_bytes", [
     ("100 bytes", 100),
     ("2 mbytes", 2 * 1024 * 1024),
-    ("1000 segments", 1000 * 208),  # the default segment: 208 B
+    ("1000 segments", 1000 * 208),  # segment_bytes given: 208 B
 ])
 def test_threshold_units(threshold: str, expected_bytes: int) -> None:
     text = f"interface Ethernet1\n   uc-tx-queue 3\n      random-detect ecn minimum-threshold " \
            f"{threshold} maximum-threshold {threshold}\n"
-    wred = parse_eos(text, "x").ports["Ethernet0"].queues[3].wred
+    wred = parse_eos(text, "x", segment_bytes=208).ports["Ethernet0"].queues[3].wred
     assert wred.green_min_threshold_bytes == expected_bytes
     assert wred.green_drop_probability_pct == 100  # EOS marks every packet at Kmax unless told
 
