@@ -492,12 +492,16 @@ def test_latency_thresholds_are_bytes_at_the_ports_speed() -> None:
     assert "100 microseconds at 25Gb/s (the fabric's link rate; no `speed` here) = 312,500 B" in notes
 
 
-def test_latency_threshold_without_a_speed_is_an_error_only_where_used() -> None:
+def test_latency_threshold_without_a_speed_is_a_warning_where_used() -> None:
     profile = "qos profile ROCE\n   tx-queue 3\n" + ECN_LATENCY
-    parse_eos(profile + "interface Ethernet1\n", "x")  # unused: nothing to convert
-    with pytest.raises(InputError, match="Ethernet1 tx-queue 3: a latency threshold needs the "
-                                         "port's speed"):
-        parse_eos(profile + "interface Ethernet1\n   service-profile ROCE\n", "x")
+    assert parse_eos_config(profile + "interface Ethernet1\n", "x").warnings == ()  # unused
+    config = parse_eos_config(profile + "interface Ethernet1\n   service-profile ROCE\n", "x")
+    assert config.warnings == (
+        "x line 3: `random-detect ecn minimum-threshold 100 microseconds maximum-threshold 1 "
+        "milliseconds max-mark-probability 10`: Ethernet1 tx-queue 3: a latency threshold needs "
+        "the port's speed, and the interface has no `speed` and the fabric no link for it: no "
+        "ECN recorded",)
+    assert config.profile.ports["Ethernet0"].queues == {}
 
 
 def test_wred_drop_and_shapers() -> None:
@@ -557,3 +561,10 @@ interface Ethernet4
     # Switched ports: the L2 MTU less the 14-byte Ethernet header.
     assert config.mtu_bytes == {"Ethernet4": 4200, "Ethernet8": 8986, "Ethernet12": 4986}
     assert config.line("default-mtu") == 2
+
+
+def test_render_round_trips_trust() -> None:
+    text = "interface Ethernet1\n   qos trust cos\ninterface Ethernet2\n   no qos trust\n" \
+           "interface Ethernet3\n"
+    profile = parse_eos(text, "x")
+    assert parse_eos(render_eos(profile), "x") == profile

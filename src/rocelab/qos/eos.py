@@ -810,10 +810,10 @@ class _Parser:
                                   f"platform's segment size ({known})",
                                   "give `segment_bytes:` for this device in fabric.yml")
             return None if size is None else t.value * size
-        if speed is None:
-            self.problems.add(f"line {line}", f"{where}: a latency threshold needs the port's "
-                              "speed, and the interface has no `speed` and the fabric no link "
-                              "rate for it", "add `speed 100g` (or the port's) to the interface")
+        if speed is None:  # a port off the fabric (no link rate) that sets no `speed`
+            self.warnings[f"{self.source} line {line}: {where}: a latency threshold needs the "
+                          "port's speed, and the interface has no `speed` and the fabric no link "
+                          "for it: no ECN recorded"] = None
             return None
         rate, said = speed
         size = int(Decimal(t.value) * _LATENCY_UNITS[t.unit] * rate / 8)
@@ -1148,7 +1148,7 @@ def render_eos(profile: QosProfile, *, mtu_bytes: Mapping[str, int] | None = Non
         if name in mtu_bytes:
             out.append(f"   mtu {mtu_bytes[name]}")
         if port.dscp_to_tc != dscp_to_tc:
-            out.append("   qos trust cos")
+            out.append("   qos trust cos" if port.dot1p_to_tc is not None else "   no qos trust")
         if port.pfc_enable:
             out.append("   priority-flow-control on")
             out += [f"   priority-flow-control priority {p} no-drop"
