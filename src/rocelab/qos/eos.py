@@ -135,6 +135,8 @@ _QOS_WORDS = ("qos", "service-policy", "random-detect", "shape", "bandwidth", "p
 _PFC_FORMS = ("priority-flow-control on", "priority-flow-control priority P no-drop|drop",
               "priority-flow-control pause watchdog [port action drop|no-drop | port timer "
               "timeout S polling-interval S recovery-time S]")
+_TC = (PRIORITIES - 1, "a traffic class")
+_TO_TC = ("traffic-class", *_TC)
 _THRESHOLD_UNITS = "bytes, kbytes, mbytes, segments, milliseconds or microseconds"
 
 
@@ -460,11 +462,17 @@ class _Parser:
                 case ("qos", "map", "dscp", *rest):
                     self.dscp_map(s, rest)
                 case ("qos", "map", "cos", *rest):
-                    self.cos_map(s, rest)
+                    self.map_statement(s, rest, "qos map cos C... to traffic-class T",
+                                       (PRIORITIES - 1, "a CoS value"), _TO_TC,
+                                       self.glob.cos_to_tc, "cos")
                 case ("qos", "map", "traffic-class", *rest) if "tx-queue" in rest:
-                    self.queue_map(s, rest)
+                    self.map_statement(s, rest, "qos map traffic-class T... to tx-queue Q", _TC,
+                                       ("tx-queue", PRIORITIES - 1, "a tx-queue"),
+                                       self.glob.tc_to_queue, "tc-queue")
                 case ("qos", "map", "traffic-class", *rest) if "dscp" in rest:
-                    self.tc_dscp_map(s, rest)
+                    self.map_statement(s, rest, "qos map traffic-class T... to dscp D", _TC,
+                                       ("dscp", DSCP_VALUES - 1, "a DSCP value"),
+                                       self.glob.tc_to_dscp, "tc-dscp")
                 case ("qos", "map", "traffic-class", *_) | ("qos", "map", "exp", *_):
                     pass  # egress CoS / MPLS EXP marking: no class, queue, PFC or ECN here
                 case ("qos", "rewrite", "dscp"):
@@ -501,51 +509,27 @@ class _Parser:
                 self.glob.lines[("default-mtu",)] = s.line
 
     def dscp_map(self, s: _Statement, rest: list[str]) -> None:
+        form = "qos map dscp D... to traffic-class T [drop-precedence N]"
         if rest[-2:-1] == ["drop-precedence"]:
             self.integer(s, rest[-1], 0, 2, "a drop precedence")  # a WRED colour: not held
             rest = rest[:-2]
-        if len(rest) < 3 or rest[-3:-1] != ["to", "traffic-class"]:
-            self.problem(s, "expected `qos map dscp D... to traffic-class T [drop-precedence N]`")
-            return
-        tc = self.integer(s, rest[-1], 0, PRIORITIES - 1, "a traffic class")
-        for word in _values(rest[:-3]):
-            dscp = self.integer(s, word, 0, DSCP_VALUES - 1, "a DSCP value")
-            if dscp is not None and tc is not None:
-                self.glob.dscp_to_tc[dscp] = tc
-                self.glob.lines[("dscp", dscp)] = s.line
+        self.map_statement(s, rest, form, (DSCP_VALUES - 1, "a DSCP value"), _TO_TC,
+                           self.glob.dscp_to_tc, "dscp")
 
-    def cos_map(self, s: _Statement, rest: list[str]) -> None:
-        if len(rest) < 3 or rest[-3:-1] != ["to", "traffic-class"]:
-            self.problem(s, "expected `qos map cos C... to traffic-class T`")
+    def map_statement(self, s: _Statement, rest: list[str], form: str, source: tuple[int, str],
+                      target: tuple[str, int, str], table: list[int] | dict[int, int],
+                      key: str) -> None:
+        """`qos map ... V... to KEYWORD T`: table[V] = T for each V, and where each was said."""
+        keyword, hi, what = target
+        if len(rest) < 3 or rest[-3:-1] != ["to", keyword]:
+            self.problem(s, f"expected `{form}`")
             return
-        tc = self.integer(s, rest[-1], 0, PRIORITIES - 1, "a traffic class")
+        value = self.integer(s, rest[-1], 0, hi, what)
         for word in _values(rest[:-3]):
-            cos = self.integer(s, word, 0, PRIORITIES - 1, "a CoS value")
-            if cos is not None and tc is not None:
-                self.glob.cos_to_tc[cos] = tc
-                self.glob.lines[("cos", cos)] = s.line
-
-    def queue_map(self, s: _Statement, rest: list[str]) -> None:
-        if len(rest) < 3 or rest[-3:-1] != ["to", "tx-queue"]:
-            self.problem(s, "expected `qos map traffic-class T... to tx-queue Q`")
-            return
-        queue = self.integer(s, rest[-1], 0, PRIORITIES - 1, "a tx-queue")
-        for word in _values(rest[:-3]):
-            tc = self.integer(s, word, 0, PRIORITIES - 1, "a traffic class")
-            if tc is not None and queue is not None:
-                self.glob.tc_to_queue[tc] = queue
-                self.glob.lines[("tc-queue", tc)] = s.line
-
-    def tc_dscp_map(self, s: _Statement, rest: list[str]) -> None:
-        if len(rest) < 3 or rest[-3:-1] != ["to", "dscp"]:
-            self.problem(s, "expected `qos map traffic-class T... to dscp D`")
-            return
-        dscp = self.integer(s, rest[-1], 0, DSCP_VALUES - 1, "a DSCP value")
-        for word in _values(rest[:-3]):
-            tc = self.integer(s, word, 0, PRIORITIES - 1, "a traffic class")
-            if tc is not None and dscp is not None:
-                self.glob.tc_to_dscp[tc] = dscp
-                self.glob.lines[("tc-dscp", tc)] = s.line
+            index = self.integer(s, word, 0, *source)
+            if index is not None and value is not None:
+                table[index] = value
+                self.glob.lines[(key, index)] = s.line
 
     def class_map(self, head: _Statement, rest: list[str]) -> None:
         if rest[:2] == ["type", "qos"]:
