@@ -465,8 +465,12 @@ interface Ethernet1
       random-detect ecn count
 """
     config = parse_eos_config(text, "x")
-    assert config.warnings == () and config.uncertain == {}
-    assert config.profile.ports["Ethernet0"].queues == {}
+    assert config.uncertain == {} and config.profile.ports["Ethernet0"].queues == {}
+    # Only the rewrite is said: EOS's own TC → DSCP map is not known to rocelab.
+    assert config.warnings == (
+        "x line 1: `qos rewrite dscp`: packets of TC 0, 1, 2, 3, 4, 5, 6, 7 leave with the DSCP "
+        "EOS's default TC → DSCP map gives, which rocelab does not know: it assumes they keep "
+        "theirs",)
 
 
 # --- queues: ECN, WRED drop, shapers

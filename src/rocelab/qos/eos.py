@@ -1002,6 +1002,12 @@ class _Parser:
                                    ("ecn", queue.ecn_line or queue.drop_line)):
                     if line is not None:
                         lines[(kind, port, q)] = line
+        unmapped = [str(tc) for tc in range(PRIORITIES) if tc not in self.glob.tc_to_dscp]
+        if self.glob.rewrite_dscp is not None and unmapped:
+            self.warnings[f"{self.source} line {self.glob.rewrite_dscp}: `qos rewrite dscp`: "
+                          f"packets of TC {', '.join(unmapped)} leave with the DSCP EOS's default "
+                          "TC → DSCP map gives, which rocelab does not know: it assumes they "
+                          "keep theirs"] = None
         self.problems.raise_if_any()
         warnings = tuple(self.warnings)
         default_port, _ = self.port("", _Settings(), None, platform, "")
