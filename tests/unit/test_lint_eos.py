@@ -142,3 +142,23 @@ def test_undefined_service_profile_on_an_unused_port_loads_with_a_warning(tmp_pa
     assert lint(spec) == []
     assert any("`service-profile ROCE-NEXT`: names no qos profile" in note
                for note in spec.devices["spine1"].profile.notes)
+
+
+def test_modular_names_reach_the_findings(tmp_path: Path) -> None:
+    renames = [(f"interface Ethernet{n}\n", f"interface Ethernet{n}/1\n") for n in (1, 2, 3, 4)]
+    spec = _spine1(tmp_path, *renames, ("mtu 9100\n   no switchport\n   ip address 198.18.0.5/31",
+                                        "mtu 4000\n   no switchport\n   ip address 198.18.0.5/31"))
+    findings = lint(spec)
+    assert [(f.check, f.port) for f in findings] == [("mtu", "Ethernet2/1 (eth2)")]
+    assert "interface Ethernet2/1" not in findings[0].source  # it sets an mtu: its line is named
+    assert findings[0].source.endswith("spine1.cfg line 56")
+
+
+def test_port_channel_carries_the_members_qos(tmp_path: Path) -> None:
+    member = ("   ip address 198.18.0.1/31\n   service-profile ROCE\n",
+              "   ip address 198.18.0.1/31\n   channel-group 1 mode active\n")
+    assert {f.device for f in lint(_spine1(tmp_path / "a", member))} == {"spine1"}
+    spec = _spine1(tmp_path / "b", member,
+                   prepend="interface Port-Channel1\n   service-profile ROCE\n!\n")
+    assert lint(spec) == []
+    assert spec.devices["spine1"].port("eth1").pfc_enable == {3}
