@@ -10,7 +10,9 @@ A description is a directory holding `fabric.yml`, or a YAML file of that form:
       leaf1: {sonic: leaf1/config_db.json}     # a whole config_db.json saved on the switch
       spine1:
         eos: spine1.cfg           # an EOS running-config
-        segment_bytes: 208        # optional: bytes per EOS threshold "segment" on this platform
+        segment_bytes: 208        # bytes per EOS threshold "segment" on this platform: needed
+                                  #   when thresholds are in segments and rocelab's table
+                                  #   (rocelab.qos.eos) does not know the platform
         buffer:                   # the platform's PFC buffer figures (EOS configs hold none)
           pool_size_bytes: 12MiB  #   ingress pool the lossless PGs draw from
           dynamic_th: -5          #   or static_th_bytes: the PFC threshold
@@ -28,7 +30,10 @@ A description is a directory holding `fabric.yml`, or a YAML file of that form:
 An EOS device's `buffer` becomes the profile's pool and, on every port, the buffer profile
 of the PG of each no-drop priority, so the checks and switchd treat EOS and SONiC devices
 alike. MTUs: a SONiC port's is PORT.<port>.mtu (default 9100), an EOS interface's its `mtu`
-(default 1500); both are IP MTUs.
+(default `interface defaults` `mtu`, else 1500); both are IP MTUs. An EOS device's latency
+ECN thresholds are converted at each cabled port's link rate where the interface sets no
+`speed`; a DSCP the hosts send (RoCE's, CNPs') whose class on a cabled EOS port depends on
+what rocelab cannot evaluate (an ACL match, a DSCP rewrite) is an error naming the statement.
 
 Steps (STYLE.md 1): load fabric.yml → validate it → load the topology and every device
 file → check that devices and switches match. Problems from every file are collected and
@@ -45,13 +50,7 @@ from typing import Any, Literal, Mapping, Protocol
 from rocelab.errors import InputError, Problem, Problems
 from rocelab.paths import display
 from rocelab.qos import load_config_db
-from rocelab.qos.eos import (
-    EOS_DEFAULT_MTU_BYTES,
-    EOS_SEGMENT_BYTES,
-    EosConfig,
-    lab_to_eos,
-    load_eos,
-)
+from rocelab.qos.eos import EosConfig, lab_to_eos, load_eos
 from rocelab.qos.model import BufferPool, BufferProfile, PortQos, QosProfile
 from rocelab.qos.ports import lab_to_sonic, sonic_to_lab
 from rocelab.model.topology import SAFE_NAME, SAFE_NAME_HINT, Fabric, load_topology, resolve, validate
@@ -118,6 +117,7 @@ class Device:
     configured_mtu_bytes: Mapping[str, int]  # SONiC port name → MTU the file sets
     default_mtu_bytes: int
     unlisted: PortQos  # what a port the file does not mention gets
+    port_names: Mapping[str, str] = field(default_factory=dict)  # SONiC name → the file's
 
     def port(self, lab_port: str) -> PortQos:
         sonic = lab_to_sonic(lab_port)
@@ -128,7 +128,9 @@ class Device:
 
     def port_name(self, lab_port: str) -> str:
         """The port as this device's config names it."""
-        return lab_to_sonic(lab_port) if self.format == "sonic" else lab_to_eos(lab_port)
+        if self.format == "sonic":
+            return lab_to_sonic(lab_port)
+        return self.port_names.get(lab_to_sonic(lab_port)) or lab_to_eos(lab_port)
 
     def label(self, lab_port: str) -> str:
         return f"{self.port_name(lab_port)} ({lab_port})"
@@ -238,7 +240,7 @@ class EosOrigin:
         return None if line is None else f"{self.file} line {line}"
 
     def _interface(self, port: PortQos) -> str:
-        return lab_to_eos(sonic_to_lab(port.port))
+        return self.config.eos_names.get(port.port) or lab_to_eos(sonic_to_lab(port.port))
 
     def _buffer(self, key: str) -> str:
         where = f"{self.fabric_file}: devices.{self.device}.buffer"
@@ -248,6 +250,9 @@ class EosOrigin:
         return f"{where}.{key}" + (f" (line {line})" if line else " (not given)")
 
     def dscp_to_tc(self, port: PortQos, dscp: int) -> str:
+        policy = self._line("class", port.port, dscp)
+        if policy:
+            return f"{policy} (policy-map, {self._line('policy', port.port)})"
         if port.dscp_to_tc != self.config.default_port.dscp_to_tc:
             trust = self._line("trust", port.port)
             if trust:
@@ -285,9 +290,10 @@ class EosOrigin:
             f"{self.file}: no `priority-flow-control pause watchdog default timeout`")
 
     def mtu(self, port: PortQos) -> str:
+        default = self._line("default-mtu")
         return self._line("mtu", port.port) or (
-            f"{self.file}: interface {self._interface(port)} sets no mtu (EOS's default "
-            f"{EOS_DEFAULT_MTU_BYTES})")
+            f"{self.file}: interface {self._interface(port)} sets no mtu (the default "
+            f"{self.config.default_mtu_bytes}" + (f", {default})" if default else " of EOS)"))
 
     def pool(self, name: str, field: str) -> str:
         return self._buffer(_POOL_FIELDS[field])
@@ -301,7 +307,7 @@ class _DeviceEntry:
     name: str
     format: Literal["sonic", "eos"]
     path: Path
-    segment_bytes: int
+    segment_bytes: int | None
     buffer: tuple[BufferPool, BufferProfile] | None
     buffer_lines: Mapping[str, int]
 
@@ -411,8 +417,7 @@ def _device_entries(reader: _Reader, raw: Any, base: Path) -> list[_DeviceEntry]
         segment_bytes = reader.integer(spec, (*path, "segment_bytes"), 1, 65536, required=False)
         buffer, lines = _buffer(reader, spec["buffer"], (*path, "buffer")) \
             if "buffer" in spec else (None, {})
-        entries.append(_DeviceEntry(str(name), fmt, base / file,
-                                    segment_bytes or EOS_SEGMENT_BYTES, buffer, lines))
+        entries.append(_DeviceEntry(str(name), fmt, base / file, segment_bytes, buffer, lines))
     return entries
 
 
@@ -476,7 +481,7 @@ def _with_platform_buffers(profile: QosProfile, pool: BufferPool, pg: BufferProf
     return replace(profile, pools={pool.name: pool}, ports=ports)
 
 
-def _load_device(entry: _DeviceEntry, fabric_file: str) -> Device:
+def _load_device(entry: _DeviceEntry, fabric_file: str, fabric: Fabric | None) -> Device:
     source = display(entry.path)
     if entry.format == "sonic":
         profile = load_config_db(source)
@@ -485,13 +490,34 @@ def _load_device(entry: _DeviceEntry, fabric_file: str) -> Device:
         problems.raise_if_any()
         return Device(entry.name, "sonic", source, profile, SonicOrigin(source, mtus), mtus,
                       SONIC_DEFAULT_MTU_BYTES, PortQos(port=""))
-    config = load_eos(source, segment_bytes=entry.segment_bytes)
+    speeds = {}
+    if fabric is not None and entry.name in {n.name for n in fabric.switches}:
+        speeds = {p.name: int(fabric.links[p.link].rate_bps) for p in fabric.node(entry.name).ports}
+    config = load_eos(source, segment_bytes=entry.segment_bytes, port_speeds_bps=speeds)
     profile = config.profile
     if entry.buffer:
         profile = _with_platform_buffers(profile, *entry.buffer)
     origin = EosOrigin(source, config, entry.name, fabric_file, entry.buffer_lines)
     return Device(entry.name, "eos", source, profile, origin, config.mtu_bytes,
-                  EOS_DEFAULT_MTU_BYTES, config.default_port)
+                  config.default_mtu_bytes, config.default_port, config.eos_names)
+
+
+def _unevaluable_classes(hosts: HostSide, fabric: Fabric, device: Device) -> list[Problem]:
+    """The hosts' DSCPs whose class on a cabled port of an EOS device rocelab cannot tell."""
+    config = device.origin.config if isinstance(device.origin, EosOrigin) else None
+    if config is None:
+        return []
+    problems = []
+    for port in fabric.node(device.name).ports:
+        doubts = config.uncertain.get(lab_to_sonic(port.name), {})
+        for what, dscp in (("RoCE", hosts.roce_dscp), ("CNPs", hosts.cnp_dscp)):
+            if dscp in doubts:
+                problems.append(Problem(device.file, device.label(port.name),
+                                        f"the class of {what} (DSCP {dscp}) is not known: "
+                                        f"{doubts[dscp]}",
+                                        "match RoCE by `match dscp` in the class-map, or keep "
+                                        "its DSCP"))
+    return problems
 
 
 # ---------------------------------------------------------------- load
@@ -550,11 +576,16 @@ def load_fabric_spec(path: Path) -> FabricSpec:
     devices: dict[str, Device] = {}
     for entry in entries:
         try:
-            devices[entry.name] = _load_device(entry, doc.name)
+            devices[entry.name] = _load_device(entry, doc.name, fabric)
         except InputError as e:
             problems += e.problems
     if fabric is not None and isinstance(data.get("devices"), dict):
         _match_devices(reader, fabric, [str(n) for n in data["devices"]])
+        if hosts is not None:
+            switches = {n.name for n in fabric.switches}
+            for device in devices.values():
+                if device.name in switches:
+                    problems += _unevaluable_classes(hosts, fabric, device)
     problems = reader.problems.items + problems
     if problems:
         raise InputError(problems)
