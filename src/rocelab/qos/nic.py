@@ -41,6 +41,16 @@ COLLECT = (
     'do [ -d "$f" ] || echo "$f=$(cat "$f" 2>/dev/null)"; done; ip link show IFACE'
 )
 TSAS = ("strict", "ets", "vendor")
+IB_MTUS = (256, 512, 1024, 2048, 4096)  # the RDMA path MTUs a QP can have
+# What the kernel takes off the netdev MTU for RoCE (iboe_get_mtu): GRH 40 + UDP 8 + BTH 12 +
+# XRC 4 + AtomicETH 28 + ICRC 4, the largest headers a RoCE packet can carry.
+IBOE_HEADER_BYTES = 40 + 8 + 12 + 4 + 28 + 4
+
+
+def roce_mtu_for(netdev_mtu_bytes: int) -> int | None:
+    """The RDMA MTU the kernel gives RoCE on a netdev of this MTU (None: too small for any)."""
+    fitting = [m for m in IB_MTUS if m <= netdev_mtu_bytes - IBOE_HEADER_BYTES]
+    return fitting[-1] if fitting else None
 
 Trust = Literal["pcp", "dscp"]
 
