@@ -161,7 +161,7 @@ def check_nic_trust(spec: FabricSpec, device: Device) -> list[Finding]:
                               f"{label} on priority {tc}: each side's PFC pauses the other's "
                               "wrong queue",
                     f"dscp2prio DSCP {dscp} → priority {priority}",
-                    f"DSCP {dscp} → priority {tc}, as {label} maps it",
+                    f"one priority on both sides: {label} puts DSCP {dscp} on priority {tc}",
                     f"{priority_source}; {device.origin.dscp_to_tc(qos, dscp)}")
     return findings
 
