@@ -298,7 +298,9 @@ def test_mtu_from_the_topology_and_from_the_device(tmp_path: Path) -> None:
     def small(doc: dict) -> None:
         doc["PORT"]["Ethernet4"]["mtu"] = "4000"
     spec = _variant(tmp_path / "b", lambda d: _config_db(d / "leaf2" / "config_db.json", small))
-    (finding,) = _only(spec, "mtu", "leaf2")
+    finding, host = sorted(lint(spec), key=lambda f: f.check)
+    assert (finding.check, host.check, host.device, host.required) == (
+        "mtu", "nic-mtu", "h4", "MTU ≤ 4000, as leaf2 Ethernet4 (eth2)")
     assert (finding.port, finding.configured) == ("Ethernet4 (eth2)", "IP MTU 4000")
     assert finding.source.endswith("leaf2/config_db.json: PORT.Ethernet4.mtu")
 
