@@ -460,7 +460,7 @@ def _hosts(reader: _Reader, raw: Any) -> tuple[HostSide | None, list[_NicEntry]]
     for pattern, spec in (nics or {}).items() if isinstance(nics, dict) else ():
         path = ("hosts", "nics", str(pattern))
         files = reader.mapping(spec, path, _NIC_KEYS, "`mlnx_qos: FILE` and `sysfs: FILE`")
-        if files and not any(key in files for key in _NIC_KEYS):
+        if isinstance(spec, dict) and not any(key in files for key in _NIC_KEYS):
             reader.bad(path, "names no file", "give `mlnx_qos: FILE`, `sysfs: FILE` or both")
         bad = [key for key in _NIC_KEYS if key in files and not isinstance(files[key], str)]
         for key in bad:
