@@ -325,6 +325,6 @@ def read_nic_sysfs(text: str, file: str) -> NicConfig:
             values[enable_key] = frozenset(enabled[point])
     if not values and not lines.problems.items:
         lines.problems.add("", "holds none of the values the collection command prints",
-                           "run the command of docs/hosts.md on the host and save its output")
+                           f"save what this prints on the host: {COLLECT}")
     lines.problems.raise_if_any()
     return NicConfig(**values, where=lines.where)
