@@ -4,10 +4,12 @@ docs/hosts.md (sysfs PATH=VALUE lines, then `ip link show`)."""
 
 from __future__ import annotations
 
+from typing import Callable
+
 import pytest
 
 from rocelab.errors import InputError
-from rocelab.qos.nic import combine, read_mlnx_qos, read_nic_sysfs, roce_mtu_for
+from rocelab.qos.nic import NicConfig, combine, read_mlnx_qos, read_nic_sysfs, roce_mtu_for
 
 # A current mlnx_qos: trust dscp, the dscp2prio map, receive buffers with the total after
 # them, a PFC table with its buffer row, and an ETS block per TC (TC 6 strict).
@@ -121,36 +123,6 @@ def test_older_mlnx_qos_under_trust_pcp() -> None:
     assert (nic.dscp_to_priority, nic.buffer_sizes_bytes, nic.priority_to_buffer) == (None, None, None)
 
 
-@pytest.mark.parametrize("edit,expected", [
-    (("Priority trust state: dscp", "Priority trust state: cos"),
-     "h1.txt: line 2 (Priority trust state): 'cos' is not valid (hint: expected pcp or dscp)"),
-    (("enabled     0   0   0   1   1   0   0   0", "enabled     0   0   0   1   1   0   0"),
-     "h1.txt: line 17 (PFC configuration enabled): '0   0   0   1   1   0   0' is not valid "
-     "(hint: expected eight 0 or 1 flags)"),
-    (("prio:7 dscp:63,62,61,60,59,58,57,56,", "prio:7 dscp:63,62,61,60,59,58,57,56,48,"),
-     "h1.txt: line 11 (dscp2prio prio:7 dscp): '48' is not valid (hint: expected each DSCP once "
-     "(DSCP 48 is already on priority 6))"),
-    (("prio:3 dscp:31,30,29,28,27,25,24,", "prio:3 dscp:31,30,29,28,27,25,"),
-     "h1.txt: line 3 (dscp2prio mapping): gives no priority for DSCP 24"),
-    (("prio:5 dscp:47,", "prio:5 dscp:47,64,"),
-     "h1.txt: line 9 (dscp2prio prio:5 dscp): '47,64,46,45,44,43,42,41,40,' is not valid "
-     "(hint: expected DSCPs from 0 to 63, comma separated)"),
-    (("tsa: strict", "tsa: wrr"),
-     "h1.txt: line 28 (tc: 6 tsa): 'wrr' is not valid (hint: expected strict or ets or vendor)"),
-    (("         priority:  7\n", ""),
-     "h1.txt: line 29 (tc: … priority): no TC block lists priority 7"),
-    (("Cable len: 7", "Cable len: seven"),
-     "h1.txt: line 14 (Cable len): 'seven' is not valid (hint: expected a length in metres)"),
-], ids=["trust", "pfc-columns", "dscp-twice", "dscp-missing", "dscp-range", "tsa",
-        "priority-without-tc", "cable"])
-def test_mlnx_qos_errors_name_file_line_and_field(edit: tuple[str, str], expected: str) -> None:
-    old, new = edit
-    assert old in MLNX_QOS_DSCP
-    with pytest.raises(InputError) as info:
-        read_mlnx_qos(MLNX_QOS_DSCP.replace(old, new, 1), "h1.txt")
-    assert str(info.value).startswith(expected)
-
-
 def test_a_file_that_is_not_mlnx_qos_output() -> None:
     with pytest.raises(InputError, match="h1.txt: holds no line of `mlnx_qos -i IFACE` output"):
         read_mlnx_qos("Settings for ens1f0np0:\n\tSpeed: 100000Mb/s\n", "h1.txt")
@@ -184,28 +156,64 @@ def test_old_drivers_params_directory_reads_alike() -> None:
     assert nic.dcqcn_rp == {"rpg_hai_rate": 50} and nic.rp_enabled is None
 
 
-@pytest.mark.parametrize("edit,expected", [
-    (("cnp_dscp=48", "cnp_dscp="),
-     "h1.sysfs: line 2 (roce_np/cnp_dscp): '' is not valid (hint: expected a whole number "
-     "(cat printed nothing or text))"),
-    (("roce_rp/enable/3=1", "roce_rp/enable/3=yes"),
-     "h1.sysfs: line 10 (roce_rp/enable/3): 'yes' is not valid (hint: expected 0 or 1)"),
-    (("roce_np/enable/3=1", "roce_np/enable/9=1"),
-     "h1.sysfs: line 8 (roce_np/enable/9): '9' is not valid (hint: expected a priority 0 to 7)"),
-    (("default_roce_tos=106", "default_roce_tos=300"),
-     "h1.sysfs: line 12 (default_roce_tos): '300' is not valid (hint: expected a ToS from 0 to 255)"),
-    (("mtu 9000 ", ""),
-     "h1.sysfs: line 13 (ip link mtu)"),
-    (("/sys/class/net/ens1f0np0/ecn/roce_np/min_time_between_cnps=4",
-      "cat: /sys/class/net/ens1f0np0/ecn/roce_np/min_time_between_cnps: Permission denied"),
-     "h1.sysfs: line 3: 'cat: /sys/class/net/ens1f0np0/ecn/roce_np/min_time_between_c' is "
-     "not a line of the collection command's output"),  # its first 60 characters
-], ids=["empty", "enable-flag", "enable-priority", "tos", "no-mtu", "stray-line"])
-def test_sysfs_errors_name_file_line_and_field(edit: tuple[str, str], expected: str) -> None:
+QOS = (read_mlnx_qos, MLNX_QOS_DSCP, "h1.txt")
+SYS = (read_nic_sysfs, SYSFS, "h1.sysfs")
+
+
+@pytest.mark.parametrize("read,sample,file,edit,expected", [
+    pytest.param(*QOS, ("Priority trust state: dscp", "Priority trust state: cos"),
+                 "h1.txt: line 2 (Priority trust state): 'cos' is not valid (hint: expected pcp "
+                 "or dscp)", id="mlnx_qos-trust"),
+    pytest.param(*QOS, ("enabled     0   0   0   1   1   0   0   0",
+                        "enabled     0   0   0   1   1   0   0"),
+                 "h1.txt: line 17 (PFC configuration enabled): '0   0   0   1   1   0   0' is not "
+                 "valid (hint: expected eight 0 or 1 flags)", id="mlnx_qos-pfc-columns"),
+    pytest.param(*QOS, ("prio:7 dscp:63,62,61,60,59,58,57,56,",
+                        "prio:7 dscp:63,62,61,60,59,58,57,56,48,"),
+                 "h1.txt: line 11 (dscp2prio prio:7 dscp): '48' is not valid (hint: expected each "
+                 "DSCP once (DSCP 48 is already on priority 6))", id="mlnx_qos-dscp-twice"),
+    pytest.param(*QOS, ("prio:3 dscp:31,30,29,28,27,25,24,", "prio:3 dscp:31,30,29,28,27,25,"),
+                 "h1.txt: line 3 (dscp2prio mapping): gives no priority for DSCP 24",
+                 id="mlnx_qos-dscp-missing"),
+    pytest.param(*QOS, ("prio:5 dscp:47,", "prio:5 dscp:47,64,"),
+                 "h1.txt: line 9 (dscp2prio prio:5 dscp): '47,64,46,45,44,43,42,41,40,' is not "
+                 "valid (hint: expected DSCPs from 0 to 63, comma separated)",
+                 id="mlnx_qos-dscp-range"),
+    pytest.param(*QOS, ("tsa: strict", "tsa: wrr"),
+                 "h1.txt: line 28 (tc: 6 tsa): 'wrr' is not valid (hint: expected strict or ets "
+                 "or vendor)", id="mlnx_qos-tsa"),
+    pytest.param(*QOS, ("         priority:  7\n", ""),
+                 "h1.txt: line 29 (tc: … priority): no TC block lists priority 7",
+                 id="mlnx_qos-priority-without-tc"),
+    pytest.param(*QOS, ("Cable len: 7", "Cable len: seven"),
+                 "h1.txt: line 14 (Cable len): 'seven' is not valid (hint: expected a length in "
+                 "metres)", id="mlnx_qos-cable"),
+    pytest.param(*SYS, ("cnp_dscp=48", "cnp_dscp="),
+                 "h1.sysfs: line 2 (roce_np/cnp_dscp): '' is not valid (hint: expected a whole "
+                 "number (cat printed nothing or text))", id="sysfs-empty"),
+    pytest.param(*SYS, ("roce_rp/enable/3=1", "roce_rp/enable/3=yes"),
+                 "h1.sysfs: line 10 (roce_rp/enable/3): 'yes' is not valid (hint: expected 0 or 1)",
+                 id="sysfs-enable-flag"),
+    pytest.param(*SYS, ("roce_np/enable/3=1", "roce_np/enable/9=1"),
+                 "h1.sysfs: line 8 (roce_np/enable/9): '9' is not valid (hint: expected a "
+                 "priority 0 to 7)", id="sysfs-enable-priority"),
+    pytest.param(*SYS, ("default_roce_tos=106", "default_roce_tos=300"),
+                 "h1.sysfs: line 12 (default_roce_tos): '300' is not valid (hint: expected a ToS "
+                 "from 0 to 255)", id="sysfs-tos"),
+    pytest.param(*SYS, ("mtu 9000 ", ""), "h1.sysfs: line 13 (ip link mtu)", id="sysfs-no-mtu"),
+    pytest.param(*SYS, ("/sys/class/net/ens1f0np0/ecn/roce_np/min_time_between_cnps=4",
+                        "cat: /sys/class/net/ens1f0np0/ecn/roce_np/min_time_between_cnps: "
+                        "Permission denied"),
+                 # the line's first 60 characters
+                 "h1.sysfs: line 3: 'cat: /sys/class/net/ens1f0np0/ecn/roce_np/min_time_between_c' "
+                 "is not a line of the collection command's output", id="sysfs-stray-line"),
+])
+def test_errors_name_file_line_and_field(read: Callable[[str, str], NicConfig], sample: str,
+                                         file: str, edit: tuple[str, str], expected: str) -> None:
     old, new = edit
-    assert old in SYSFS
+    assert old in sample
     with pytest.raises(InputError) as info:
-        read_nic_sysfs(SYSFS.replace(old, new, 1), "h1.sysfs")
+        read(sample.replace(old, new, 1), file)
     assert str(info.value).startswith(expected)
 
 

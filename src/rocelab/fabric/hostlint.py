@@ -43,7 +43,7 @@ from rocelab.fabric.finding import (
 from rocelab.fabric.spec import Device, FabricSpec, HostNic
 from rocelab.model.topology import Port
 from rocelab.qos.headroom import required_headroom_bytes
-from rocelab.qos.model import PortQos
+from rocelab.qos.model import PortQos, Scheduler
 from rocelab.qos.nic import IBOE_HEADER_BYTES, roce_mtu_for
 
 MLX5_DEFAULT_DSCP_SHIFT = 3  # without a dscp2prio map, mlx5 puts DSCP d on priority d >> 3
@@ -192,9 +192,8 @@ def check_nic_pfc(spec: FabricSpec, device: Device) -> list[Finding]:
 # ---------------------------------------------------------------- nic-cnp
 
 
-def _strict(qos: PortQos, queue: int) -> bool:
-    scheduler = qos.queues[queue].scheduler if queue in qos.queues else None
-    return scheduler is not None and scheduler.type == "STRICT"
+def _scheduler(qos: PortQos, queue: int) -> Scheduler | None:
+    return qos.queues[queue].scheduler if queue in qos.queues else None
 
 
 def check_nic_cnp(spec: FabricSpec, device: Device) -> list[Finding]:
@@ -221,14 +220,16 @@ def check_nic_cnp(spec: FabricSpec, device: Device) -> list[Finding]:
             for hop in (h for h in hops if h.ingress == port):
                 out = device.port(hop.egress.name)
                 queue = out.tc_to_queue[tc]
-                if _strict(out, queue):
+                scheduler = _scheduler(out, queue)
+                if scheduler is not None and scheduler.type == "STRICT":
                     continue
                 findings.append(Finding(
                     "nic-cnp", host, iface, tc,
                     f"CNPs (DSCP {dscp}, TC {tc}) leave {device.name} "
                     f"{device.label(hop.egress.name)} through a queue that is not strict "
                     "priority, behind the congestion they report",
-                    f"queue {queue} {_scheduler(out, queue)}",
+                    f"queue {queue} {scheduler.type} weight {scheduler.weight}" if scheduler
+                    else f"queue {queue} with no scheduler",
                     f"queue {queue} STRICT (toward {peer_label(spec, hop.egress)})",
                     f"{dscp_source}; {device.origin.scheduler(out, queue)}"))
         prio = np.get("cnp_802p_prio")
@@ -241,11 +242,6 @@ def check_nic_cnp(spec: FabricSpec, device: Device) -> list[Finding]:
                 f"{_where(nic, 'roce_np.cnp_802p_prio', 'roce_np/cnp_802p_prio')}; "
                 f"{device.origin.dscp_to_tc(qos, dscp)}"))
     return findings
-
-
-def _scheduler(qos: PortQos, queue: int) -> str:
-    scheduler = qos.queues[queue].scheduler if queue in qos.queues else None
-    return f"{scheduler.type} weight {scheduler.weight}" if scheduler else "with no scheduler"
 
 
 # ---------------------------------------------------------------- nic-dcqcn
