@@ -88,7 +88,7 @@ def _roce_priority(spec: FabricSpec, nic: HostNic) -> tuple[int, str]:
     return config.dscp_to_priority[dscp], _where(nic, f"dscp_to_priority.{dscp}", "dscp2prio")
 
 
-def _host_label(spec: FabricSpec, port: Port) -> str:
+def _host_port(spec: FabricSpec, port: Port) -> str:
     return spec.fabric.peer(port).name
 
 
@@ -117,7 +117,7 @@ def _needs(*fields: str, what: str) -> Callable[[FabricSpec, Device], str | None
 def check_nic_trust(spec: FabricSpec, device: Device) -> list[Finding]:
     findings = []
     for port, nic in _facing(spec, device):
-        config, host, iface = nic.config, nic.host, _host_label(spec, port)
+        config, host, iface = nic.config, nic.host, _host_port(spec, port)
         qos = device.port(port.name)
         label = f"{device.name} {device.label(port.name)}"
 
@@ -127,6 +127,8 @@ def check_nic_trust(spec: FabricSpec, device: Device) -> list[Finding]:
                                     required, source))
 
         want = spec.hosts.roce_dscp
+        dscp, dscp_source = _roce_dscp(spec, nic)
+        tc = qos.dscp_to_tc[dscp]
         if config.roce_tos == 0:
             finding(None, f"RoCE leaves with ToS 0 (DSCP 0, which {label} puts in TC "
                           f"{qos.dscp_to_tc[0]}): cma_roce_tos never set RoCE's DSCP",
@@ -134,10 +136,7 @@ def check_nic_trust(spec: FabricSpec, device: Device) -> list[Finding]:
                     f"default_roce_tos {want << 2 | 2} (DSCP {want} with ECT(0); hosts.roce_dscp)",
                     f"{_where(nic, 'roce_tos', 'default_roce_tos')}; "
                     f"{device.origin.dscp_to_tc(qos, 0)}")
-            continue
-        dscp, dscp_source = _roce_dscp(spec, nic)
-        tc = qos.dscp_to_tc[dscp]
-        if dscp != want:
+        elif dscp != want:
             lossless = "lossless" if tc in qos.pfc_enable else "lossy"
             finding(None, f"RoCE leaves with DSCP {dscp}, which {label} puts in {lossless} TC "
                           f"{tc}; the fabric's checks follow hosts.roce_dscp {want}",
@@ -179,7 +178,7 @@ def check_nic_pfc(spec: FabricSpec, device: Device) -> list[Finding]:
         label = f"{device.name} {device.label(port.name)}"
         differ = sorted(nic_pfc ^ qos.pfc_enable)
         findings.append(Finding(
-            "nic-pfc", nic.host, _host_label(spec, port), differ[0],
+            "nic-pfc", nic.host, _host_port(spec, port), differ[0],
             f"the NIC's PFC priorities differ from {label}'s pfc_enable: a priority PFC-enabled "
             "on one side only is paused one way and dropped the other",
             f"PFC enabled on {priorities_text(nic_pfc)}",
@@ -207,7 +206,7 @@ def check_nic_cnp(spec: FabricSpec, device: Device) -> list[Finding]:
         qos = device.port(port.name)
         tc = qos.dscp_to_tc[dscp]
         label = f"{device.name} {device.label(port.name)}"
-        host, iface = nic.host, _host_label(spec, port)
+        host, iface = nic.host, _host_port(spec, port)
         dscp_source = _where(nic, "roce_np.cnp_dscp", "roce_np/cnp_dscp")
         if dscp != want:
             findings.append(Finding(
@@ -264,7 +263,7 @@ def check_nic_dcqcn(spec: FabricSpec, device: Device) -> list[Finding]:
             if enabled is None or priority in enabled:
                 continue
             findings.append(Finding(
-                "nic-dcqcn", nic.host, _host_label(spec, port), priority,
+                "nic-dcqcn", nic.host, _host_port(spec, port), priority,
                 f"DCQCN's {point} is off on RoCE's priority {priority}, {role}",
                 f"{point}/enable/{priority} 0 (enabled on {priorities_text(enabled)})",
                 f"{point}/enable/{priority} 1{marks}",
@@ -284,7 +283,7 @@ def check_nic_mtu(spec: FabricSpec, device: Device) -> list[Finding]:
         if mtu is None:
             continue
         source = _where(nic, "mtu_bytes", "ip link mtu")
-        host, iface = nic.host, _host_label(spec, port)
+        host, iface = nic.host, _host_port(spec, port)
         label = f"{device.name} {device.label(port.name)}"
         roce_mtu = roce_mtu_for(mtu)
         if roce_mtu is None or roce_mtu < want:
@@ -315,7 +314,7 @@ def check_nic_headroom(spec: FabricSpec, device: Device) -> list[Finding]:
         config = nic.config
         link = link_of(spec, port)
         cable = cable_m(link)
-        host, iface = nic.host, _host_label(spec, port)
+        host, iface = nic.host, _host_port(spec, port)
         where = f"the link to {device.name} {device.label(port.name)}"
         link_source = f"{spec.fabric.source}: topology.links[{link.index}]"
         if config.cable_len_m is not None and config.cable_len_m < cable:
