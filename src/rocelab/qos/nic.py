@@ -96,7 +96,7 @@ def _numbers(text: str) -> list[str]:
 
 
 class _Lines:
-    """Problems and sources for one file: `at(n)` is how a finding or error names line n."""
+    """One file's problems, and where each value came from (`where`: "FILE line N (field)")."""
 
     def __init__(self, file: str):
         self.file = file
@@ -124,7 +124,7 @@ class _Lines:
 
 # ---------------------------------------------------------------- mlnx_qos -i IFACE
 
-_TRUST = re.compile(r"^priority\s+trust\s+(?:state|mode)\s*:\s*(\S*)\s*$", re.I)
+_TRUST = re.compile(r"^priority\s+trust\s+state\s*:\s*(\S*)\s*$", re.I)
 _DSCP2PRIO = re.compile(r"^dscp2prio\s+mapping\s*:\s*$", re.I)
 _PRIO_DSCP = re.compile(r"^prio\s*:\s*(\S+)\s+dscp\s*:\s*(.*)$", re.I)
 _BUFFERS = re.compile(r"^receive\s+buffer\s+size\s*\(bytes\)\s*:\s*(.*)$", re.I)
