@@ -9,7 +9,7 @@ from typing import Callable
 import pytest
 
 from rocelab.errors import InputError
-from rocelab.qos.nic import NicConfig, combine, read_mlnx_qos, read_nic_sysfs, roce_mtu_for
+from rocelab.qos.nic import HostNicConfig, combine, read_mlnx_qos, read_nic_sysfs, roce_mtu_for
 
 # A current mlnx_qos: trust dscp, the dscp2prio map, receive buffers with the total after
 # them, a PFC table with its buffer row, and an ETS block per TC (TC 6 strict).
@@ -208,7 +208,7 @@ SYS = (read_nic_sysfs, SYSFS, "h1.sysfs")
                  "h1.sysfs: line 3: 'cat: /sys/class/net/ens1f0np0/ecn/roce_np/min_time_between_c' "
                  "is not a line of the collection command's output", id="sysfs-stray-line"),
 ])
-def test_errors_name_file_line_and_field(read: Callable[[str, str], NicConfig], sample: str,
+def test_errors_name_file_line_and_field(read: Callable[[str, str], HostNicConfig], sample: str,
                                          file: str, edit: tuple[str, str], expected: str) -> None:
     old, new = edit
     assert old in sample

@@ -93,7 +93,7 @@ def _host_port(spec: FabricSpec, port: Port) -> str:
 
 
 def _needs(*fields: str, what: str) -> Callable[[FabricSpec, Device], str | None]:
-    """not_applicable for a check that needs one of these NicConfig fields from a facing NIC."""
+    """not_applicable for a check that needs one of these HostNicConfig fields from a facing NIC."""
 
     def reason(spec: FabricSpec, device: Device) -> str | None:
         facing = list(_facing(spec, device))

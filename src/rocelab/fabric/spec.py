@@ -61,7 +61,7 @@ from rocelab.errors import InputError, Problem, Problems
 from rocelab.paths import display
 from rocelab.qos import load_config_db
 from rocelab.qos.eos import EosConfig, lab_to_eos, load_eos
-from rocelab.qos.nic import IB_MTUS, NicConfig, combine, read_mlnx_qos, read_nic_sysfs
+from rocelab.qos.nic import IB_MTUS, HostNicConfig, combine, read_mlnx_qos, read_nic_sysfs
 from rocelab.qos.model import BufferPool, BufferProfile, PortQos, QosProfile
 from rocelab.qos.ports import lab_to_sonic, sonic_to_lab
 from rocelab.model.topology import SAFE_NAME, SAFE_NAME_HINT, Fabric, load_topology, resolve, validate
@@ -154,7 +154,7 @@ class HostNic:
     host: str
     mlnx_qos: str | None
     sysfs: str | None
-    config: NicConfig
+    config: HostNicConfig
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ Two readers, pure functions over the text a user saved on a host (docs/hosts.md)
   connections; empty when configfs holds no entry for DEV: never set, so 0), then
   `ip link show IFACE` (the netdev MTU).
 
-Each reader returns a NicConfig whose fields the input does not give are None; `combine`
+Each reader returns a HostNicConfig whose fields the input does not give are None; `combine`
 joins the two. `where[field]` names the file and line a value came from.
 """
 
@@ -56,7 +56,7 @@ Trust = Literal["pcp", "dscp"]
 
 
 @dataclass(frozen=True)
-class NicConfig:
+class HostNicConfig:
     """What one NIC does, as its tools print it. None: the input does not say."""
 
     trust: Trust | None = None
@@ -81,9 +81,9 @@ class NicConfig:
         return None if self.roce_tos is None else self.roce_tos >> 2
 
 
-def combine(*configs: NicConfig) -> NicConfig:
-    """One NicConfig from several readers' results: each field from the one that gives it."""
-    out = NicConfig()
+def combine(*configs: HostNicConfig) -> HostNicConfig:
+    """One HostNicConfig from several readers' results: each field from the one that gives it."""
+    out = HostNicConfig()
     for config in configs:
         given = {f.name: getattr(config, f.name) for f in fields(config)
                  if f.name != "where" and getattr(config, f.name) is not None}
@@ -137,7 +137,7 @@ _BW = re.compile(r"\bbw\s*:\s*(\d+)\s*%", re.I)
 _TC_PRIORITY = re.compile(r"^priority\s*:\s*(.*)$", re.I)
 
 
-def read_mlnx_qos(text: str, file: str) -> NicConfig:
+def read_mlnx_qos(text: str, file: str) -> HostNicConfig:
     """The NIC's QoS from `mlnx_qos -i IFACE` output (module docstring). InputError naming
     the file, line and field of every value that does not parse."""
     lines = _Lines(file)
@@ -251,7 +251,7 @@ def read_mlnx_qos(text: str, file: str) -> NicConfig:
                            "save what `mlnx_qos -i IFACE` prints (Priority trust state, "
                            "PFC configuration, tc: …)")
     lines.problems.raise_if_any()
-    return NicConfig(**values, where=lines.where)
+    return HostNicConfig(**values, where=lines.where)
 
 
 # ---------------------------------------------------------------- sysfs, configfs, ip link
@@ -263,7 +263,7 @@ _LINK = re.compile(r"^\d+:\s+([^:\s]+)(?:@\S+)?:\s+<[^>]*>(.*)$")
 _MTU = re.compile(r"\bmtu\s+(\S+)")
 
 
-def read_nic_sysfs(text: str, file: str) -> NicConfig:
+def read_nic_sysfs(text: str, file: str) -> HostNicConfig:
     """DCQCN's sysfs values, RoCE's ToS and the MTU from COLLECT's output (module
     docstring). InputError naming the file, line and field of every line that does not parse."""
     lines = _Lines(file)
@@ -327,4 +327,4 @@ def read_nic_sysfs(text: str, file: str) -> NicConfig:
         lines.problems.add("", "holds none of the values the collection command prints",
                            f"save what this prints on the host: {COLLECT}")
     lines.problems.raise_if_any()
-    return NicConfig(**values, where=lines.where)
+    return HostNicConfig(**values, where=lines.where)
