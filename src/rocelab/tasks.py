@@ -466,7 +466,6 @@ def run(c, lab, json=False, report=True, case=None):
 
     from rocelab.model import scenario
     from rocelab.runtime import scenario as scenario_run
-    from rocelab.roce.config import roce_config
     from rocelab.train import core as train
     from rocelab.train.runner import require_torch
 
@@ -493,7 +492,7 @@ def run(c, lab, json=False, report=True, case=None):
                                       pattern=started.traffic.pattern if started.traffic else "training")
 
     with _job_progress(spec.name, spec.name) as on_progress:
-        result = scenario_run.run(record, chosen, spec.profile, roce_config(spec.roce).cc_algorithm, spec.fabric,
+        result = scenario_run.run(record, chosen, spec.profile, spec.fabric,
                                   on_case=on_case,
                               on_progress=on_progress,
                               on_step=lambda step, workers: err_console.print(train.step_text(step, workers),

@@ -128,7 +128,7 @@ def write_agent_config(lab: Lab, node: Node) -> Path:
         "pfc_wd_tdf": lab.pfc_wd_tdf or lab.tdf,
         "socket": str(control.socket_path(lab.name, node.name)),
         "profile": str(lab.node_profiles.get(node.name) or lab.profile or "") or None,
-        "roce": dict(lab.roce),
+        "roce": lab.roce_of(node.name),
         "ports": [{"name": p.name, "mac": p.mac, "address": str(p.address),
                    "peer_mac": lab.fabric.peer(p).mac,
                    "rate_bps": lab.fabric.links[p.link].rate_bps / lab.tdf,

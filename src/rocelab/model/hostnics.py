@@ -5,7 +5,8 @@ lab.yml (`nics`): per host name or glob, the saved output of `mlnx_qos -i IFACE`
 name beats a glob); a host no entry matches keeps the description's or lab's settings.
 
 Both files read into one HostNicConfig (rocelab.qos.nic); problems name the YAML file and
-key, or the NIC file, line and field.
+key, or the NIC file, line and field. `nicd_roce` turns a reading into the settings nicd
+runs with, so a lab's emulated NIC is the NIC the host has.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from typing import Any, Mapping, Sequence
 
 from rocelab.errors import InputError, Problem, Problems
 from rocelab.paths import display
-from rocelab.qos.nic import HostNicConfig, combine, read_mlnx_qos, read_nic_sysfs
+from rocelab.qos.nic import HostNicConfig, combine, read_mlnx_qos, read_nic_sysfs, roce_mtu_for
+from rocelab.roce.config import roce_config
+from rocelab.roce.dcqcn import connectx_rp
 from rocelab.yamlfile import YamlDoc
 from rocelab.yamlfile import at as _at
 
@@ -106,3 +109,37 @@ def read_host_nics(doc: YamlDoc, entries: Sequence[NicEntry], hosts: Sequence[st
             nics[host] = HostNic(host, *(display(files[k]) if k in files else None for k in NIC_KEYS),
                                  combine(*configs))
     return nics
+
+
+def nicd_roce(nic: HostNic, base: Mapping) -> tuple[dict, list[str]]:
+    """The `roce:` settings an emulated NIC takes, over the lab's own (`base`), from what the
+    host's tools said (ToS →
+    DSCP, CNP DSCP and spacing, the DSCP → priority map under DSCP trust, DCQCN's roce_rp
+    values over the `connectx` set, DCQCN on or off for RoCE's priority, the RoCE MTU), and
+    notes on what it cannot carry."""
+    c = nic.config
+    roce: dict = {}
+    notes = []
+    if c.roce_tos is not None:
+        roce["dscp"] = c.roce_tos >> 2  # the ToS byte's upper six bits; the ECN bits are the NIC's
+    np = c.dcqcn_np or {}
+    if "cnp_dscp" in np:
+        roce["cnp_dscp"] = np["cnp_dscp"]
+    if "min_time_between_cnps" in np:
+        roce["cnp_interval_s"] = np["min_time_between_cnps"] * 1e-6
+    if c.trust == "dscp" and c.dscp_to_priority is not None:
+        roce["dscp_to_priority"] = dict(enumerate(c.dscp_to_priority))
+    elif c.trust == "pcp":
+        notes.append(f"{nic.host}: the NIC trusts PCP; nicd sends untagged frames and takes each frame's "
+                     "priority from its DSCP map, so the PCP the application would set is not emulated")
+    if c.dcqcn_rp is not None:
+        roce["dcqcn"] = {"parameters": "connectx", **connectx_rp(c.dcqcn_rp)}
+        if c.dcqcn_rp.get("rpg_max_rate"):
+            notes.append(f"{nic.host}: roce_rp/rpg_max_rate {c.dcqcn_rp['rpg_max_rate']} Mb/s is not emulated "
+                         "(the QP's rate is capped by the port only)")
+    if c.rp_enabled is not None:
+        merged = roce_config({**base, **roce})
+        roce["cc_algorithm"] = "dcqcn" if merged.priority_of(merged.dscp) in c.rp_enabled else "none"
+    if c.mtu_bytes is not None and roce_mtu_for(c.mtu_bytes) is not None:
+        roce["pmtu_bytes"] = roce_mtu_for(c.mtu_bytes)
+    return roce, notes

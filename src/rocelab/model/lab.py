@@ -17,12 +17,14 @@ from rocelab.model.kinds import builtin_dataplanes, builtin_nic_backends
 from rocelab.model.scenario import Scenario, load_scenario
 from rocelab.model.topology import SAFE_NAME, SAFE_NAME_HINT, Fabric, load_topology
 from rocelab.units import parse_delay
+from rocelab.yamlfile import at as _at
 from rocelab.yamlfile import load_yaml
+from rocelab.model.hostnics import nic_entries, nicd_roce, read_host_nics
 
 DEFAULT_DATAPLANE = "switchd"
 DEFAULT_PROFILE = "roce-lossless"  # for a bare topology on switchd: rocelab is about lossless RoCE
 LAB_KEYS = frozenset({"name", "description", "topology", "dataplane", "tdf", "pfc_wd_tdf", "fidelity_bound", "profile", "nic",
-                      "roce", "scenario", "checks"})
+                      "roce", "nics", "scenario", "checks"})
 # `roce:` keys: NicConfig's fields (production units; nicd dilates them by the TDF), with
 # DCQCN's parameters under `dcqcn:`.
 
@@ -47,6 +49,14 @@ class Lab:
     # How late an agent may run an event, in wall time, before this lab's observations could
     # change (rocelab.runtime.fidelity); None: one MTU frame's time on the fastest link.
     fidelity_bound_s: float | None = None
+    # Per host, `roce:` settings over the lab's, from the host's NIC tools (lab.yml `nics:`,
+    # rocelab.model.hostnics); and what those files held that nicd cannot carry.
+    host_roce: Mapping[str, Mapping] = field(default_factory=dict)
+    host_notes: tuple[str, ...] = ()
+
+    def roce_of(self, host: str) -> dict:
+        """The `roce:` settings of one host's NIC."""
+        return {**self.roce, **self.host_roce.get(host, {})}
 
 
 def _is_tdf(value: object) -> bool:
@@ -139,10 +149,23 @@ def _load_lab_file(path: Path) -> Lab:
             roce_config(roce)
         except (ValueError, TypeError) as exc:
             problems.add("roce", str(exc))
+    entries = nic_entries(doc, data.get("nics"), ("nics",), problems)
     problems.raise_if_any()
     fabric = load_topology(topo)
+    host_roce, host_notes = {}, []
+    if entries:
+        nics = read_host_nics(doc, entries, [h.name for h in fabric.hosts], path.parent, ("nics",), problems)
+        problems.raise_if_any()
+        for host, nic in nics.items():
+            host_roce[host], notes = nicd_roce(nic, roce)
+            host_notes += notes
+            try:
+                roce_config({**roce, **host_roce[host]})
+            except ValueError as exc:
+                problems.add(_at(doc, "nics"), f"{host}: what {nic.sysfs or nic.mlnx_qos} says makes no NIC: {exc}")
+        problems.raise_if_any()
     switch_ports = {(n.name, p.name) for n in fabric.switches for p in n.ports}
     scenario = load_scenario(doc, path.parent, {h.name for h in fabric.hosts}, switch_ports,
                              {(n.name, p.name) for n in fabric.nodes for p in n.ports})
     return Lab(name, doc.name, fabric, dataplane, tdf, profile, nic, roce, scenario, pfc_wd_tdf=pfc_wd_tdf,
-               fidelity_bound_s=fidelity_bound_s)
+               fidelity_bound_s=fidelity_bound_s, host_roce=host_roce, host_notes=tuple(host_notes))

@@ -113,14 +113,15 @@ class Nicd:
                     "loop": asdict(self.loop.read_drops()), "tdf": self.tdf, "delay_line": {"max_frames": self.core.max_line_frames},
                     "job": self.jobs.status()}
         if op == "set_cc":
-            # A lab case switches congestion control (DCQCN vs none), and DCQCN's parameter set
-            # (None: the lab's), for the QPs it connects next.
-            builtin_cc_registry().check(req["algorithm"])
+            # A lab case switches congestion control (DCQCN vs none) and DCQCN's parameter set for
+            # the QPs it connects next; None: this NIC's own (the lab's, over its host's NIC files).
             chosen = dilate(roce_config({**self.roce, **({"dcqcn": req["dcqcn"]} if req.get("dcqcn") else {})}),
                             self.tdf)
-            self.nic.config = dataclasses.replace(self.nic.config, cc_algorithm=req["algorithm"], cc=chosen.cc,
+            algorithm = req.get("algorithm") or chosen.cc_algorithm
+            builtin_cc_registry().check(algorithm)
+            self.nic.config = dataclasses.replace(self.nic.config, cc_algorithm=algorithm, cc=chosen.cc,
                                                   cnp_interval_s=chosen.cnp_interval_s)
-            return {"cc_algorithm": req["algorithm"], "dcqcn": req.get("dcqcn")}
+            return {"cc_algorithm": algorithm, "dcqcn": req.get("dcqcn")}
         if op == "clear":
             self._baseline = self.nic.counters()
             return {}

@@ -43,6 +43,7 @@ fractions of the line rate, so they follow it (rocelab.roce.config.dilate does b
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping
 
 _REFERENCE_LINE_RATE_BPS = 40e9  # R_AI / R_HAI below are the paper's values at 40G
 
@@ -50,6 +51,7 @@ ALPHA_ON_CNP = "on_cnp"  # the paper: α rises on each CNP, decays per period wi
 ALPHA_PER_PERIOD = "per_period"  # ConnectX: once per period, up if a CNP came in it, else down
 TARGET_ALWAYS = "always"  # the paper (and clamp_tgt_rate 1): Rt ← Rc on every reduction
 TARGET_AFTER_TIMER_INCREASE = "after_timer_increase"  # clamp_tgt_rate 0, clamp_tgt_rate_after_time_inc 1
+TARGET_NEVER = "never"  # clamp_tgt_rate 0, clamp_tgt_rate_after_time_inc 0: Rt stays where it is
 
 
 @dataclass(frozen=True)
@@ -77,9 +79,9 @@ class DcqcnConfig:
         problems = []
         if self.alpha_update not in (ALPHA_ON_CNP, ALPHA_PER_PERIOD):
             problems.append(f"alpha_update={self.alpha_update!r} must be {ALPHA_ON_CNP} or {ALPHA_PER_PERIOD}")
-        if self.target_on_cnp not in (TARGET_ALWAYS, TARGET_AFTER_TIMER_INCREASE):
-            problems.append(f"target_on_cnp={self.target_on_cnp!r} must be {TARGET_ALWAYS} or "
-                            f"{TARGET_AFTER_TIMER_INCREASE}")
+        if self.target_on_cnp not in (TARGET_ALWAYS, TARGET_AFTER_TIMER_INCREASE, TARGET_NEVER):
+            problems.append(f"target_on_cnp={self.target_on_cnp!r} must be {TARGET_ALWAYS}, "
+                            f"{TARGET_AFTER_TIMER_INCREASE} or {TARGET_NEVER}")
         if self.rate_reduce_period_s < 0:
             problems.append(f"rate_reduce_period_s={self.rate_reduce_period_s} must be ≥ 0")
         if self.rate_decrease_divisor < 1:
@@ -143,6 +145,37 @@ DCQCN_SETS = {
 }
 
 
+# A ConnectX's roce_rp sysfs file → (DcqcnConfig field, value from the file's integer).
+_CONNECTX_RP = {
+    "dce_tcp_g": ("g", lambda v: (1024 - v) / 1024),
+    "dce_tcp_rtt": ("alpha_period_s", lambda v: v * 1e-6),
+    "initial_alpha_value": ("alpha_init", lambda v: v / 1024),
+    "rate_reduce_monitor_period": ("rate_reduce_period_s", lambda v: v * 1e-6),
+    "rpg_gd": ("rate_decrease_divisor", lambda v: 2.0 ** (v - 10)),
+    "rpg_min_dec_fac": ("min_decrease_factor", lambda v: v / 100),
+    "rpg_min_rate": ("min_rate_bps", lambda v: v * 1e6),
+    "rate_to_set_on_first_cnp": ("rate_on_first_cnp_bps", lambda v: v * 1e6 if v else None),
+    "rpg_time_reset": ("rate_increase_period_s", lambda v: v * 1e-6),
+    "rpg_byte_reset": ("byte_counter_bytes", int),
+    "rpg_threshold": ("fast_recovery_stages", int),
+    "rpg_ai_rate": ("rate_ai_bps", lambda v: v * 1e6),
+    "rpg_hai_rate": ("rate_hai_bps", lambda v: v * 1e6),
+}
+
+
+def connectx_rp(values: Mapping[str, int]) -> dict[str, object]:
+    """DcqcnConfig fields (over the `connectx` set) from a ConnectX's roce_rp sysfs values, as
+    `rocelab.qos.nic.read_nic_sysfs` returns them. Files rocelab does not model (rpg_max_rate:
+    a cap below line rate) are left out; the caller says so."""
+    out: dict[str, object] = {field: convert(values[name]) for name, (field, convert) in _CONNECTX_RP.items()
+                              if name in values}
+    clamp, after_timer = values.get("clamp_tgt_rate"), values.get("clamp_tgt_rate_after_time_inc")
+    if clamp is not None or after_timer is not None:
+        out["target_on_cnp"] = (TARGET_ALWAYS if clamp else TARGET_AFTER_TIMER_INCREASE if after_timer
+                                else TARGET_NEVER)
+    return out
+
+
 class Dcqcn:
     """The DCQCN rate of one QP; see the module docstring for the rules."""
 
@@ -184,7 +217,8 @@ class Dcqcn:
         if first and cfg.rate_on_first_cnp_bps is not None:
             self.rate_bps = self.target_rate_bps = min(cfg.rate_on_first_cnp_bps, self.line_rate_bps)
         else:
-            if cfg.target_on_cnp == TARGET_ALWAYS or self._timer_increased:
+            if cfg.target_on_cnp == TARGET_ALWAYS or (cfg.target_on_cnp == TARGET_AFTER_TIMER_INCREASE
+                                                      and self._timer_increased):
                 self.target_rate_bps = self.rate_bps
             factor = max(1 - self.alpha / cfg.rate_decrease_divisor, cfg.min_decrease_factor)
             self.rate_bps = max(self.rate_bps * factor, self._min_rate_bps)

@@ -42,9 +42,10 @@ def agents_not_realtime(record: LabState) -> dict[str, str]:
     return {node: how for node, how in got.items() if how != REALTIME}
 
 
-def start_clean(record: LabState, cc: str, dcqcn: str | None = None) -> None:
-    """Before a measurement: the NICs' congestion control (and DCQCN parameter set, None: the
-    lab's) for the QPs they connect next, and every agent's counters (and watermarks) cleared."""
+def start_clean(record: LabState, cc: str | None, dcqcn: str | None = None) -> None:
+    """Before a measurement: the NICs' congestion control and DCQCN parameter set for the QPs
+    they connect next (None: each NIC's own, from the lab and its host's NIC files), and every
+    agent's counters (and watermarks) cleared."""
     for sock in agent_sockets(record, "nicd").values():
         control.request(sock, "set_cc", algorithm=cc, dcqcn=dcqcn)
     for sock in [*agent_sockets(record, "switchd").values(), *agent_sockets(record, "nicd").values()]:
@@ -98,7 +99,7 @@ class CaseResult:
         return self.fidelity is not None and not self.fidelity.kept_up
 
 
-def run_case(record: LabState, case: Case, lab_profile: Path | None, lab_cc: str, fabric, *,
+def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
              on_progress=None, on_step=None, sample_interval_s: float = 0.05) -> CaseResult:
     switches = agent_sockets(record, "switchd")
     nics = agent_sockets(record, "nicd")
@@ -109,7 +110,7 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, lab_cc: str
     for imp in case.impair:
         control.request(switches[imp.node], "impair", port=imp.port, delay_s=imp.delay_s * record.tdf,
                         jitter_s=imp.jitter_s * record.tdf, loss_pct=imp.loss_pct)
-    start_clean(record, case.cc or lab_cc, case.dcqcn)
+    start_clean(record, case.cc, case.dcqcn)
     watch = Watch(record)
     spec = case.traffic
     probes = {f"{n}:{i}": Probe(record.node(n).netns, i).start() for n, i in case.probes}
@@ -266,14 +267,14 @@ def _fmt(value: float, name: str) -> str:
     return f"{value:.4g}"
 
 
-def run(record: LabState, scenario: Scenario, lab_profile: Path | None, lab_cc: str, fabric, *,
+def run(record: LabState, scenario: Scenario, lab_profile: Path | None, fabric, *,
         on_case: Callable[[Case], object] | None = None, on_progress=None, on_step=None) -> ScenarioRun:
     """`on_progress` hears traffic jobs' progress; `on_step(step, workers)` each step of a training job."""
     results = []
     for case in scenario.cases:
         if on_case is not None:
             on_case(case)
-        results.append(run_case(record, case, lab_profile, lab_cc, fabric, on_progress=on_progress, on_step=on_step))
+        results.append(run_case(record, case, lab_profile, fabric, on_progress=on_progress, on_step=on_step))
         wait_quiet()
     observed = {r.case.name: r.observations for r in results}
     return ScenarioRun(record.name, results, evaluate(scenario.checks, observed))
