@@ -37,14 +37,20 @@ raised once as an InputError; each names its file, the path or line, and what wa
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Mapping, Protocol
 
 from rocelab.errors import InputError, Problem, Problems
 from rocelab.paths import display
-from rocelab.qos import load_config_db
+from rocelab.qos.derived import (
+    SwitchFacts,
+    default_pfcwd,
+    default_pfcwd_ports,
+    derive_default_pfcwd,
+    derive_lossless_pgs,
+    parse_pg_profile_lookup,
+)
 from rocelab.qos.eos import (
     EOS_DEFAULT_MTU_BYTES,
     EOS_SEGMENT_BYTES,
@@ -53,7 +59,8 @@ from rocelab.qos.eos import (
     load_eos,
 )
 from rocelab.qos.model import BufferPool, BufferProfile, PortQos, QosProfile
-from rocelab.qos.ports import lab_to_sonic, sonic_to_lab
+from rocelab.qos.ports import LAB_PORT, sonic_to_lab
+from rocelab.qos.sonic import profile_from_config_db, read_config_db, switch_facts, voq_hosts
 from rocelab.model.topology import SAFE_NAME, SAFE_NAME_HINT, Fabric, load_topology, resolve, validate
 from rocelab.units import parse_bytes, parse_delay
 from rocelab.yamlfile import YamlDoc, load_yaml
@@ -69,6 +76,7 @@ PLATFORM_PG_PROFILE = "platform_lossless_pg"
 _TOP_KEYS = ("name", "description", "topology", "devices", "hosts", "budgets")
 _HOST_KEYS = ("roce_dscp", "roce_priority", "cnp_dscp", "roce_mtu")
 _BUDGET_KEYS = ("allreduce_step_time_s", "allreduce_size")
+_SONIC_KEYS = ("pg_profile_lookup", "default_pfcwd_status", "ports", "voq_host")
 _BUFFER_KEYS = ("pool_size_bytes", "shared_headroom_bytes", "pg_size_bytes", "dynamic_th",
                 "static_th_bytes", "xoff_bytes", "xon_bytes", "xon_offset_bytes")
 # BUFFER_PROFILE / BUFFER_POOL field → the `buffer` key that stands for it on an EOS device
@@ -118,17 +126,21 @@ class Device:
     configured_mtu_bytes: Mapping[str, int]  # SONiC port name → MTU the file sets
     default_mtu_bytes: int
     unlisted: PortQos  # what a port the file does not mention gets
+    # PORT, CABLE_LENGTH, DEVICE_METADATA… of a SONiC device (empty for EOS)
+    facts: SwitchFacts = field(default_factory=SwitchFacts)
+    # Why lossless PGs the switch creates at run time are missing from the profile; None: none are.
+    unsized_pgs: str | None = None
 
     def port(self, lab_port: str) -> PortQos:
-        sonic = lab_to_sonic(lab_port)
+        sonic = self.profile.sonic_name(lab_port)
         return self.profile.ports.get(sonic) or replace(self.unlisted, port=sonic)
 
     def mtu_bytes(self, lab_port: str) -> int:
-        return self.configured_mtu_bytes.get(lab_to_sonic(lab_port), self.default_mtu_bytes)
+        return self.configured_mtu_bytes.get(self.profile.sonic_name(lab_port), self.default_mtu_bytes)
 
     def port_name(self, lab_port: str) -> str:
         """The port as this device's config names it."""
-        return lab_to_sonic(lab_port) if self.format == "sonic" else lab_to_eos(lab_port)
+        return self.profile.sonic_name(lab_port) if self.format == "sonic" else lab_to_eos(lab_port)
 
     def label(self, lab_port: str) -> str:
         return f"{self.port_name(lab_port)} ({lab_port})"
@@ -169,6 +181,10 @@ def _quote(key: object) -> str:
 class SonicOrigin:
     file: str
     configured_mtu_bytes: Mapping[str, int]
+    derived_pgs: Mapping[str, str] = field(default_factory=dict)  # BUFFER_PROFILE → its source
+    unsized_pgs: str | None = None  # Device.unsized_pgs
+    default_pfcwd: str | None = None  # what turned pfcwd start_default on; None: off
+    default_pfcwd_ports: frozenset[str] = frozenset()
 
     def _map(self, table: str, name: str | None, port: str, field_name: str, key: int) -> str:
         if name is None:
@@ -194,7 +210,11 @@ class SonicOrigin:
     def pg_buffer(self, port: PortQos, pg: int, field: str) -> str:
         profile = port.pgs.get(pg)
         if profile is None:
-            return f"{self.file}: no BUFFER_PG entry for {port.port} PG {pg}"
+            return f"{self.file}: no BUFFER_PG entry for {port.port} PG {pg}" + (
+                f" ({self.unsized_pgs})" if self.unsized_pgs else "")
+        if profile.name in self.derived_pgs:
+            return (f"{self.derived_pgs[profile.name]}: {field} of BUFFER_PROFILE.{profile.name}, which "
+                    f"buffermgrd creates for BUFFER_PG {port.port} PG {pg}")
         return f"{self.file}: BUFFER_PROFILE.{profile.name}.{field} (BUFFER_PG {port.port} PG {pg})"
 
     def wred(self, port: PortQos, queue: int, field: str) -> str:
@@ -211,8 +231,13 @@ class SonicOrigin:
         return f"{self.file}: SCHEDULER.{qos.scheduler.name} (QUEUE {port.port} queue {queue})"
 
     def pfc_wd(self, port: PortQos) -> str:
+        if port.port in self.default_pfcwd_ports:
+            return (f"pfcwd start_default ({self.default_pfcwd}) guards {port.port}; "
+                    f"{self.file}: PORT_QOS_MAP.{port.port}.pfcwd_sw_enable")
         if port.pfc_wd is None:
-            return f"{self.file}: PFC_WD has no entry for {port.port}"
+            return f"{self.file}: PFC_WD has no entry for {port.port}" + (
+                f", and pfcwd start_default ({self.default_pfcwd}) guards only DEVICE_NEIGHBOR ports"
+                if self.default_pfcwd else "")
         return f"{self.file}: PORT_QOS_MAP.{port.port}.pfcwd_sw_enable"
 
     def mtu(self, port: PortQos) -> str:
@@ -304,6 +329,11 @@ class _DeviceEntry:
     segment_bytes: int
     buffer: tuple[BufferPool, BufferProfile] | None
     buffer_lines: Mapping[str, int]
+    # SONiC only: what the switch derives at run time, and how its ports and line card are named
+    pg_profile_lookup: Path | None = None
+    default_pfcwd_status: str | None = None  # overrides DEVICE_METADATA's
+    ports: Mapping[str, str] | None = None  # SONiC port → rocelab interface; None: PORT's order
+    voq_host: str | None = None
 
 
 class _Reader:
@@ -384,6 +414,27 @@ def _buffer(reader: _Reader, raw: Any, path: tuple[str | int, ...]
     return (pool, profile), lines
 
 
+def _port_map(reader: _Reader, raw: Any, path: tuple[str | int, ...]) -> dict[str, str] | None:
+    """`ports: {Ethernet0: eth1, …}`: SONiC port → rocelab interface, one interface each."""
+    if not isinstance(raw, dict) or not raw:
+        reader.bad(path, "is not a mapping of SONiC ports to rocelab interfaces",
+                   "like {Ethernet0: eth1, Ethernet4: eth2}")
+        return None
+    mapping: dict[str, str] = {}
+    taken: dict[str, str] = {}
+    for port, iface in raw.items():
+        if not isinstance(iface, str) or not LAB_PORT.fullmatch(iface):
+            reader.bad((*path, str(port)), f"{iface!r} is not a rocelab interface",
+                       "eth1, eth2, … as the topology names them")
+        elif iface in taken:
+            reader.bad((*path, str(port)), f"{iface} is already {taken[iface]}'s",
+                       "each interface is one port")
+        else:
+            taken[iface] = str(port)
+            mapping[str(port)] = iface
+    return mapping
+
+
 def _device_entries(reader: _Reader, raw: Any, base: Path) -> list[_DeviceEntry]:
     if not isinstance(raw, dict):
         reader.bad(("devices",), "is not a mapping of switch names to their QoS config")
@@ -391,7 +442,7 @@ def _device_entries(reader: _Reader, raw: Any, base: Path) -> list[_DeviceEntry]
     entries = []
     for name, spec in raw.items():
         path = ("devices", str(name))
-        keys = ("sonic", "eos", "segment_bytes", "buffer")
+        keys = ("sonic", "eos", "segment_bytes", "buffer", *_SONIC_KEYS)
         if not reader.mapping(spec, path, keys, "`sonic: FILE` or `eos: FILE`"):
             continue
         formats = [f for f in FORMATS if f in spec]
@@ -408,11 +459,30 @@ def _device_entries(reader: _Reader, raw: Any, base: Path) -> list[_DeviceEntry]
         if fmt == "sonic" and ({"segment_bytes", "buffer"} & set(spec)):
             reader.bad(path, "`segment_bytes` and `buffer` are for EOS devices",
                        "a config_db.json holds its own buffer model")
+        if fmt == "eos" and (set(_SONIC_KEYS) & set(spec)):
+            reader.bad(path, f"`{'`, `'.join(k for k in _SONIC_KEYS if k in spec)}` are for SONiC devices",
+                       "an EOS device's platform buffers are its `buffer`")
         segment_bytes = reader.integer(spec, (*path, "segment_bytes"), 1, 65536, required=False)
         buffer, lines = _buffer(reader, spec["buffer"], (*path, "buffer")) \
             if "buffer" in spec else (None, {})
+        lookup = spec.get("pg_profile_lookup")
+        if lookup is not None and (not isinstance(lookup, str) or not (base / lookup).is_file()):
+            reader.bad((*path, "pg_profile_lookup"), f"{lookup!r} is not a file",
+                       f"paths are relative to {display(base)}/")
+            lookup = None
+        pfcwd = spec.get("default_pfcwd_status")
+        if pfcwd is not None and pfcwd not in ("enable", "disable"):
+            reader.bad((*path, "default_pfcwd_status"), f"{pfcwd!r} is not valid (expected enable or disable)")
+            pfcwd = None
+        voq_host = spec.get("voq_host")
+        if voq_host is not None and not (isinstance(voq_host, str) and voq_host.count("|") == 1):
+            reader.bad((*path, "voq_host"), f"{voq_host!r} is not a line card",
+                       'the "<host>|<asic>" its VOQ keys start with, like "lc1|asic0"')
+            voq_host = None
+        ports = _port_map(reader, spec["ports"], (*path, "ports")) if "ports" in spec else None
         entries.append(_DeviceEntry(str(name), fmt, base / file,
-                                    segment_bytes or EOS_SEGMENT_BYTES, buffer, lines))
+                                    segment_bytes or EOS_SEGMENT_BYTES, buffer, lines,
+                                    base / lookup if lookup else None, pfcwd, ports, voq_host))
     return entries
 
 
@@ -448,26 +518,6 @@ def _budgets(reader: _Reader, raw: Any) -> Budgets:
 # ---------------------------------------------------------------- device files
 
 
-def _sonic_port_mtus(path: Path, problems: Problems) -> dict[str, int]:
-    """PORT.<port>.mtu of a config_db.json that load_config_db has already read."""
-    ports = json.loads(path.read_text(encoding="utf-8")).get("PORT", {})
-    mtus = {}
-    for name, fields in ports.items() if isinstance(ports, dict) else ():
-        value = fields.get("mtu") if isinstance(fields, dict) else None
-        try:
-            sonic_to_lab(name)
-        except ValueError:
-            continue  # a port rocelab has no interface for
-        if value is None:
-            continue
-        if isinstance(value, str) and value.isdigit() and 68 <= int(value) <= 65535:
-            mtus[name] = int(value)
-        else:
-            problems.add(f"PORT.{name}.mtu", f"{value!r} is not an MTU (expected a byte count "
-                                             'string like "9100")')
-    return mtus
-
-
 def _with_platform_buffers(profile: QosProfile, pool: BufferPool, pg: BufferProfile
                            ) -> QosProfile:
     """Give each port's no-drop priorities' PGs the platform's lossless buffer profile."""
@@ -476,15 +526,71 @@ def _with_platform_buffers(profile: QosProfile, pool: BufferPool, pg: BufferProf
     return replace(profile, pools={pool.name: pool}, ports=ports)
 
 
-def _load_device(entry: _DeviceEntry, fabric_file: str) -> Device:
+def _load_sonic(entry: _DeviceEntry, reader: _Reader, cabled: list[str] | None) -> Device:
+    """A SONiC device as it runs: its config_db, the port map and line card fabric.yml names,
+    and what buffermgrd and pfcwd start_default derive (rocelab.qos.derived)."""
     source = display(entry.path)
+    path = ("devices", entry.name)
+    doc = read_config_db(source)
+    if entry.voq_host is not None and entry.voq_host not in (hosts := voq_hosts(doc)):
+        reader.bad((*path, "voq_host"), f"{entry.voq_host!r} is not a line card of {source}'s VOQ keys",
+                   f"its QUEUE and BUFFER_QUEUE keys name: {', '.join(hosts) or 'none'}")
+    profile = profile_from_config_db(doc, source, entry.voq_host)
+    facts = switch_facts(doc, source)
+    if entry.ports is not None:
+        named = set(profile.ports) | {p for p, f in facts.ports.items() if f.speed or f.mtu_bytes}
+        for port in entry.ports:
+            if port not in named:
+                reader.bad((*path, "ports", port), f"{port!r} is not a port of {source}",
+                           f"its PORT and QoS tables name: {', '.join(sorted(named, key=_port_number))}")
+        profile = replace(profile, lab_ports={iface: port for port, iface in entry.ports.items()})
+    mtus = {name: port.mtu_bytes for name, port in facts.ports.items() if port.mtu_bytes is not None}
+
+    origins: dict[str, str] = {}
+    unsized = None
+    if entry.pg_profile_lookup is not None:
+        if facts.buffer_model == "dynamic":
+            reader.bad((*path, "pg_profile_lookup"), f"{source} uses the dynamic buffer model "
+                       "(DEVICE_METADATA.localhost.buffer_model), which sizes PGs without pg_profile_lookup.ini")
+        else:
+            lookup_source = display(entry.pg_profile_lookup)
+            lookup = parse_pg_profile_lookup(entry.pg_profile_lookup.read_text(encoding="utf-8"), lookup_source)
+            derived = derive_lossless_pgs(profile, facts, lookup, lookup_source, source)
+            profile, origins = derived.profile, dict(derived.origins)
+    elif facts.buffer_model == "traditional" and any(
+            not qos.lossless_pg(pg) and facts.cable_m(name) for name, qos in profile.ports.items()
+            for pg in qos.pfc_enable):
+        unsized = (f"buffermgrd creates the lossless PGs at run time from the platform's pg_profile_lookup.ini "
+                   f"and CABLE_LENGTH: name it in devices.{entry.name}.pg_profile_lookup")
+
+    status = entry.default_pfcwd_status or facts.default_pfcwd_status
+    why, guarded = None, frozenset[str]()
+    if status == "enable":
+        why = (f"devices.{entry.name}.default_pfcwd_status enable" if entry.default_pfcwd_status
+               else f"{source}: DEVICE_METADATA.localhost.default_pfcwd_status enable")
+        watchdog = default_pfcwd(facts.port_entries)
+        why += (f": action {watchdog.action}, detection {watchdog.detection_time_ms} ms, "
+                f"restoration {watchdog.restoration_time_ms} ms")
+        neighbours = facts.neighbours
+        if neighbours is None:  # a hand-written config_db: the topology's cables are its neighbours
+            neighbours = frozenset(profile.sonic_name(p) for p in cabled or ())
+            why += "; no DEVICE_NEIGHBOR table, so the topology's cabled ports"
+        profile = derive_default_pfcwd(profile, facts, neighbours)
+        guarded = default_pfcwd_ports(facts, neighbours) & set(profile.ports)
+    origin = SonicOrigin(source, mtus, origins, unsized, why, guarded)
+    return Device(entry.name, "sonic", source, profile, origin, mtus, SONIC_DEFAULT_MTU_BYTES,
+                  PortQos(port=""), facts, unsized)
+
+
+def _port_number(name: str) -> int:
+    return int(name.removeprefix("Ethernet"))
+
+
+def _load_device(entry: _DeviceEntry, reader: _Reader, cabled: list[str] | None) -> Device:
     if entry.format == "sonic":
-        profile = load_config_db(source)
-        problems = Problems(source)
-        mtus = _sonic_port_mtus(entry.path, problems)
-        problems.raise_if_any()
-        return Device(entry.name, "sonic", source, profile, SonicOrigin(source, mtus), mtus,
-                      SONIC_DEFAULT_MTU_BYTES, PortQos(port=""))
+        return _load_sonic(entry, reader, cabled)
+    source = display(entry.path)
+    fabric_file = reader.doc.name
     config = load_eos(source, segment_bytes=entry.segment_bytes)
     profile = config.profile
     if entry.buffer:
@@ -549,10 +655,17 @@ def load_fabric_spec(path: Path) -> FabricSpec:
 
     devices: dict[str, Device] = {}
     for entry in entries:
+        node = next((n for n in fabric.switches if n.name == entry.name), None) if fabric else None
+        cabled = [p.name for p in node.ports] if node else None
         try:
-            devices[entry.name] = _load_device(entry, doc.name)
+            devices[entry.name] = _load_device(entry, reader, cabled)
         except InputError as e:
             problems += e.problems
+        if entry.ports is not None and cabled is not None:
+            unmapped = [p for p in cabled if p not in entry.ports.values()]
+            if unmapped:
+                reader.bad(("devices", entry.name, "ports"), f"maps no port to {', '.join(unmapped)}, "
+                           f"which the topology cables to {entry.name}", "every cabled interface needs its port")
     if fabric is not None and isinstance(data.get("devices"), dict):
         _match_devices(reader, fabric, [str(n) for n in data["devices"]])
     problems = reader.problems.items + problems

@@ -13,6 +13,7 @@ import re
 LANES_PER_PORT = 4
 _SONIC = re.compile(r"^Ethernet(\d+)$")
 _LAB = re.compile(r"^eth(\d+)$")
+LAB_PORT = re.compile(r"eth[1-9][0-9]*")  # a rocelab interface name: eth1, eth2, …
 
 
 def sonic_to_lab(name: str) -> str:
