@@ -21,7 +21,9 @@ config_db table/key or running-config line. Checks (REFERENCE.md for the why):
   threshold (T = α·S/(1 + n·α)); the empty-buffer trigger α·S is quoted beside it. Lossy
   traffic buffered in the same pool lowers the trigger further.
 - headroom: every lossless PG's xoff ≥ rocelab.qos.headroom.required_headroom_bytes for its
-  link's speed and cable length and the hosts' RoCE MTU.
+  link's speed and cable length and the hosts' RoCE MTU; and where a SONiC switch sizes
+  headroom from CABLE_LENGTH (buffermgrd's pg_profile_lookup.ini row, or the dynamic buffer
+  model's computation), that length is at least the topology's cable.
 - mtu: every cabled port's MTU (the smaller of the device's and the topology link's) ≥
   RoCE MTU + 60 (IPv4 20 + UDP 8 + BTH 12 + RETH 16 + ICRC 4). MTUs here are IP MTUs, as
   Linux, SONiC and EOS count them: the Ethernet header (14) and FCS (4) are not in them.
@@ -34,6 +36,7 @@ config_db table/key or running-config line. Checks (REFERENCE.md for the why):
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Iterator
@@ -328,6 +331,10 @@ def _no_sized_lossless(spec: FabricSpec, device: Device) -> str | None:
     none = _no_lossless(spec, device)
     if none:
         return none
+    if any(device.facts.cable_m(qos.port) is not None for _, qos, _, _ in _lossless(device, _cabled(spec, device))):
+        return None  # CABLE_LENGTH against the cables is checkable whatever sizes the PGs
+    if device.unsized_pgs and not any(qos.lossless_pg(pg) for _, qos, _, pg in _lossless(device, _cabled(spec, device))):
+        return f"{device.name} has no lossless PG in its file: {device.unsized_pgs}"
     if not any(_sized(device.profile, qos, pg) or pg not in qos.dynamic_pgs
                for _, qos, _, pg in _lossless(device, _cabled(spec, device))):
         return (f"every lossless PG of {device.name} is sized by SONiC's buffer manager at run time "
@@ -346,8 +353,30 @@ def _cable_m(link: Link) -> float:
     return link.cable_m if link.cable_m is not None else link.delay_s * PROPAGATION_M_PER_S
 
 
-def check_headroom(spec: FabricSpec, device: Device) -> list[Finding]:
+def _cable_lengths(spec: FabricSpec, device: Device) -> list[Finding]:
+    """CABLE_LENGTH shorter than the cable: the switch sized the port's headroom for less."""
     findings = []
+    for port in _cabled(spec, device):
+        qos = device.port(port.name)
+        configured = device.facts.cable_m(qos.port)
+        if not qos.pfc_enable or configured is None:
+            continue
+        link = _link(spec, port)
+        real = _cable_m(link)
+        if real <= configured:
+            continue  # sized for a longer cable than there is: more than enough
+        findings.append(Finding(
+            "headroom", device.name, device.label(port.name), None,
+            f"headroom is sized for a {configured} m cable, but the link to {_peer(spec, port)} is "
+            f"{real:g} m: more is in flight after XOFF than the switch reserved for",
+            f"CABLE_LENGTH {configured}m", f"CABLE_LENGTH ≥ {math.ceil(real)}m (the cable's length)",
+            f"{device.file}: {device.facts.ports[qos.port].cable_where}; {spec.fabric.source}: "
+            f"topology.links[{link.index}]"))
+    return findings
+
+
+def check_headroom(spec: FabricSpec, device: Device) -> list[Finding]:
+    findings = _cable_lengths(spec, device)
     seen = set()
     for port, qos, priority, pg in _lossless(device, _cabled(spec, device)):
         if (port.name, pg) in seen:
