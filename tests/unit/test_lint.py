@@ -148,8 +148,9 @@ def _only(spec: FabricSpec, check: str, device: str) -> list:
 
 
 def test_dscp_maps_catch_eos_defaults_that_differ_from_sonic(tmp_path: Path) -> None:
-    # Without its explicit map, spine1 keeps EOS's default: DSCP 24-31 → TC 3, lossless on
-    # spine1 alone, while the SONiC switches put them in TC 0.
+    # Without its explicit map, spine1 keeps EOS's default: DSCP 24-31 → TC 3, RoCE's lossless
+    # TC, on spine1 alone, while the SONiC leaves before it put them in TC 0. The leaves after
+    # it take them out of RoCE's TC again: harmless to RoCE, so no finding there.
     def default_map(d: Path) -> None:
         text = (d / "spine1.cfg").read_text()
         full_map = next(line for line in text.splitlines(keepends=True)
@@ -160,7 +161,9 @@ def test_dscp_maps_catch_eos_defaults_that_differ_from_sonic(tmp_path: Path) -> 
     dscp24 = [f for f in findings if f.configured.startswith("DSCP 24 ")]
     assert [f.port for f in dscp24] == ["Ethernet1 (eth1)", "Ethernet2 (eth2)"]
     assert dscp24[0].configured == "DSCP 24 → TC 3 → queue 3"
-    assert dscp24[0].required.startswith("DSCP 24 → TC 0 → queue 0, as on spine2, leaf1, leaf2")
+    assert dscp24[0].required == ("DSCP 24 → TC 0 → queue 0, as on leaf1 Ethernet0 (eth1), the hop "
+                                  "before (leaf1:Ethernet8)")
+    assert dscp24[0].what == "DSCP 24 joins RoCE's lossless TC 3 here though leaf1 keeps it apart: it shares RoCE's PG and pauses"
     assert "spine1.cfg: no `qos map dscp 24` (EOS's default)" in dscp24[0].source
     assert {f.configured.split(" →")[0] for f in findings} == {
         f"DSCP {d}" for d in (24, 25, 27, 28, 29, 30, 31)}
