@@ -364,10 +364,11 @@ def _no_sized_lossless(spec: FabricSpec, device: Device) -> str | None:
     none = _no_lossless(spec, device)
     if none:
         return none
-    if any(device.facts.cable_m(qos.port) is not None for _, qos, _, _ in _lossless(device, _cabled(spec, device))):
-        return None  # CABLE_LENGTH against the cables is checkable whatever sizes the PGs
-    if device.unsized_pgs and not any(qos.lossless_pg(pg) for _, qos, _, pg in _lossless(device, _cabled(spec, device))):
+    lossless = list(_lossless(device, _cabled(spec, device)))
+    if device.unsized_pgs and not any(qos.lossless_pg(pg) for _, qos, _, pg in lossless):
         return f"{device.name} has no lossless PG in its file: {device.unsized_pgs}"
+    if any(device.facts.cable_m(qos.port) is not None for _, qos, _, _ in lossless):
+        return None  # CABLE_LENGTH against the cables is checkable whatever sizes the PGs
     if not any(_sized(device.profile, qos, pg) or pg not in qos.dynamic_pgs
                for _, qos, _, pg in _lossless(device, _cabled(spec, device))):
         return (f"every lossless PG of {device.name} is sized by SONiC's buffer manager at run time "
@@ -415,7 +416,7 @@ def check_headroom(spec: FabricSpec, device: Device) -> list[Finding]:
         if (port.name, pg) in seen:
             continue  # priorities sharing a PG share its headroom
         seen.add((port.name, pg))
-        if pg in qos.dynamic_pgs:
+        if pg in qos.dynamic_pgs or (device.unsized_pgs and not qos.lossless_pg(pg)):
             continue  # buffermgrd sizes it from this port's speed and cable at run time
         link = _link(spec, port)
         try:
