@@ -203,27 +203,27 @@ def check_dscp_maps(spec: FabricSpec, device: Device) -> list[Finding]:
         for up_device, up_port in _upstream(spec, hops, hop):
             up = up_device.port(up_port.name)
             up_tc = up.dscp_to_tc[roce]
+            into = spec.fabric.peer(hop.ingress)  # the hop before's egress port
             before = (f"as on {up_device.name} {up_device.label(up_port.name)}, the hop before "
                       f"({_peer(spec, hop.ingress)})")
-            up_class = lambda dscp: _class(up_device, up_port, spec.fabric.peer(hop.ingress), dscp)  # noqa: E731
             if tc in qos.pfc_enable and up_tc in up.pfc_enable and tc != up_tc:
                 add(hop, roce, f"RoCE (DSCP {roce}) is TC {tc} here but TC {up_tc} on {up_device.name}: "
                                f"this port's PFC pauses priority {tc}, which does not hold RoCE back there",
-                    f"{up_class(roce)}, {before}", (up_device, up_port))
+                    f"{_class(up_device, up_port, into, roce)}, {before}", (up_device, up_port))
             cnp_tc, up_cnp_tc = qos.dscp_to_tc[cnp], up.dscp_to_tc[cnp]
             queue = device.port(hop.egress.name).queues.get(device.port(hop.egress.name).tc_to_queue[cnp_tc])
             strict = queue is not None and queue.scheduler is not None and queue.scheduler.type == "STRICT"
             if cnp_tc != up_cnp_tc and not strict:
                 add(hop, cnp, f"this port's map moves CNPs (DSCP {cnp}) from TC {up_cnp_tc} to TC {cnp_tc}, "
                               "whose queue is not strict priority here",
-                    f"{up_class(cnp)}, {before}", (up_device, up_port))
+                    f"{_class(up_device, up_port, into, cnp)}, {before}", (up_device, up_port))
             if tc not in qos.pfc_enable:
                 continue
             for dscp in range(len(qos.dscp_to_tc)):
                 if dscp != roce and qos.dscp_to_tc[dscp] == tc and up.dscp_to_tc[dscp] != up_tc:
                     add(hop, dscp, f"DSCP {dscp} joins RoCE's lossless TC {tc} here though {up_device.name} keeps "
                                    "it apart: it shares RoCE's PG and pauses",
-                        f"{up_class(dscp)}, {before}", (up_device, up_port))
+                        f"{_class(up_device, up_port, into, dscp)}, {before}", (up_device, up_port))
     return [found[key] for key in sorted(found)]
 
 

@@ -8,6 +8,14 @@ A description is a directory holding `fabric.yml`, or a YAML file of that form:
                                   # topology inline: {defaults: …, nodes: …, links: …}
     devices:                      # one entry per switch of the topology, by node name
       leaf1: {sonic: leaf1/config_db.json}     # a whole config_db.json saved on the switch
+      leaf2:
+        sonic: leaf2/config_db.json  # or a template rendering (sonic-cfggen's qos + buffers)
+        pg_profile_lookup: leaf2/pg_profile_lookup.ini  # optional: the platform's file; the
+                                  #   lossless PGs buffermgrd creates from it are checked too
+        default_pfcwd_status: enable  # optional: overrides DEVICE_METADATA's (pfcwd start_default)
+        ports: {Ethernet0: eth1, Ethernet4: eth2}  # optional: SONiC port → rocelab interface,
+                                  #   every cabled one; default: the PORT table's order
+        voq_host: lc1|asic0       # optional: a VOQ chassis line card whose keys are this device's
       spine1:
         eos: spine1.cfg           # an EOS running-config
         segment_bytes: 208        # optional: bytes per EOS threshold "segment" on this platform
@@ -27,7 +35,9 @@ A description is a directory holding `fabric.yml`, or a YAML file of that form:
 
 An EOS device's `buffer` becomes the profile's pool and, on every port, the buffer profile
 of the PG of each no-drop priority, so the checks and switchd treat EOS and SONiC devices
-alike. MTUs: a SONiC port's is PORT.<port>.mtu (default 9100), an EOS interface's its `mtu`
+alike. A SONiC device is what it runs (rocelab.qos.derived): buffermgrd's lossless PGs where
+`pg_profile_lookup` is given, pfcwd start_default's watchdogs where default_pfcwd_status is
+enable. MTUs: a SONiC port's is PORT.<port>.mtu (default 9100), an EOS interface's its `mtu`
 (default 1500); both are IP MTUs.
 
 Steps (STYLE.md 1): load fabric.yml → validate it → load the topology and every device
@@ -59,7 +69,7 @@ from rocelab.qos.eos import (
     load_eos,
 )
 from rocelab.qos.model import BufferPool, BufferProfile, PortQos, QosProfile
-from rocelab.qos.ports import LAB_PORT, sonic_to_lab
+from rocelab.qos.ports import LAB_PORT, port_number, sonic_to_lab
 from rocelab.qos.sonic import profile_from_config_db, read_config_db, switch_facts, voq_hosts
 from rocelab.model.topology import SAFE_NAME, SAFE_NAME_HINT, Fabric, load_topology, resolve, validate
 from rocelab.units import parse_bytes, parse_delay
@@ -542,7 +552,7 @@ def _load_sonic(entry: _DeviceEntry, reader: _Reader, cabled: list[str] | None) 
         for port in entry.ports:
             if port not in named:
                 reader.bad((*path, "ports", port), f"{port!r} is not a port of {source}",
-                           f"its PORT and QoS tables name: {', '.join(sorted(named, key=_port_number))}")
+                           f"its PORT and QoS tables name: {', '.join(sorted(named, key=port_number))}")
         profile = replace(profile, lab_ports={iface: port for port, iface in entry.ports.items()})
     mtus = {name: port.mtu_bytes for name, port in facts.ports.items() if port.mtu_bytes is not None}
 
@@ -580,10 +590,6 @@ def _load_sonic(entry: _DeviceEntry, reader: _Reader, cabled: list[str] | None) 
     origin = SonicOrigin(source, mtus, origins, unsized, why, guarded)
     return Device(entry.name, "sonic", source, profile, origin, mtus, SONIC_DEFAULT_MTU_BYTES,
                   PortQos(port=""), facts, unsized)
-
-
-def _port_number(name: str) -> int:
-    return int(name.removeprefix("Ethernet"))
 
 
 def _load_device(entry: _DeviceEntry, reader: _Reader, cabled: list[str] | None) -> Device:

@@ -123,17 +123,6 @@ def lossless_profile_name(speed: str, cable: str) -> str:
     return f"pg_lossless_{speed}_{cable}_profile"
 
 
-def _ranges(priorities: frozenset[int]) -> str:
-    """pfc_enable as buffermgrd keys BUFFER_PG: runs of consecutive priorities, "3-4"."""
-    runs: list[list[int]] = []
-    for p in sorted(priorities):
-        if runs and p == runs[-1][-1] + 1:
-            runs[-1].append(p)
-        else:
-            runs.append([p])
-    return ",".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
-
-
 @dataclass(frozen=True)
 class DerivedPgs:
     profile: QosProfile
@@ -183,8 +172,8 @@ def derive_lossless_pgs(profile: QosProfile, facts: SwitchFacts,
                            f"{config_source}: BUFFER_PROFILE.{key}, which buffermgrd reuses")
         pgs = {**qos.pgs, **{pg: buffer for pg in qos.pfc_enable}}
         ports[name] = replace(qos, pgs=dict(sorted(pgs.items())))
-        notes.add(f"BUFFER_PG <port>|{_ranges(qos.pfc_enable)} derived as buffermgrd does, from "
-                  f"{lookup_source}")
+        notes.add(f"lossless BUFFER_PG entries (<port>|<pfc_enable priorities>) derived as buffermgrd "
+                  f"does, from {lookup_source}")
     problems.raise_if_any()
     return DerivedPgs(replace(profile, ports=ports, notes=tuple(sorted(notes))), origins)
 

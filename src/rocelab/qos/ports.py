@@ -30,6 +30,11 @@ def lab_to_sonic(name: str) -> str:
     return f"Ethernet{(int(m.group(1)) - 1) * LANES_PER_PORT}"
 
 
+def port_number(name: str) -> int:
+    """The number of a SONiC port name: Ethernet12 → 12, for ordering ports as SONiC does."""
+    return int(name.removeprefix("Ethernet"))
+
+
 def to_sonic(name: str) -> str:
     """Either form in, the SONiC form out."""
     return name if _SONIC.match(name) else lab_to_sonic(name)

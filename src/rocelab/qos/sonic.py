@@ -50,7 +50,7 @@ from rocelab.qos.model import (
     WredProfile,
 )
 from rocelab.qos.model import PRIORITIES, TRAFFIC_CLASSES
-from rocelab.qos.ports import LANES_PER_PORT, lab_to_sonic
+from rocelab.qos.ports import LANES_PER_PORT, lab_to_sonic, port_number
 
 T = TypeVar("T")
 
@@ -598,10 +598,6 @@ class _Reader:
         return watchdogs
 
 
-def _port_number(name: str) -> int:
-    return int(name.removeprefix("Ethernet"))
-
-
 def _lanes(fields: object) -> int:
     lanes = fields.get("lanes", "") if isinstance(fields, dict) else ""
     first = str(lanes).split(",")[0]
@@ -620,12 +616,12 @@ def lab_ports(doc: Mapping[str, Any], named: Iterable[str]) -> dict[str, str]:
     table = doc.get("PORT")
     if isinstance(table, dict) and table:
         order = sorted((n for n in table if _PORT_NAME.fullmatch(n)),
-                       key=lambda n: (_index(table[n]), _lanes(table[n]), _port_number(n)))
+                       key=lambda n: (_index(table[n]), _lanes(table[n]), port_number(n)))
     else:
-        order = sorted(set(named), key=_port_number)
+        order = sorted(set(named), key=port_number)
     mapping = {f"eth{i}": name for i, name in enumerate(order, start=1)}
     if all(lab_to_sonic(lab) == name for lab, name in mapping.items()) or (
-            "PORT" not in doc and all(_port_number(n) % LANES_PER_PORT == 0 for n in order)):
+            "PORT" not in doc and all(port_number(n) % LANES_PER_PORT == 0 for n in order)):
         return {}  # the four-lane convention: rocelab.qos.ports computes it
     return mapping
 
@@ -674,7 +670,7 @@ def profile_from_config_db(doc: dict[str, Any], source: str, voq_host: str | Non
     names = set(port_maps) | set(pgs) | set(queue_buffers) | set(queue_settings) | set(watchdogs) | \
         set(reader.dynamic)
     ports = {}
-    for port in sorted(names, key=_port_number):
+    for port in sorted(names, key=port_number):
         settings = port_maps.get(port, _PortMaps())
         resolved, map_names = {}, {}
         for spec in _MAPS:
