@@ -4,6 +4,7 @@ is told when a file is wrong."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -722,3 +723,19 @@ def test_voq_host_picks_another_line_card_as_the_devices_own() -> None:
     assert voq_hosts(doc) == ["lc1|asic0", "lc2|asic0"]
     assert profile_from_config_db(doc, "voq").ports["Ethernet0"].queues[3].scheduler.name == "s1"
     assert profile_from_config_db(doc, "voq", "lc2|asic0").ports["Ethernet0"].queues[3].scheduler.name == "s2"
+
+
+def test_a_port_map_renders_as_port_aliases_and_loads_back() -> None:
+    # What fabric.yml's `ports:` gives a device reaches switchd through the rendered file.
+    profile = profile_from_config_db({"PORT_QOS_MAP": {"Ethernet1": {"pfc_enable": "3"}, "Ethernet2": {"pfc_enable": "4"}}},
+                                     "split")
+    mapped = replace(profile, lab_ports={"eth1": "Ethernet2", "eth2": "Ethernet1"})
+    doc = render_config_db(mapped)
+    assert doc["PORT"] == {"Ethernet2": {"alias": "eth1"}, "Ethernet1": {"alias": "eth2"}}
+    again = profile_from_config_db(doc, "split")
+    assert again == mapped and port_qos(again, "eth1").pfc_enable == {4}
+    # A real file's aliases ("Ethernet1/1") are names, not rocelab interfaces: PORT's order rules.
+    real = profile_from_config_db({"PORT": {"Ethernet2": {"alias": "Ethernet1/2", "index": "2"},
+                                            "Ethernet1": {"alias": "Ethernet1/1", "index": "1"}},
+                                   "PORT_QOS_MAP": {"Ethernet1": {"pfc_enable": "3"}}}, "real")
+    assert real.lab_ports == {"eth1": "Ethernet1", "eth2": "Ethernet2"}

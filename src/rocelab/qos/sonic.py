@@ -50,7 +50,7 @@ from rocelab.qos.model import (
     WredProfile,
 )
 from rocelab.qos.model import PRIORITIES, TRAFFIC_CLASSES
-from rocelab.qos.ports import LANES_PER_PORT, lab_to_sonic, port_number
+from rocelab.qos.ports import LAB_PORT, LANES_PER_PORT, lab_to_sonic, port_number
 
 T = TypeVar("T")
 
@@ -612,16 +612,23 @@ def _index(fields: object) -> int:
 def lab_ports(doc: Mapping[str, Any], named: Iterable[str]) -> dict[str, str]:
     """rocelab interface → SONiC port name: the PORT table's order (index, first lane,
     number) where the file has one; else the four-lane convention where every name fits it
-    (none is written: rocelab.qos.ports computes it); else the names' numeric order."""
+    (none is written: rocelab.qos.ports computes it); else the names' numeric order. A PORT
+    table whose every alias is a rocelab interface is rocelab's own rendering of a port map
+    (render_config_db): the aliases are the interfaces."""
     table = doc.get("PORT")
-    if isinstance(table, dict) and table:
+    aliases = {n: f.get("alias") for n, f in table.items() if isinstance(f, dict)} \
+        if isinstance(table, dict) else {}
+    if aliases and all(isinstance(a, str) and LAB_PORT.fullmatch(a) for a in aliases.values()) \
+            and len(set(aliases.values())) == len(aliases):
+        mapping = {alias: name for name, alias in aliases.items()}
+    elif isinstance(table, dict) and table:
         order = sorted((n for n in table if _PORT_NAME.fullmatch(n)),
                        key=lambda n: (_index(table[n]), _lanes(table[n]), port_number(n)))
+        mapping = {f"eth{i}": name for i, name in enumerate(order, start=1)}
     else:
-        order = sorted(set(named), key=port_number)
-    mapping = {f"eth{i}": name for i, name in enumerate(order, start=1)}
+        mapping = {f"eth{i}": name for i, name in enumerate(sorted(set(named), key=port_number), start=1)}
     if all(lab_to_sonic(lab) == name for lab, name in mapping.items()) or (
-            "PORT" not in doc and all(port_number(n) % LANES_PER_PORT == 0 for n in order)):
+            "PORT" not in doc and all(port_number(n) % LANES_PER_PORT == 0 for n in mapping.values())):
         return {}  # the four-lane convention: rocelab.qos.ports computes it
     return mapping
 
@@ -883,11 +890,13 @@ def render_config_db(profile: QosProfile) -> _Doc:
     profile has.
     """
     doc: _Doc = {table: {} for table in (
-        "BUFFER_POOL", "BUFFER_PROFILE", "DSCP_TO_TC_MAP", "TC_TO_QUEUE_MAP",
+        "PORT", "BUFFER_POOL", "BUFFER_PROFILE", "DSCP_TO_TC_MAP", "TC_TO_QUEUE_MAP",
         "TC_TO_PRIORITY_GROUP_MAP", "MAP_PFC_PRIORITY_TO_QUEUE", "PORT_QOS_MAP", "BUFFER_PG",
         "BUFFER_QUEUE", "WRED_PROFILE", "SCHEDULER", "QUEUE", "PFC_WD")}
     for name, pool in profile.pools.items():
         doc["BUFFER_POOL"][name] = _pool_fields(pool)
+    # A port map other than the four-lane convention, as PORT aliases lab_ports() reads back.
+    doc["PORT"] = {port: {"alias": lab} for lab, port in profile.lab_ports.items()}
     map_references = _render_maps(doc, profile)
     for port, qos in profile.ports.items():
         qos_map = map_references[port]
