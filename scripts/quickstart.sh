@@ -20,9 +20,10 @@ for tool in ip:iproute2 ping:iputils-ping traceroute:traceroute tcpdump:tcpdump 
   command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
 done
 python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
-# The container tests build rocelab's images (debootstrap) and run them on Docker Engine.
+# The container tests build rocelab's images (debootstrap) and run them on Docker Engine; the
+# dashboard's browser test drives Debian's headless Chromium through its chromedriver.
 if [ "$1" = test ]; then
-  for tool in dockerd:docker.io debootstrap:debootstrap; do
+  for tool in dockerd:docker.io debootstrap:debootstrap chromium:chromium chromedriver:chromium-driver; do
     command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
   done
 fi

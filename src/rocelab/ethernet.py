@@ -71,6 +71,15 @@ def mac_bytes(mac: str | bytes) -> bytes:
     return raw
 
 
+def padded(frame: bytes | bytearray | memoryview) -> bytes | bytearray | memoryview:
+    """The frame as it is on the wire: a sending MAC pads anything shorter than the
+    Ethernet minimum with zeros (802.3's PAD field), so a field past what the sender
+    wrote reads as 0. A veth carries a raw socket's short frame as written, so the
+    receiving side pads it here instead (sonic-mgmt's pfc_gen.py writes 18 to 34 bytes); switches and NICs both read MAC Control this way."""
+    size = len(frame)
+    return frame if size >= MIN_FRAME_BYTES else bytes(frame) + bytes(MIN_FRAME_BYTES - size)
+
+
 def pause_duration_s(quanta: int, rate_bps: float) -> float:
     """How long `quanta` pauses a port of this speed: one quantum is 512 bit times."""
     return quanta * PFC_QUANTUM_BITS / rate_bps

@@ -81,6 +81,20 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     return f"rocelab fabric: {spec.name} from {spec.source}: {devices}"
 
 
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """What the readers derived, warned about or could not check, per device: a gate's
+    reader must see these next to the verdict, not dig for them."""
+    spec = config.stash.get(FABRIC_SPEC, None)
+    if spec is None:
+        return
+    noted = [(d.name, note) for d in spec.devices.values() for note in d.profile.notes]
+    if not noted:
+        return
+    terminalreporter.section("rocelab: what the configurations' readers derived, warned about or left unchecked")
+    for device, note in noted:
+        terminalreporter.write_line(f"{device}: {note}")
+
+
 class FindingsFailed(Exception):
     def __init__(self, findings: list[Finding]):
         super().__init__(f"{len(findings)} findings")

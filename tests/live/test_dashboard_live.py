@@ -1,6 +1,7 @@
 """`invoke dashboard` in a real browser (Debian's headless Chromium through selenium and
 chromedriver) against a running lab-pfc: during the lossless incast leaf1 shows PFC
-pauses on priority 3 towards the senders (h1-h4) and its queue 3 towards the receiver h5 fills; with PFC off
+pauses on priority 3 towards the senders (h1-h4), their NICs show themselves held on priority 3,
+its queue 3 towards the receiver h5 fills and the job panel shows the case's busbw; with PFC off
 the drops appear; after `down` the page says "no lab up", and after `up` it shows the
 lab again. A screenshot of each state is kept (paths printed; `pytest -s` shows them).
 """
@@ -22,6 +23,7 @@ pytestmark = pytest.mark.root
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 SENDER_PORTS = {f"leaf1:eth{i}" for i in (1, 2, 3, 4)}  # incast-4to1: h1..h4 → h5 (root) on incast-1x5
 RECEIVER_PORT = "leaf1:eth5"
+SENDER_NIC_PORTS = {f"h{i}:eth1" for i in (1, 2, 3, 4)}
 LOSSLESS = 3
 if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
     pytest.skip("needs Debian's chromium and chromium-driver", allow_module_level=True)
@@ -137,13 +139,19 @@ def test_the_page_shows_pfc_pauses_queue_depth_and_drops_live(dashboard, browser
     def pfc_seen(d):
         pauses = [p for p in rows(d, ".pause") if p["dir"] == "tx" and p["port"] in SENDER_PORTS
                   and p["priority"] == str(LOSSLESS)]
+        # The senders' NICs, held by those XOFFs, show it on their own ports.
+        held = [p for p in rows(d, ".pause") if p["dir"] == "rx" and p["port"] in SENDER_NIC_PORTS
+                and p["priority"] == str(LOSSLESS)]
         depth = [float(q["depth"]) for q in rows(d, f'.queue[data-port="{RECEIVER_PORT}"][data-queue="{LOSSLESS}"]')]
-        if pauses and depth and depth[0] > 0:
-            return {"pauses": pauses, "depth": depth[0], "screenshot": str(tmp_path / "pfc-on.png")}
+        busbw = d.find_elements("id", "busbw")  # the job panel: the running case's busbw so far
+        if pauses and held and depth and depth[0] > 0 and busbw:
+            return {"pauses": pauses, "held": held, "depth": depth[0], "busbw": busbw[0].text,
+                    "screenshot": str(tmp_path / "pfc-on.png")}
         return None
 
     pfc = watch_case(browser, "pfc", pfc_seen)
     assert pfc["depth"] > depth_before
+    assert pfc["busbw"].startswith("busbw ") and pfc["busbw"].endswith("b/s"), pfc["busbw"]
     assert pfc["run"]["passed"]
     # The run report links the dashboard's snapshot: one HTML file with plotly.js inside.
     snapshot = Path(pfc["run"]["run_dir"]) / "dashboard.html"

@@ -99,6 +99,21 @@ def test_drops_flash_in_their_interval_and_stay_counted():
     assert frames[0]["drops"][0]["where"] == "queue0"
 
 
+def test_a_paused_nic_shows_its_badge_on_the_hosts_port():
+    """nicd's counters name no port: the pause it took belongs to its host's NIC port, the
+    link end the page draws badges on."""
+    def nic(paused_s: float, frames: int) -> AgentReading:
+        pfc = {"rx_pause_frames": [0, 0, 0, frames, 0, 0, 0, 0], "rx_xon_frames": [0] * 8,
+               "paused_time_s": [0.0, 0.0, 0.0, paused_s, 0.0, 0.0, 0.0, 0.0]}
+        return AgentReading("h1", "nicd", {"counters": {"pfc": pfc, "drops": {}, "qps": {}}})
+
+    frames = frames_of([0.0, 0.2], [[nic(0.0, 0)], [nic(0.1, 4)]])
+    assert frames[0]["pauses"] == [{"port": "h1:eth1", "priority": 3, "dir": "rx", "share": pytest.approx(0.5),
+                                    "frames": 4, "quanta": None}]
+    peers = {link["a"] for link in frames[0]["links"]} | {link["b"] for link in frames[0]["links"]}
+    assert "h1:eth1" in peers  # a link end, so the page can place the badge
+
+
 def test_thresholds_come_from_the_profile():
     wred = WredProfile("ecn", False, "ecn_all", 50_000, 200_000, 5)
     profile = lossless_profile(wred=wred)

@@ -82,7 +82,7 @@ def test_every_switch_counter_has_a_family(reading):
     port = reading.agents[0].reply["counters"]["ports"]["eth1"]
     names = {
         *(f"rocelab_port_{k}" for k in ("rx_packets", "rx_bytes", "tx_packets", "tx_bytes", "pfc_rx_frames",
-                                        "pfc_tx_frames", "pfc_paused_seconds")),
+                                        "pfc_tx_frames", "pfc_paused_seconds", "pause_rx_frames")),
         *(f"rocelab_queue_{k}" for k, v in port["queues"][0].items() if k not in ("drops", "pfcwd")),
         *(f"rocelab_pg_{k}" for k, v in port["pgs"][0].items() if k != "drops"),
         "rocelab_drops", "rocelab_drops_bytes",

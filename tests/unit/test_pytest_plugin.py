@@ -251,3 +251,17 @@ def test_loading_the_plugin_imports_no_rocelab_module() -> None:
             "print(sorted(m for m in sys.modules if m.startswith('rocelab.')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "['rocelab.pytest_plugin']"
+
+
+def test_readers_notes_are_printed_beside_the_verdict(pytester: pytest.Pytester, fabrics: Path) -> None:
+    """What a reader warned about (here an EOS `service-profile` naming no qos profile) is
+    shown per device at the end of the run, where the gate's reader looks."""
+    spine1 = pytester.path / "fabric-good" / "spine1.cfg"
+    text = spine1.read_text()
+    spine1.write_text(text.replace("   service-profile ROCE\n", "   service-profile ROCE-NEXT\n", 1))
+    result = pytester.runpytest("--fabric", "fabric-good", "-m", "rocelab_static")
+    result.stdout.fnmatch_lines(["*rocelab: what the configurations' readers derived, warned about or left unchecked*",
+                                 "spine1: *`service-profile ROCE-NEXT`: names no qos profile*"])
+    spine1.write_text(text)  # the example as shipped: nothing to say
+    assert "rocelab: what the configurations' readers" not in pytester.runpytest(
+        "--fabric", "fabric-good", "-m", "rocelab_static").stdout.str()

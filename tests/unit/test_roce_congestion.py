@@ -14,6 +14,7 @@ from rocelab.roce import Nic, NicConfig, dilate
 from rocelab.roce.sim import EcnMarking, FabricSim, connect_qps, poll_until
 from rocelab.ethernet import pause_duration_s
 from rocelab.roce.wire import Opcode, PauseFrame, mark_ce, parse_frame
+from pfc_gen_frames import TIME_FIELDS_BEFORE_7420, pfc_gen_pfc
 
 SWITCH_MAC = "02:00:00:00:ff:ff"
 
@@ -178,3 +179,18 @@ def test_802_3x_pause_stops_every_priority():
     a.receive(global_pause, 0.0)
     assert a.poll(0.0) == []
     assert a.next_event(0.0) == pytest.approx(pause_duration_s(0x100, 100e9))
+
+
+def test_a_short_pfc_frame_from_pfc_gen_pauses_the_nic_as_its_padded_self():
+    """pfc_gen.py's 32-byte frame (7 time fields, no padding): the NIC reads it as the MAC that
+    sent it would have padded it, so priority 3 pauses for the quanta asked."""
+    rng = random.Random(7)
+    a, b = make_nic(1, 100e9, rng), make_nic(2, 100e9, rng)
+    qa, _ = connect_qps(a, b)
+    a.post_write(qa, 1, bytes(8192), remote_va=0, r_key=0)
+    short = pfc_gen_pfc(1 << 3, 0xFFFF, TIME_FIELDS_BEFORE_7420)
+    assert len(short) == 32
+    a.receive(short, 0.0)
+    assert a.poll(0.0) == []
+    assert a.next_event(0.0) == pytest.approx(pause_duration_s(0xFFFF, 100e9))
+    assert a.counters()["pfc"]["rx_pause_frames"][3] == 1

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
 
 from rocelab.roce import CcRegistry, DcqcnConfig, Nic, NicConfig, builtin_cc_registry, dilate
 from rocelab.roce.cc import CcConfig, NoCc
-from rocelab.roce.dcqcn import Dcqcn
+from rocelab.roce.dcqcn import DCQCN_SETS, Dcqcn
+from rocelab.roce.sim import connect_qps, poll_until
 
 LINE_BPS = 40e9
 PERIOD_S = 55e-6
@@ -164,3 +166,105 @@ def test_configs_report_every_problem_at_once():
     assert "max_inflight_packets=0" in message
     with pytest.raises(ValueError, match="g=0"):
         DcqcnConfig(g=0)
+
+
+# ---- the `connectx` parameter set: NVIDIA's documented rules, each on its own ----------------
+
+CX = DCQCN_SETS["connectx"].rp
+CX_LINE_BPS = 100e9
+
+
+def test_connectx_set_carries_nvidias_documented_defaults():
+    """dce_tcp_g 1019/1024, dce_tcp_rtt 1 µs, initial alpha 1023/1024, rpg_gd 11 (α/2),
+    rpg_min_dec_fac 50%, rate_reduce_monitor_period 4 µs, rpg_time_reset 300 µs, rpg_byte_reset
+    32767 B, rpg_threshold 1, AI 5 Mb/s, HAI 50 Mb/s, min rate 1 Mb/s; NP: CNPs unspaced."""
+    assert (CX.g, CX.alpha_init, CX.alpha_period_s) == (5 / 1024, 1023 / 1024, 1e-6)
+    assert (CX.rate_decrease_divisor, CX.min_decrease_factor, CX.rate_reduce_period_s) == (2, 0.5, 4e-6)
+    assert (CX.rate_increase_period_s, CX.byte_counter_bytes, CX.fast_recovery_stages) == (300e-6, 32767, 1)
+    assert CX.rates_bps(CX_LINE_BPS) == (5e6, 50e6, 1e6)  # absolute, not scaled with the port
+    assert DCQCN_SETS["connectx"].min_time_between_cnps_s == 0.0
+    assert DCQCN_SETS["paper"].rp == DcqcnConfig()
+
+
+def test_cnps_within_the_rate_reduce_period_make_one_reduction_when_it_ends():
+    cc = Dcqcn(CX_LINE_BPS, CX)
+    cc.on_cnp(0.0)
+    first = cc.rate_bps
+    assert first == pytest.approx(CX_LINE_BPS * (1 - CX.alpha_init / 2))
+    for t in (1e-6, 2e-6, 3e-6):  # three more CNPs inside the 4 µs monitor period
+        cc.on_cnp(t)
+        assert cc.rate_bps == first
+    cc.advance(4e-6 + EPS_S)  # the period ends: one reduction for all three
+    assert first * 0.5 <= cc.rate_bps < first
+    assert cc.rate_bps == pytest.approx(first * (1 - cc.alpha / 2), rel=0.05)
+    cc.advance(20e-6)
+    assert cc.rate_bps > first * 0.5  # no CNP since: nothing further was taken off
+
+
+def test_a_reduction_keeps_at_least_min_decrease_factor_of_the_rate():
+    harsh = dataclasses.replace(CX, rate_decrease_divisor=1.0, alpha_init=1.0)  # 1 − α: would stop the flow
+    cc = Dcqcn(CX_LINE_BPS, harsh)
+    cc.on_cnp(0.0)
+    assert cc.rate_bps == CX_LINE_BPS * 0.5
+
+
+def test_target_moves_to_the_current_rate_only_after_a_timer_increase():
+    cc = Dcqcn(CX_LINE_BPS, CX)
+    cc.on_cnp(0.0)  # no increase yet: the target stays at line rate
+    assert cc.target_rate_bps == CX_LINE_BPS
+    cc.advance(CX.rate_increase_period_s + EPS_S)  # the timer raises the rate …
+    raised = cc.rate_bps
+    assert raised > CX_LINE_BPS * (1 - CX.alpha_init / 2)  # fast recovery towards the untouched target
+    cc.on_cnp(CX.rate_increase_period_s + 2 * EPS_S)  # … so this CNP clamps the target to it
+    assert cc.target_rate_bps == pytest.approx(raised)
+    paper = Dcqcn(CX_LINE_BPS, DcqcnConfig())
+    paper.on_cnp(0.0)
+    assert paper.target_rate_bps == CX_LINE_BPS  # the paper: Rt ← Rc on every CNP (here at line rate)
+    paper.on_cnp(1e-6)
+    assert paper.target_rate_bps < CX_LINE_BPS
+
+
+def test_alpha_rises_in_a_period_with_a_cnp_and_decays_in_each_one_without():
+    cc = Dcqcn(CX_LINE_BPS, CX)
+    cc.on_cnp(0.0)
+    assert cc.alpha == CX.alpha_init  # unchanged until its period ends
+    cc.advance(1e-6 + EPS_S)
+    after_cnp_period = (1 - CX.g) * CX.alpha_init + CX.g
+    assert cc.alpha == pytest.approx(after_cnp_period)
+    cc.advance(11e-6 + EPS_S)  # ten quiet periods
+    assert cc.alpha == pytest.approx(after_cnp_period * (1 - CX.g) ** 10)
+
+
+def test_a_paced_qp_speeds_up_when_the_rate_rises_mid_gap():
+    """After deep cuts the pacer's gap is long; the rate-increase timer must shorten it, as a
+    hardware rate limiter would, not wait for the gap computed at the old rate."""
+    config = NicConfig(cc_algorithm="dcqcn", cc=CcConfig(dcqcn=CX), cnp_interval_s=0.0)
+    rng = random.Random(1)
+    a = Nic("02:00:00:00:00:01", "198.18.0.1", CX_LINE_BPS, config, rng=rng)
+    b = Nic("02:00:00:00:00:02", "198.18.0.2", CX_LINE_BPS, config, rng=rng)
+    qa, qb = connect_qps(a, b)
+    mr = b.register_mr(bytearray(1 << 20))
+    a.post_write(qa, 1, bytes(1 << 20), remote_va=mr.va, r_key=mr.r_key)
+    qp = a.qp(qa)
+    for i in range(20):  # one CNP per monitor period: the rate halves each time
+        qp.cc.on_cnp(i * 5e-6)
+    assert qp.cc.rate_bps < 1e6 * 200
+    sent = poll_until(a, 1e-3, start_s=100e-6)
+    # At ~100 Mb/s one 4 KB packet is a 330 µs gap; the 300 µs timer halves the distance to line
+    # rate, after which packets follow in microseconds.
+    times = [t for t, _ in sent]
+    assert len(times) > 50 and times[10] < 500e-6
+
+
+def test_a_lab_names_a_parameter_set_and_may_change_single_parameters():
+    from rocelab.roce.config import roce_config
+
+    assert roce_config({}).cc.dcqcn == DcqcnConfig() and roce_config({}).cnp_interval_s == 50e-6
+    connectx = roce_config({"dcqcn": "connectx"})
+    assert connectx.cc.dcqcn == CX and connectx.cnp_interval_s == 0.0  # the set's NP side too
+    tuned = roce_config({"dcqcn": {"parameters": "connectx", "rate_ai_bps": 20e6}, "cnp_interval_s": 4e-6})
+    assert tuned.cc.dcqcn == dataclasses.replace(CX, rate_ai_bps=20e6) and tuned.cnp_interval_s == 4e-6
+    with pytest.raises(ValueError, match="'cx7' is not a DCQCN parameter set; expected one of: paper, connectx"):
+        roce_config({"dcqcn": "cx7"})
+    slowed = dilate(connectx, 1000).cc.dcqcn
+    assert (slowed.rate_reduce_period_s, slowed.alpha_period_s) == pytest.approx((4e-3, 1e-3))

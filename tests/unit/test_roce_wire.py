@@ -159,8 +159,8 @@ def test_pfc_and_802_3x_pause_frames_parse():
     global_pause = raw(Ether(dst="01:80:c2:00:00:01", src="02:00:00:00:00:01")
                        / MACControlPause(pause_time=0x100))
     assert parse_frame(global_pause).quanta == (0x100,) * 8
-    with pytest.raises(MalformedFrame, match="truncated"):
-        parse_frame(pfc[:20])
+    # Cut short (as sonic-mgmt's pfc_gen.py writes them): read as the MAC pads it, missing times 0.
+    assert parse_frame(pfc[:20]).quanta == (None, None, None, 0, None, None, 0, None)
 
 
 def _parse_outcome(frame: bytes) -> str:

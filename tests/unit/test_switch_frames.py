@@ -72,7 +72,8 @@ def malformed_frames() -> list[tuple[str, bytes]]:
         ("ihl 3", good.replace(b"\x08\x00\x45", b"\x08\x00\x43", 1)),
         ("ip options", bytes(Ether(dst=switch_mac("eth1"))
                              / IP(dst="198.18.2.2", options=b"\x94\x04\x00\x00") / UDP())),
-        ("not pfc mac control", bytes(Ether(dst="01:80:c2:00:00:01") / MACControlPause())),
+        ("802.3x pause, flow control off", bytes(Ether(dst="01:80:c2:00:00:01") / MACControlPause())),
+        ("unknown mac control opcode", bytes.fromhex("0180c2000001020000000101" "8808" "0002") + bytes(44)),
         ("pfc", pfc_from_peer("eth1", {3: 10})),
         ("tagged non-ip", bytes.fromhex("0200000000010200000001018100000308060001")),
     ]
@@ -102,7 +103,7 @@ def test_any_byte_string_is_forwarded_or_counted():
     assert dropped + forwarded - pfc_out + pfc_consumed == len(frames)
     reasons = set(counters["drops"])
     assert {"truncated", "oversized", "not_ipv4", "bad_ipv4_checksum", "bad_ipv4_header",
-            "mac_control_unsupported"} <= reasons
+            "mac_control_unsupported", "flow_control_disabled"} <= reasons
     # and the switch still forwards
     switch.receive("eth1", roce("eth1", "eth3"), 11.0)
     assert [p for _t, p, _f in run(switch, 11.0, 12.0)] == ["eth3"]

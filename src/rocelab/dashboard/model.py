@@ -113,8 +113,15 @@ def _link_rates(links: list[dict], before: dict[str, dict], now: dict[str, dict]
     return out
 
 
-def _where(labels: dict[str, str]) -> str:
-    return f"{labels['node']}:{labels['port']}" if "port" in labels else labels["node"]
+def _nic_ports(record: LabState) -> dict[str, str]:
+    """Host → 'h1:eth0', its NIC's port: a NIC's counters carry no port name, its badges belong there."""
+    return {n.name: f"{n.name}:{n.interfaces[0].name}" for n in record.nodes if n.role == "host" and n.interfaces}
+
+
+def _where(labels: dict[str, str], nic_ports: Mapping[str, str]) -> str:
+    if "port" in labels:
+        return f"{labels['node']}:{labels['port']}"
+    return nic_ports.get(labels["node"], labels["node"])
 
 
 def frame(record: LabState, before: Reading, now: Reading, line_rate_bps: Mapping[str, float],
@@ -127,9 +134,10 @@ def frame(record: LabState, before: Reading, now: Reading, line_rate_bps: Mappin
     per_s = record.tdf / dt_s if dt_s > 0 else 0.0
     nodes, links = layout(record)
     pauses, queues, ecn, drops, qps = [], [], [], [], {}
+    nic_ports = _nic_ports(record)
     for s in series.series:
         value, labels = s.values[-1], s.labels
-        where = _where(labels)
+        where = _where(labels, nic_ports)
         if s.kind == "paused_fraction" and value > 0:
             pauses.append({"port": where, "priority": int(labels["priority"]), "dir": "rx", "share": value,
                            "frames": 0, "quanta": None})
@@ -157,7 +165,7 @@ def frame(record: LabState, before: Reading, now: Reading, line_rate_bps: Mappin
                 qp["cnps_per_s"] = value * per_s
             else:
                 qp["retransmitted"] = value
-    rx_frames = {(_where(s.labels), int(s.labels["priority"])): s.values[-1]
+    rx_frames = {(_where(s.labels, nic_ports), int(s.labels["priority"])): s.values[-1]
                  for s in series.of("pfc_rx_frames")}
     for pause in pauses:
         if pause["dir"] == "rx":

@@ -68,7 +68,7 @@ def end_job(lab: str) -> None:
 
 class JobReporter:
     """A job's progress callback's companion: at most every `every_s`, the progress to the
-    dashboard (iteration, bytes, bytes per second so far), when one serves."""
+    dashboard (iteration, bytes, bytes per second and busbw so far, emulated), when one serves."""
 
     def __init__(self, lab: str, every_s: float = 0.2):
         self.lab, self.every_s, self._last = lab, every_s, 0.0
@@ -80,7 +80,8 @@ class JobReporter:
         self._last = now
         publish_job(self.lab, iterations_done=progress.iterations_done, iterations=progress.iterations,
                     bytes_done=progress.bytes_done, bytes_total=progress.bytes_total,
-                    bytes_per_s=progress.bytes_done / progress.elapsed_s if progress.elapsed_s > 0 else 0.0)
+                    bytes_per_s=progress.bytes_done / progress.elapsed_s if progress.elapsed_s > 0 else 0.0,
+                    busbw_bps=progress.busbw_bps)
 
 
 def read_job(lab: str) -> dict | None:

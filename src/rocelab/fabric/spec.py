@@ -18,7 +18,9 @@ A description is a directory holding `fabric.yml`, or a YAML file of that form:
         voq_host: lc1|asic0       # optional: a VOQ chassis line card whose keys are this device's
       spine1:
         eos: spine1.cfg           # an EOS running-config
-        segment_bytes: 208        # optional: bytes per EOS threshold "segment" on this platform
+        segment_bytes: 208        # bytes per EOS threshold "segment" on this platform: needed
+                                  #   when thresholds are in segments and rocelab's table
+                                  #   (rocelab.qos.eos) does not know the platform
         buffer:                   # the platform's PFC buffer figures (EOS configs hold none)
           pool_size_bytes: 12MiB  #   ingress pool the lossless PGs draw from
           dynamic_th: -5          #   or static_th_bytes: the PFC threshold
@@ -38,7 +40,10 @@ of the PG of each no-drop priority, so the checks and switchd treat EOS and SONi
 alike. A SONiC device is what it runs (rocelab.qos.derived): buffermgrd's lossless PGs where
 `pg_profile_lookup` is given, pfcwd start_default's watchdogs where default_pfcwd_status is
 enable. MTUs: a SONiC port's is PORT.<port>.mtu (default 9100), an EOS interface's its `mtu`
-(default 1500); both are IP MTUs.
+(default `interface defaults` `mtu`, else 1500); both are IP MTUs. An EOS device's latency
+ECN thresholds are converted at each cabled port's link rate where the interface sets no
+`speed`; a DSCP the hosts send (RoCE's, CNPs') whose class on a cabled EOS port depends on
+what rocelab cannot evaluate (an ACL match, a DSCP rewrite) is an error naming the statement.
 
 Steps (STYLE.md 1): load fabric.yml → validate it → load the topology and every device
 file → check that devices and switches match. Problems from every file are collected and
@@ -61,17 +66,11 @@ from rocelab.qos.derived import (
     derive_lossless_pgs,
     parse_pg_profile_lookup,
 )
-from rocelab.qos.eos import (
-    EOS_DEFAULT_MTU_BYTES,
-    EOS_SEGMENT_BYTES,
-    EosConfig,
-    lab_to_eos,
-    load_eos,
-)
+from rocelab.qos.eos import EosConfig, lab_to_eos, load_eos
 from rocelab.qos.model import BufferPool, BufferProfile, PortQos, QosProfile
-from rocelab.qos.ports import LAB_PORT, port_number, sonic_to_lab
+from rocelab.qos.ports import LAB_PORT, lab_to_sonic, port_number, sonic_to_lab
 from rocelab.qos.sonic import profile_from_config_db, read_config_db, switch_facts, voq_hosts
-from rocelab.model.topology import SAFE_NAME, SAFE_NAME_HINT, Fabric, load_topology, resolve, validate
+from rocelab.model.topology import SAFE_NAME, SAFE_NAME_HINT, Fabric, Node, load_topology, resolve, validate
 from rocelab.units import parse_bytes, parse_delay
 from rocelab.yamlfile import YamlDoc, load_yaml
 from rocelab.yamlfile import at as _at
@@ -136,6 +135,7 @@ class Device:
     configured_mtu_bytes: Mapping[str, int]  # SONiC port name → MTU the file sets
     default_mtu_bytes: int
     unlisted: PortQos  # what a port the file does not mention gets
+    port_names: Mapping[str, str] = field(default_factory=dict)  # SONiC name → the file's
     # PORT, CABLE_LENGTH, DEVICE_METADATA… of a SONiC device (empty for EOS)
     facts: SwitchFacts = field(default_factory=SwitchFacts)
     # Why lossless PGs the switch creates at run time are missing from the profile; None: none are.
@@ -150,7 +150,9 @@ class Device:
 
     def port_name(self, lab_port: str) -> str:
         """The port as this device's config names it."""
-        return self.profile.sonic_name(lab_port) if self.format == "sonic" else lab_to_eos(lab_port)
+        if self.format == "sonic":
+            return self.profile.sonic_name(lab_port)
+        return self.port_names.get(self.profile.sonic_name(lab_port)) or lab_to_eos(lab_port)
 
     def label(self, lab_port: str) -> str:
         return f"{self.port_name(lab_port)} ({lab_port})"
@@ -273,7 +275,7 @@ class EosOrigin:
         return None if line is None else f"{self.file} line {line}"
 
     def _interface(self, port: PortQos) -> str:
-        return lab_to_eos(sonic_to_lab(port.port))
+        return self.config.eos_names.get(port.port) or lab_to_eos(sonic_to_lab(port.port))
 
     def _buffer(self, key: str) -> str:
         where = f"{self.fabric_file}: devices.{self.device}.buffer"
@@ -283,6 +285,9 @@ class EosOrigin:
         return f"{where}.{key}" + (f" (line {line})" if line else " (not given)")
 
     def dscp_to_tc(self, port: PortQos, dscp: int) -> str:
+        policy = self._line("class", port.port, dscp)
+        if policy:
+            return f"{policy} (policy-map, {self._line('policy', port.port)})"
         if port.dscp_to_tc != self.config.default_port.dscp_to_tc:
             trust = self._line("trust", port.port)
             if trust:
@@ -320,9 +325,10 @@ class EosOrigin:
             f"{self.file}: no `priority-flow-control pause watchdog default timeout`")
 
     def mtu(self, port: PortQos) -> str:
+        default = self._line("default-mtu")
         return self._line("mtu", port.port) or (
-            f"{self.file}: interface {self._interface(port)} sets no mtu (EOS's default "
-            f"{EOS_DEFAULT_MTU_BYTES})")
+            f"{self.file}: interface {self._interface(port)} sets no mtu (the default "
+            f"{self.config.default_mtu_bytes}" + (f", {default})" if default else " of EOS)"))
 
     def pool(self, name: str, field: str) -> str:
         return self._buffer(_POOL_FIELDS[field])
@@ -336,7 +342,7 @@ class _DeviceEntry:
     name: str
     format: Literal["sonic", "eos"]
     path: Path
-    segment_bytes: int
+    segment_bytes: int | None
     buffer: tuple[BufferPool, BufferProfile] | None
     buffer_lines: Mapping[str, int]
     # SONiC only: what the switch derives at run time, and how its ports and line card are named
@@ -491,7 +497,7 @@ def _device_entries(reader: _Reader, raw: Any, base: Path) -> list[_DeviceEntry]
             voq_host = None
         ports = _port_map(reader, spec["ports"], (*path, "ports")) if "ports" in spec else None
         entries.append(_DeviceEntry(str(name), fmt, base / file,
-                                    segment_bytes or EOS_SEGMENT_BYTES, buffer, lines,
+                                    segment_bytes, buffer, lines,
                                     base / lookup if lookup else None, pfcwd, ports, voq_host))
     return entries
 
@@ -589,21 +595,45 @@ def _load_sonic(entry: _DeviceEntry, reader: _Reader, cabled: list[str] | None) 
         guarded = default_pfcwd_ports(facts, neighbours) & set(profile.ports)
     origin = SonicOrigin(source, mtus, origins, unsized, why, guarded)
     return Device(entry.name, "sonic", source, profile, origin, mtus, SONIC_DEFAULT_MTU_BYTES,
-                  PortQos(port=""), facts, unsized)
+                  PortQos(port=""), facts=facts, unsized_pgs=unsized)
 
 
-def _load_device(entry: _DeviceEntry, reader: _Reader, cabled: list[str] | None) -> Device:
+def _switch(fabric: Fabric | None, name: str) -> Node | None:
+    """The topology's switch of that name; None without a topology or such a switch."""
+    return fabric.node(name) if fabric is not None and name in {n.name for n in fabric.switches} else None
+
+
+def _load_device(entry: _DeviceEntry, reader: _Reader, fabric: Fabric | None) -> Device:
+    node = _switch(fabric, entry.name)
     if entry.format == "sonic":
-        return _load_sonic(entry, reader, cabled)
+        return _load_sonic(entry, reader, [p.name for p in node.ports] if node else None)
     source = display(entry.path)
-    fabric_file = reader.doc.name
-    config = load_eos(source, segment_bytes=entry.segment_bytes)
+    speeds = {p.name: int(fabric.links[p.link].rate_bps) for p in node.ports} if node else {}
+    config = load_eos(source, segment_bytes=entry.segment_bytes, port_speeds_bps=speeds)
     profile = config.profile
     if entry.buffer:
         profile = _with_platform_buffers(profile, *entry.buffer)
-    origin = EosOrigin(source, config, entry.name, fabric_file, entry.buffer_lines)
+    origin = EosOrigin(source, config, entry.name, reader.doc.name, entry.buffer_lines)
     return Device(entry.name, "eos", source, profile, origin, config.mtu_bytes,
-                  EOS_DEFAULT_MTU_BYTES, config.default_port)
+                  config.default_mtu_bytes, config.default_port, config.eos_names)
+
+
+def _unevaluable_classes(hosts: HostSide, fabric: Fabric, device: Device) -> list[Problem]:
+    """The hosts' DSCPs whose class on a cabled port of an EOS device rocelab cannot tell."""
+    config = device.origin.config if isinstance(device.origin, EosOrigin) else None
+    if config is None:
+        return []
+    problems = []
+    for port in fabric.node(device.name).ports:
+        doubts = config.uncertain.get(lab_to_sonic(port.name), {})
+        for what, dscp in (("RoCE", hosts.roce_dscp), ("CNPs", hosts.cnp_dscp)):
+            if dscp in doubts:
+                problems.append(Problem(device.file, device.label(port.name),
+                                        f"the class of {what} (DSCP {dscp}) is not known: "
+                                        f"{doubts[dscp]}",
+                                        "match RoCE by `match dscp` in the class-map, or keep "
+                                        "its DSCP"))
+    return problems
 
 
 # ---------------------------------------------------------------- load
@@ -661,10 +691,10 @@ def load_fabric_spec(path: Path) -> FabricSpec:
 
     devices: dict[str, Device] = {}
     for entry in entries:
-        node = next((n for n in fabric.switches if n.name == entry.name), None) if fabric else None
+        node = _switch(fabric, entry.name)
         cabled = [p.name for p in node.ports] if node else None
         try:
-            devices[entry.name] = _load_device(entry, reader, cabled)
+            devices[entry.name] = _load_device(entry, reader, fabric)
         except InputError as e:
             problems += e.problems
         if entry.ports is not None and cabled is not None:
@@ -674,6 +704,11 @@ def load_fabric_spec(path: Path) -> FabricSpec:
                            f"which the topology cables to {entry.name}", "every cabled interface needs its port")
     if fabric is not None and isinstance(data.get("devices"), dict):
         _match_devices(reader, fabric, [str(n) for n in data["devices"]])
+        if hosts is not None:
+            switches = {n.name for n in fabric.switches}
+            for device in devices.values():
+                if device.name in switches:
+                    problems += _unevaluable_classes(hosts, fabric, device)
     problems = reader.problems.items + problems
     if problems:
         raise InputError(problems)

@@ -12,6 +12,7 @@ In `labs/<lab>/lab.yml`:
                                          # (or, instead of traffic: a real training job,
                                          # train: {target_accuracy: 0.95}: rocelab.train)
         cc: dcqcn                        # the NICs' congestion control for this case
+        dcqcn: connectx                  # … and DCQCN's parameter set (paper, connectx)
         impair:                          # link impairments out of switch ports
           - {port: leaf1:eth3, delay: 20us, jitter: 0us, loss: 0.5%}
         storm: {host: h4, priority: 3}   # a stuck NIC that keeps sending PFC XOFF
@@ -49,6 +50,7 @@ from typing import Callable, Mapping
 from rocelab import paths
 from rocelab.errors import InputError, Problem, Problems
 from rocelab.roce.cc import builtin_cc_registry
+from rocelab.roce.dcqcn import DCQCN_SETS
 from rocelab.traffic.patterns import builtin_patterns
 from rocelab.traffic.spec import JobSpec, resolve_spec
 from rocelab.train.core import (TRAINING_OBSERVATIONS, TrainSpec, load_train_spec)
@@ -56,7 +58,7 @@ from rocelab.units import parse_bytes, parse_delay
 from rocelab.yamlfile import YamlDoc
 from rocelab.yamlfile import at as _at
 
-CASE_KEYS = ("case", "title", "profile", "traffic", "with", "train", "cc", "impair", "storm", "background", "probes")
+CASE_KEYS = ("case", "title", "profile", "traffic", "with", "train", "cc", "dcqcn", "impair", "storm", "background", "probes")
 WITH_KEYS = ("hosts", "size", "iterations", "compute_gap", "qps", "message_size", "verb", "options", "stall_timeout")
 # Drops of traffic that the fabric was asked to carry (not frames a router ignores anyway).
 FABRIC_DROP_REASONS = ("tail_drop", "headroom_exceeded", "wred_drop", "pfcwd_drop", "impairment_loss", "no_route",
@@ -133,6 +135,7 @@ class Case:
     probes: tuple[tuple[str, str], ...] = ()
     background: JobSpec | None = None
     training: TrainSpec | None = None  # a PyTorch DDP job instead of a traffic pattern
+    dcqcn: str | None = None  # DCQCN's parameter set (roce.dcqcn.DCQCN_SETS); None: the lab's
 
 
 @dataclass(frozen=True)
@@ -265,6 +268,10 @@ def load_scenario(doc: YamlDoc, lab_dir: Path, hosts: set[str], switch_ports: se
         if cc is not None and cc not in builtin_cc_registry().names():
             problems.add(_at(doc, "scenario", i, "cc"), f"{cc!r} is not a congestion control",
                          f"expected one of: {', '.join(builtin_cc_registry().names())}")
+        dcqcn = raw.get("dcqcn")
+        if dcqcn is not None and dcqcn not in DCQCN_SETS:
+            problems.add(_at(doc, "scenario", i, "dcqcn"), f"{dcqcn!r} is not a DCQCN parameter set",
+                         f"expected one of: {', '.join(DCQCN_SETS)}")
         impair = []
         for j, item in enumerate(raw.get("impair") or []):
             here = _at(doc, "scenario", i, "impair", j)
@@ -303,7 +310,7 @@ def load_scenario(doc: YamlDoc, lab_dir: Path, hosts: set[str], switch_ports: se
                 probes.append((node, port))
         if spec is not None or training is not None:
             cases.append(Case(name, str(raw.get("title", name)), spec, profile, cc, tuple(impair), storm, tuple(probes),
-                              background, training))
+                              background, training, dcqcn))
     checks = []
     names = {c.name for c in cases}
     for i, raw in enumerate(data.get("checks") or []):

@@ -1,45 +1,54 @@
 """Arista EOS running-config ⇄ QosProfile: the QoS statements of an EOS switch.
 
-`parse_eos` reads these statements (REFERENCE.md, "EOS QoS configuration statements") and
-ignores every other one, so a whole `show running-config` loads as saved:
+`parse_eos` reads the statements that decide a packet's class, queue, PFC, ECN and MTU
+(docs/plugin-eos.md lists them) and ignores every other one, so a whole `show
+running-config` loads as saved:
 
-    qos map dscp D... to traffic-class T
-    qos map traffic-class T... to tx-queue Q
-    priority-flow-control all off
-    priority-flow-control pause watchdog default timeout S | default recovery-time S
-    priority-flow-control pause watchdog default polling-interval S
-    priority-flow-control pause watchdog action drop|no-drop
+    qos map dscp D... to traffic-class T [drop-precedence N]
+    qos map cos C... to traffic-class T
+    qos map traffic-class T... to tx-queue Q  |  ... to dscp D (with `qos rewrite dscp`)
+    class-map [type qos] match-any|match-all NAME      match dscp D... | match ip access-group A
+    policy-map [type quality-of-service] NAME          class NAME → set traffic-class T |
+                                                       set dscp D | set drop-precedence N
+    priority-flow-control all off | pause watchdog default ... | pause watchdog action ...
+    interface defaults → mtu N;  l2 mtu N
     qos profile NAME                     per-port statements, applied by service-profile
-    interface EthernetN                  other interfaces are ignored
-       mtu N
-       service-profile NAME
-       qos trust dscp|cos  |  no qos trust
-       priority-flow-control on  |  no priority-flow-control
-       priority-flow-control priority P no-drop|drop
-       [no] priority-flow-control pause watchdog
-       priority-flow-control pause watchdog port action drop|no-drop
-       priority-flow-control pause watchdog port timer timeout S polling-interval S|auto
-                                                       recovery-time S [forced]
-       tx-queue N  |  uc-tx-queue N
-          priority strict  |  no priority
-          bandwidth percent W
+    interface EthernetN | EthernetN/M | EthernetN/M/K | Port-ChannelN
+       mtu N  |  l2 mtu N  |  speed [forced] 100g...  |  [no] switchport  |  channel-group N ...
+       service-profile NAME  |  service-policy [type qos] input NAME
+       qos trust dscp|cos  |  no qos trust  |  qos cos N
+       priority-flow-control on | priority P no-drop|drop | pause watchdog ...
+       shape rate R [kbps|mbps|gbps|percent]
+       tx-queue N  |  uc-tx-queue N  (mc-tx-queue N: read and left alone)
+          priority strict  |  no priority  |  bandwidth percent W  |  shape rate R
           random-detect ecn minimum-threshold X UNIT maximum-threshold Y UNIT
                             [max-mark-probability P] [weight W]
+          random-detect drop minimum-threshold X UNIT maximum-threshold Y UNIT [...]
 
 A malformed statement of these kinds is an error naming file and line; all are collected,
-then raised once as InputError.
+then raised once as InputError. A statement rocelab cannot evaluate (an ACL match, an
+undefined service-profile, a QoS statement it does not know) is a warning naming file, line
+and statement, in `EosConfig.warnings` and the profile's notes; where it may change the
+class of a DSCP on a port, that DSCP is listed in `EosConfig.uncertain` for the fabric
+description to refuse if the DSCP is one the hosts send.
 
 How EOS maps onto the profile (PortQos per interface, keyed by SONiC port name):
 
 - Port names: EOS `Ethernet1` is rocelab's `eth1`, which the profile (like every QosProfile)
-  keys by its SONiC name `Ethernet0` (`rocelab.qos.ports`). EOS numbers front-panel ports
-  from 1 with no lanes; SONiC counts four lanes per port from 0. `Ethernet1/1` breakouts and
-  non-Ethernet interfaces are not lab ports and are ignored.
-- Statements under an interface override the same statements of its service-profile.
-- DSCP → TC: one map per switch, EOS's default where `qos map dscp` does not say
-  (DSCP 0-7 → TC 1, 8-15 → TC 0, then DSCP / 8: as Arista's manuals table it; recalled).
-  EOS trusts DSCP on routed ports, which lab fabrics are. A port with `qos trust cos` or
-  `no qos trust` classifies untagged routed traffic by CoS 0 instead: every DSCP → TC 1.
+  keys by its SONiC name `Ethernet0` (`rocelab.qos.ports`). A file that names its ports
+  `EthernetN/M` or `EthernetN/M/K` (modules, breakouts) numbers its Ethernet interfaces in
+  their natural order instead: the first is eth1. Port-Channels are not lab ports: their
+  statements apply to their members (`channel-group N`), under the members' own.
+- Statements under an interface override those of its service-profile. A service-profile
+  naming no qos profile applies nothing (as EOS, which accepts the name) and is warned about.
+- Class: a port trusting DSCP (EOS's default on the routed ports of lab fabrics) maps a
+  packet's DSCP through `qos map dscp`; one trusting CoS maps a tagged frame's PCP through
+  `qos map cos` (`dot1p_to_tc`) and an untagged packet's default CoS (`qos cos`, 0); an
+  untrusted port (`no qos trust`) gives every packet its default CoS's class. An input
+  service-policy decides first: the first class whose `match dscp` holds the DSCP (or
+  class-default) and sets a traffic-class gives it; else the maps do. Defaults where no map
+  says: DSCP 0-7 → TC 1, 8-15 → TC 0, then DSCP / 8; CoS 0 → TC 1, 1 → 0, then CoS → TC CoS
+  (as Arista's manuals table them; recalled).
 - TC → queue: `qos map traffic-class ... to tx-queue`, else the identity. A PFC priority P
   pauses TC P's queue; TC P is PG P (EOS configures no PGs).
 - PFC: the `no-drop` priorities of a port with `priority-flow-control on` (and without
@@ -48,17 +57,21 @@ How EOS maps onto the profile (PortQos per interface, keyed by SONiC port name):
   weight W (1 without `bandwidth percent`). EOS platforms differ in a queue's default mode,
   so a queue is strict only when it says so. `random-detect ecn` → a WRED profile that marks
   ECN on every colour (ecn_all) from Kmin to Kmax, max-mark-probability (default 100 %) at
-  Kmax, and drops nothing early (wred_green_enable false).
-- Threshold units: bytes, kbytes (1,024 B), mbytes (1,048,576 B), segments (`segment_bytes`
-  each: 208 B by default, the buffer cell of Broadcom Trident/Tomahawk ASICs; an
-  assumption, not confirmed from Arista's documentation: give the platform's). Latency
-  thresholds (milliseconds) have no byte value and are an error.
+  Kmax; `random-detect drop` adds early drops of green packets (wred_green_enable).
+  `shape rate` → shape_bps. `bandwidth guaranteed` is a minimum rate the model has no room
+  for: read and left alone.
+- Threshold units: bytes, kbytes (1,024 B), mbytes (1,048,576 B), segments (the platform's
+  buffer cell: `segment_bytes` given, else EOS_SEGMENT_BYTES_BY_PLATFORM by the `! device:`
+  line; otherwise an error asking for it), milliseconds and microseconds (latency: bytes the
+  port drains in that time at its speed, the interface's `speed` or the port's link rate
+  the fabric description gives; a note says which).
 - PFC watchdog: on for a PFC port when a timeout applies to it (its `port timer timeout` or
   the switch's `default timeout`) and it does not say `no priority-flow-control pause
   watchdog`; detection time = timeout, restoration time = recovery-time (0: none set, no
   automatic recovery). Actions: drop → drop, no-drop → forward; none → EOS's default,
   errdisable, which shuts the port and so is recorded as drop. (Recalled, not confirmed.)
-- MTU: `mtu` is the IP MTU; an interface without one has EOS's routed-port default, 1500.
+- MTU: a routed port's `mtu` (IP MTU), else `interface defaults` `mtu`, else EOS's 1500; a
+  switched port's `l2 mtu` (its own, else the global one) less the 14-byte Ethernet header.
 
 What EOS cannot express, and `render_eos` leaves out: buffer pools, buffer profiles and PG
 assignments (EOS has no config_db buffer model: a fabric description gives an EOS device's
@@ -66,7 +79,7 @@ PFC threshold and headroom as platform figures, see `rocelab.fabric.spec`); TC �
 MAP_PFC_PRIORITY_TO_QUEUE; pfcwd_sw_enable (EOS guards every PFC priority); WRED that only
 drops (wred_green_enable) or marks some colours; the WRR/DWRR distinction (both render as
 weighted round robin); map names. `parse_eos(render_eos(p)) == p` for every profile that
-`parse_eos` returns.
+`parse_eos` returns from maps, trust, PFC and ECN alone (no policy-maps, shapers or drops).
 """
 
 from __future__ import annotations
@@ -74,11 +87,12 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from typing import Literal, Mapping, Sequence
 
 from rocelab.errors import InputError, Problem, Problems
+from rocelab.ethernet import ETH  # the Ethernet header an L2 MTU counts
 from rocelab.qos.model import (
     DSCP_VALUES,
     PRIORITIES,
@@ -90,21 +104,40 @@ from rocelab.qos.model import (
     WredProfile,
 )
 from rocelab.qos.ports import lab_to_sonic, sonic_to_lab
+from rocelab.units import format_rate
 
-EOS_SEGMENT_BYTES = 208
+# Bytes per buffer segment (cell) of EOS thresholds, by the model in the `! device:` line
+# `show running-config` begins with. Only figures Arista has published; a platform not
+# listed needs `segment_bytes` in the fabric description.
+EOS_SEGMENT_BYTES_BY_PLATFORM = {
+    # Arista 7160 Series architecture white paper: the 24 MB packet buffer is "96K pages of
+    # 256 byte cells".
+    "DCS-7160": 256,
+}
 EOS_DEFAULT_MTU_BYTES = 1500
 EOS_DEFAULT_DSCP_TO_TC = tuple(1 if d < 8 else 0 if d < 16 else d // 8 for d in range(DSCP_VALUES))
-UNTRUSTED_TC = 1  # EOS's default TC for CoS 0: untagged traffic on a port not trusting DSCP
+EOS_DEFAULT_COS_TO_TC = (1, 0, 2, 3, 4, 5, 6, 7)
+UNTRUSTED_TC = EOS_DEFAULT_COS_TO_TC[0]  # untagged traffic on a port not trusting DSCP
 DEFAULT_MARK_PROBABILITY_PCT = 100
 _IDENTITY = tuple(range(PRIORITIES))  # EOS has TCs 0–7; PortQos leaves 8–15 at SONiC's default
 _UNITS = {"bytes": 1, "kbytes": 1024, "mbytes": 1024 * 1024}
+_LATENCY_UNITS = {"milliseconds": Decimal("0.001"), "microseconds": Decimal("0.000001")}
+_SHAPE_UNITS = {"bps": 1, "kbps": 1000, "mbps": 1000**2, "gbps": 1000**3}
 _THRESHOLD_MAX = 256_000_000  # EOS's largest ECN threshold value
 _ACTIONS = {"drop": "drop", "no-drop": "forward"}
 _EOS_PORT = re.compile(r"^Ethernet([1-9]\d*)$")
+_EOS_ETHERNET = re.compile(r"^Ethernet(\d+(?:/\d+){0,2})$")
+_PORT_CHANNEL = re.compile(r"^Port-Channel([1-9]\d*)$")
+_DEVICE_LINE = re.compile(r"^! device: \S+ \(([^,)]+)", re.MULTILINE)
+_SPEED = re.compile(r"^(\d+(?:\.\d+)?)(g|m)?(?:full|half)?(?:-\d+)?$")
 _QUEUE_KEYWORDS = ("tx-queue", "uc-tx-queue")
+_QOS_WORDS = ("qos", "service-policy", "random-detect", "shape", "bandwidth", "priority")
 _PFC_FORMS = ("priority-flow-control on", "priority-flow-control priority P no-drop|drop",
               "priority-flow-control pause watchdog [port action drop|no-drop | port timer "
               "timeout S polling-interval S recovery-time S]")
+_TC = (PRIORITIES - 1, "a traffic class")
+_TO_TC = ("traffic-class", *_TC)
+_THRESHOLD_UNITS = "bytes, kbytes, mbytes, segments, milliseconds or microseconds"
 
 
 def eos_to_lab(name: str) -> str:
@@ -121,19 +154,38 @@ def lab_to_eos(name: str) -> str:
     return f"Ethernet{name[3:]}"
 
 
+def _natural(name: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in _EOS_ETHERNET.match(name).group(1).split("/"))
+
+
+def eos_lab_names(names: Sequence[str]) -> dict[str, str]:
+    """EOS Ethernet interface names → rocelab's: `EthernetN` is ethN; in a file with modular
+    or breakout names (`Ethernet3/1`, `Ethernet1/2/1`), the Nth in natural order is ethN."""
+    if all(_EOS_PORT.match(n) for n in names):
+        return {n: eos_to_lab(n) for n in names}
+    return {n: f"eth{i}" for i, n in enumerate(sorted(set(names), key=_natural), 1)}
+
+
 @dataclass(frozen=True)
 class EosConfig:
     """What a running-config says, with the line each value came from.
 
-    `lines` keys: ("dscp", d), ("tc-queue", tc); per SONiC port name: ("interface", port),
-    ("mtu", port), ("trust", port), ("pfc", port) (on/off), ("pfc", port, priority)
-    (no-drop), ("watchdog", port), ("scheduler", port, queue), ("ecn", port, queue).
+    `lines` keys: ("dscp", d), ("cos", c), ("tc-queue", tc), ("default-mtu",); per SONiC port
+    name: ("interface", port), ("mtu", port), ("trust", port), ("pfc", port) (on/off),
+    ("pfc", port, priority) (no-drop), ("watchdog", port), ("scheduler", port, queue),
+    ("ecn", port, queue), ("policy", port), ("class", port, dscp) (the policy-map statement
+    that gives the DSCP its class).
     """
 
     profile: QosProfile
-    mtu_bytes: Mapping[str, int]  # SONiC port name → `mtu` of interfaces that set one
+    mtu_bytes: Mapping[str, int]  # SONiC port name → MTU of interfaces that set one
     default_port: PortQos  # what an Ethernet interface the file does not list gets
     lines: Mapping[tuple[object, ...], int]
+    default_mtu_bytes: int = EOS_DEFAULT_MTU_BYTES
+    eos_names: Mapping[str, str] = field(default_factory=dict)  # SONiC port name → EOS name
+    warnings: tuple[str, ...] = ()
+    # SONiC port name → DSCP → why its class there is not what the profile says for sure
+    uncertain: Mapping[str, Mapping[int, str]] = field(default_factory=dict)
 
     def line(self, *key: object) -> int | None:
         return self.lines.get(key)
@@ -174,21 +226,49 @@ def _statements(text: str) -> list[_Statement]:
 # --- settings of one interface or qos profile; None: the block does not say
 
 
+@dataclass(frozen=True)
+class _Threshold:
+    """A threshold as written; bytes once the port (its speed, its platform) is known."""
+
+    value: int
+    unit: str
+
+    def __str__(self) -> str:
+        if self.unit in _UNITS:
+            return f"{self.value * _UNITS[self.unit]:,} B"
+        return f"{self.value:,} {self.unit}"
+
+
+@dataclass(frozen=True)
+class _Wred:
+    kmin: _Threshold
+    kmax: _Threshold
+    probability: int
+    statement: str = field(default="", compare=False)  # as written, for problems found later
+
+
 @dataclass
 class _Queue:
     strict: bool | None = None
     weight: int | None = None
-    ecn: tuple[int, int, int] | None = None  # Kmin bytes, Kmax bytes, max-mark-probability
+    ecn: _Wred | None = None
+    drop: _Wred | None = None
+    shape_bps: int | None = None
     scheduler_line: int | None = None
     ecn_line: int | None = None
+    drop_line: int | None = None
 
     def merged_over(self, base: _Queue) -> _Queue:
-        pick = _Queue(base.strict, base.weight, base.ecn, base.scheduler_line, base.ecn_line)
+        pick = replace(base)
         if self.strict is not None or self.weight is not None:
             pick.strict, pick.weight = self.strict, self.weight
             pick.scheduler_line = self.scheduler_line
         if self.ecn is not None:
             pick.ecn, pick.ecn_line = self.ecn, self.ecn_line
+        if self.drop is not None:
+            pick.drop, pick.drop_line = self.drop, self.drop_line
+        if self.shape_bps is not None:
+            pick.shape_bps = self.shape_bps
         return pick
 
     def scheduler(self) -> Scheduler | None:
@@ -201,14 +281,11 @@ class _Queue:
             return Scheduler(f"eos_dwrr_{weight}", "DWRR", weight)
         return None
 
-    def wred(self) -> WredProfile | None:
-        if self.ecn is None:
-            return None
-        kmin, kmax, probability = self.ecn
-        return WredProfile(name=f"eos_ecn_{kmin}_{kmax}_{probability}", wred_green_enable=False,
-                           ecn="ecn_all", green_min_threshold_bytes=kmin,
-                           green_max_threshold_bytes=kmax,
-                           green_drop_probability_pct=probability)
+
+# Scalar settings: an interface's value wins over its port-channel's, which wins over a
+# qos profile's.
+_SCALARS = ("pfc_on", "trust", "cos", "watchdog", "action", "timeout_ms", "recovery_ms",
+            "policy", "mtu", "l2_mtu", "speed_bps", "routed", "shape_bps")
 
 
 @dataclass
@@ -216,18 +293,25 @@ class _Settings:
     pfc_on: bool | None = None
     no_drop: dict[int, bool] = field(default_factory=dict)
     trust: Literal["dscp", "cos", "none"] | None = None
+    cos: int | None = None
     watchdog: bool | None = None
     action: str | None = None
     timeout_ms: int | None = None
     recovery_ms: int | None = None
+    policy: str | None = None
+    mtu: int | None = None
+    l2_mtu: int | None = None
+    speed_bps: int | None = None
+    routed: bool | None = None
+    shape_bps: int | None = None
     queues: dict[int, _Queue] = field(default_factory=dict)
     lines: dict[tuple[object, ...], int] = field(default_factory=dict)
 
     def merged_over(self, base: _Settings) -> _Settings:
-        """These settings where they say something, `base` (a qos profile) elsewhere."""
+        """These settings where they say something, `base` elsewhere."""
         out = _Settings(no_drop={**base.no_drop, **self.no_drop},
                         lines={**base.lines, **self.lines})
-        for name in ("pfc_on", "trust", "watchdog", "action", "timeout_ms", "recovery_ms"):
+        for name in _SCALARS:
             mine = getattr(self, name)
             setattr(out, name, getattr(base, name) if mine is None else mine)
         for q in sorted(set(base.queues) | set(self.queues)):
@@ -236,14 +320,37 @@ class _Settings:
 
 
 @dataclass
+class _ClassMap:
+    dscps: set[int] = field(default_factory=set)
+    match_all: bool = False
+    unevaluable: list[_Statement] = field(default_factory=list)
+
+
+@dataclass
+class _PolicyClass:
+    name: str
+    line: int
+    tc: int | None = None
+    dscp: int | None = None
+    tc_line: int | None = None
+
+
+@dataclass
 class _Global:
     dscp_to_tc: list[int] = field(default_factory=lambda: list(EOS_DEFAULT_DSCP_TO_TC))
+    cos_to_tc: list[int] = field(default_factory=lambda: list(EOS_DEFAULT_COS_TO_TC))
     tc_to_queue: list[int] = field(default_factory=lambda: list(_IDENTITY))
+    tc_to_dscp: dict[int, int] = field(default_factory=dict)
+    rewrite_dscp: int | None = None  # line of `qos rewrite dscp`
     pfc_all_off: bool = False
     timeout_ms: int | None = None
     recovery_ms: int | None = None
     action: str | None = None
     watchdog_line: int | None = None
+    default_mtu: int | None = None
+    l2_mtu: int | None = None
+    class_maps: dict[str, _ClassMap] = field(default_factory=dict)
+    policies: dict[str, list[_PolicyClass]] = field(default_factory=dict)
     lines: dict[tuple[object, ...], int] = field(default_factory=dict)
 
 
@@ -252,20 +359,42 @@ class _Interface:
     name: str
     line: int
     settings: _Settings
-    mtu: int | None = None
     service_profile: tuple[str, int] | None = None  # name, line
+    channel_group: int | None = None
+
+
+def _values(words: Sequence[str]) -> list[str]:
+    """`26 27`, `26,27`, `24-31` → the single values, as written."""
+    out = []
+    for word in words:
+        for part in word.split(","):
+            lo, _, hi = part.partition("-")
+            if hi and lo.isdigit() and hi.isdigit() and int(lo) <= int(hi):
+                out += [str(n) for n in range(int(lo), int(hi) + 1)]
+            elif part:
+                out.append(part)
+    return out
 
 
 class _Parser:
-    def __init__(self, source: str, segment_bytes: int):
+    def __init__(self, source: str, segment_bytes: int | None,
+                 port_speeds_bps: Mapping[str, int]):
+        self.source = source
         self.problems = Problems(source)
         self.segment_bytes = segment_bytes
+        self.port_speeds_bps = port_speeds_bps
         self.glob = _Global()
         self.profiles: dict[str, _Settings] = {}
         self.interfaces: list[_Interface] = []
+        self.channels: dict[int, _Interface] = {}
+        self.warnings: dict[str, None] = {}  # ordered, each said once
+        self.notes: dict[str, None] = {}
 
     def problem(self, statement: _Statement, message: str, hint: str = "") -> None:
         self.problems.add(f"line {statement.line}", f"`{statement.text}`: {message}", hint)
+
+    def warn(self, statement: _Statement, message: str) -> None:
+        self.warnings[f"{self.source} line {statement.line}: `{statement.text}`: {message}"] = None
 
     # --- values
 
@@ -288,19 +417,13 @@ class _Parser:
             return None
         return int(ms)
 
-    def threshold(self, statement: _Statement, value: str, unit: str) -> int | None:
-        if unit == "segments":
-            scale = self.segment_bytes
-        elif unit in _UNITS:
-            scale = _UNITS[unit]
-        else:
-            hint = ("latency-based ECN has no byte threshold to compare with PFC's"
-                    if unit == "milliseconds" else "")
-            self.problem(statement, f"{unit!r} is not a threshold unit rocelab reads (expected "
-                                    "bytes, kbytes, mbytes or segments)", hint)
+    def threshold(self, statement: _Statement, value: str, unit: str) -> _Threshold | None:
+        if unit not in _UNITS and unit not in _LATENCY_UNITS and unit != "segments":
+            self.problem(statement, f"{unit!r} is not a threshold unit (expected "
+                                    f"{_THRESHOLD_UNITS})")
             return None
         number = self.integer(statement, value, 1, _THRESHOLD_MAX, "a threshold")
-        return None if number is None else number * scale
+        return None if number is None else _Threshold(number, unit)
 
     def action(self, statement: _Statement, word: str) -> str | None:
         if word in _ACTIONS:
@@ -309,6 +432,28 @@ class _Parser:
                                 "no-drop)")
         return None
 
+    def speed(self, statement: _Statement, words: list[str]) -> int | None:
+        words = [w for w in words if w not in ("forced", "auto")]
+        m = _SPEED.match(words[-1]) if words else None
+        if not m:
+            self.warn(statement, "no fixed speed rocelab can read: the port's link rate applies")
+            return None
+        scale = {"g": 10**9, "m": 10**6, None: 10**6}[m.group(2)]  # bare numbers are Mb/s
+        return int(Decimal(m.group(1)) * scale)
+
+    def shape(self, statement: _Statement, words: list[str]) -> int | None:
+        """`shape rate R [unit]`: bits per second (kbps unless told, as EOS takes it)."""
+        unit = words[1] if len(words) > 1 else "kbps"
+        if len(words) > 2 or not words or not words[0].isdigit() or (
+                unit not in _SHAPE_UNITS and unit != "percent"):
+            self.problem(statement, "expected `shape rate R [bps|kbps|mbps|gbps|percent]`")
+            return None
+        if unit == "percent":
+            self.warn(statement, "a rate in percent of the port's speed is not held: no shaper "
+                                 "recorded")
+            return None
+        return int(words[0]) * _SHAPE_UNITS[unit]
+
     # --- statements
 
     def run(self, roots: list[_Statement]) -> None:
@@ -316,38 +461,127 @@ class _Parser:
             match s.words:
                 case ("qos", "map", "dscp", *rest):
                     self.dscp_map(s, rest)
+                case ("qos", "map", "cos", *rest):
+                    self.map_statement(s, rest, "qos map cos C... to traffic-class T",
+                                       (PRIORITIES - 1, "a CoS value"), _TO_TC,
+                                       self.glob.cos_to_tc, "cos")
                 case ("qos", "map", "traffic-class", *rest) if "tx-queue" in rest:
-                    self.queue_map(s, rest)
+                    self.map_statement(s, rest, "qos map traffic-class T... to tx-queue Q", _TC,
+                                       ("tx-queue", PRIORITIES - 1, "a tx-queue"),
+                                       self.glob.tc_to_queue, "tc-queue")
+                case ("qos", "map", "traffic-class", *rest) if "dscp" in rest:
+                    self.map_statement(s, rest, "qos map traffic-class T... to dscp D", _TC,
+                                       ("dscp", DSCP_VALUES - 1, "a DSCP value"),
+                                       self.glob.tc_to_dscp, "tc-dscp")
+                case ("qos", "map", "traffic-class", *_) | ("qos", "map", "exp", *_):
+                    pass  # egress CoS / MPLS EXP marking: no class, queue, PFC or ECN here
+                case ("qos", "rewrite", "dscp"):
+                    self.glob.rewrite_dscp = s.line
+                case ("qos", "random-detect", "ecn", "allow", "non-ect", *_):
+                    pass  # non-ECT packets pass the ECN thresholds unmarked instead of dropped
                 case ("qos", "profile", name):
-                    self.profiles[name] = self.block(s, interface=None)
-                case ("interface", name) if _EOS_PORT.match(name):
+                    self.profiles[name] = self.block(s, None)
+                case ("interface", "defaults"):
+                    self.interface_defaults(s)
+                case ("interface", name) if _EOS_ETHERNET.match(name):
                     interface = _Interface(name, s.line, _Settings())
                     interface.settings = self.block(s, interface)
                     self.interfaces.append(interface)
+                case ("interface", name) if _PORT_CHANNEL.match(name):
+                    interface = _Interface(name, s.line, _Settings())
+                    interface.settings = self.block(s, interface)
+                    self.channels[int(_PORT_CHANNEL.match(name).group(1))] = interface
+                case ("l2", "mtu", value):
+                    self.glob.l2_mtu = self.integer(s, value, 68, 65535, "an MTU in bytes")
+                case ("class-map", *rest):
+                    self.class_map(s, rest)
+                case ("policy-map", *rest):
+                    self.policy_map(s, rest)
                 case ("priority-flow-control", *rest):
                     self.global_pfc(s, rest)
+                case ("qos", *_):
+                    self.warn(s, "a QoS statement rocelab does not read")
+
+    def interface_defaults(self, head: _Statement) -> None:
+        for s in head.children:
+            if s.words[:1] == ("mtu",) and len(s.words) == 2:
+                self.glob.default_mtu = self.integer(s, s.words[1], 68, 65535, "an MTU in bytes")
+                self.glob.lines[("default-mtu",)] = s.line
 
     def dscp_map(self, s: _Statement, rest: list[str]) -> None:
-        if len(rest) < 3 or rest[-3:-1] != ["to", "traffic-class"]:
-            self.problem(s, "expected `qos map dscp D... to traffic-class T`")
-            return
-        tc = self.integer(s, rest[-1], 0, PRIORITIES - 1, "a traffic class")
-        for word in rest[:-3]:
-            dscp = self.integer(s, word, 0, DSCP_VALUES - 1, "a DSCP value")
-            if dscp is not None and tc is not None:
-                self.glob.dscp_to_tc[dscp] = tc
-                self.glob.lines[("dscp", dscp)] = s.line
+        form = "qos map dscp D... to traffic-class T [drop-precedence N]"
+        if rest[-2:-1] == ["drop-precedence"]:
+            self.integer(s, rest[-1], 0, 2, "a drop precedence")  # a WRED colour: not held
+            rest = rest[:-2]
+        self.map_statement(s, rest, form, (DSCP_VALUES - 1, "a DSCP value"), _TO_TC,
+                           self.glob.dscp_to_tc, "dscp")
 
-    def queue_map(self, s: _Statement, rest: list[str]) -> None:
-        if len(rest) < 3 or rest[-3:-1] != ["to", "tx-queue"]:
-            self.problem(s, "expected `qos map traffic-class T... to tx-queue Q`")
+    def map_statement(self, s: _Statement, rest: list[str], form: str, source: tuple[int, str],
+                      target: tuple[str, int, str], table: list[int] | dict[int, int],
+                      key: str) -> None:
+        """`qos map ... V... to KEYWORD T`: table[V] = T for each V, and where each was said."""
+        keyword, hi, what = target
+        if len(rest) < 3 or rest[-3:-1] != ["to", keyword]:
+            self.problem(s, f"expected `{form}`")
             return
-        queue = self.integer(s, rest[-1], 0, PRIORITIES - 1, "a tx-queue")
-        for word in rest[:-3]:
-            tc = self.integer(s, word, 0, PRIORITIES - 1, "a traffic class")
-            if tc is not None and queue is not None:
-                self.glob.tc_to_queue[tc] = queue
-                self.glob.lines[("tc-queue", tc)] = s.line
+        value = self.integer(s, rest[-1], 0, hi, what)
+        for word in _values(rest[:-3]):
+            index = self.integer(s, word, 0, *source)
+            if index is not None and value is not None:
+                table[index] = value
+                self.glob.lines[(key, index)] = s.line
+
+    def class_map(self, head: _Statement, rest: list[str]) -> None:
+        if rest[:2] == ["type", "qos"]:
+            rest = rest[2:]
+        elif rest[:1] == ["type"]:
+            return  # pbr, pdp, ...: they do not classify for QoS
+        if len(rest) != 2 or rest[0] not in ("match-any", "match-all"):
+            self.problem(head, "expected `class-map type qos match-any|match-all NAME`")
+            return
+        cmap = _ClassMap(match_all=rest[0] == "match-all")
+        for s in head.children:
+            match s.words:
+                case ("match", "dscp", *values) | ("match", "ip", "dscp", *values) if values:
+                    for word in _values(values):
+                        dscp = self.integer(s, word, 0, DSCP_VALUES - 1, "a DSCP value")
+                        if dscp is not None:
+                            cmap.dscps.add(dscp)
+                case ("match", *_):
+                    cmap.unevaluable.append(s)
+        if cmap.match_all and len(head.children) > 1:
+            cmap.unevaluable = [head]  # several conditions at once: not a DSCP list
+        self.glob.class_maps[rest[1]] = cmap
+
+    def policy_map(self, head: _Statement, rest: list[str]) -> None:
+        if rest[:2] in (["type", "quality-of-service"], ["type", "qos"]):
+            rest = rest[2:]
+        elif rest[:1] == ["type"]:
+            return  # pbr, copp, ...: not a packet's QoS class
+        if len(rest) != 1:
+            self.problem(head, "expected `policy-map type quality-of-service NAME`")
+            return
+        classes = []
+        for c in head.children:
+            if c.words[:1] != ("class",) or len(c.words) != 2:
+                self.warn(c, "not a `class NAME` of a policy-map: ignored")
+                continue
+            entry = _PolicyClass(c.words[1], c.line)
+            for s in c.children:
+                match s.words:
+                    case ("set", "traffic-class", value):
+                        entry.tc = self.integer(s, value, 0, PRIORITIES - 1, "a traffic class")
+                        entry.tc_line = s.line
+                    case ("set", "dscp", value):
+                        entry.dscp = self.integer(s, value, 0, DSCP_VALUES - 1, "a DSCP value")
+                    case ("set", "drop-precedence", value):
+                        self.integer(s, value, 0, 2, "a drop precedence")  # a colour: not held
+                    case ("set", "cos", value):
+                        self.integer(s, value, 0, PRIORITIES - 1, "a CoS value")  # egress tag
+                    case _:
+                        self.warn(s, "a policy-map action rocelab does not read")
+            classes.append(entry)
+        self.glob.policies[rest[0]] = classes
 
     def global_pfc(self, s: _Statement, rest: list[str]) -> None:
         g = self.glob
@@ -376,10 +610,24 @@ class _Parser:
         for s in head.children:
             match s.words:
                 case ("mtu", value) if interface:
-                    interface.mtu = self.integer(s, value, 68, 65535, "an MTU in bytes")
+                    out.mtu = self.integer(s, value, 68, 65535, "an MTU in bytes")
                     out.lines[("mtu",)] = s.line
+                case ("l2", "mtu", value) if interface:
+                    out.l2_mtu = self.integer(s, value, 68, 65535, "an MTU in bytes")
+                    out.lines[("mtu",)] = s.line
+                case ("speed", *words) if interface:
+                    out.speed_bps = self.speed(s, words)
+                case ("no", "switchport") if interface:
+                    out.routed = True
+                case ("switchport",) if interface:
+                    out.routed = False
+                case ("channel-group", number, *_) if interface:
+                    interface.channel_group = self.integer(s, number, 1, 999_999,
+                                                           "a port-channel number")
                 case ("service-profile", name) if interface:
                     interface.service_profile = (name, s.line)
+                case ("service-policy", *rest):
+                    self.service_policy(s, rest, out)
                 case ("qos", "trust", mode):
                     if mode in ("dscp", "cos"):
                         out.trust = mode
@@ -389,6 +637,13 @@ class _Parser:
                 case ("no", "qos", "trust"):
                     out.trust = "none"
                     out.lines[("trust",)] = s.line
+                case ("qos", "cos", value):
+                    out.cos = self.integer(s, value, 0, PRIORITIES - 1, "a CoS value")
+                    out.lines[("cos",)] = s.line
+                case ("qos", "dscp", value):
+                    self.integer(s, value, 0, DSCP_VALUES - 1, "a DSCP value")
+                case ("shape", "rate", *words):
+                    out.shape_bps = self.shape(s, words)
                 case ("no", "priority-flow-control"):
                     out.pfc_on = False
                     out.lines[("pfc",)] = s.line
@@ -401,7 +656,27 @@ class _Parser:
                     queue = self.integer(s, number, 0, PRIORITIES - 1, "a tx-queue")
                     if queue is not None:
                         out.queues[queue] = self.queue(s)
+                case ("mc-tx-queue", number):
+                    self.integer(s, number, 0, PRIORITIES - 1, "a tx-queue")  # multicast only
+                case (word, *_) if word in _QOS_WORDS:
+                    self.warn(s, "a QoS statement rocelab does not read")
         return out
+
+    def service_policy(self, s: _Statement, rest: list[str], out: _Settings) -> None:
+        if rest[:2] in (["type", "qos"], ["type", "quality-of-service"]):
+            rest = rest[2:]
+        elif rest[:1] == ["type"]:
+            self.warn(s, "a service-policy type rocelab does not read: the class, queue and "
+                         "PFC checks do not see it")
+            return
+        if len(rest) != 2 or rest[0] not in ("input", "output"):
+            self.problem(s, "expected `service-policy type qos input NAME`")
+            return
+        if rest[0] == "output":
+            self.warn(s, "an output policy: classes are chosen on input, rocelab does not read it")
+            return
+        out.policy = rest[1]
+        out.lines[("policy",)] = s.line
 
     def port_pfc(self, s: _Statement, rest: list[str], out: _Settings) -> None:
         match rest:
@@ -451,12 +726,25 @@ class _Parser:
                 case ("bandwidth", "percent", value):
                     q.weight = self.integer(s, value, 1, 100, "a bandwidth percentage")
                     q.scheduler_line = q.scheduler_line or s.line
+                case ("bandwidth", "guaranteed", *_):
+                    pass  # a minimum rate: the weights and strict priority decide the order
+                case ("shape", "rate", *words):
+                    q.shape_bps = self.shape(s, words)
                 case ("random-detect", "ecn", "minimum-threshold", *rest):
-                    q.ecn, q.ecn_line = self.ecn(s, rest), s.line
+                    q.ecn, q.ecn_line = self.wred(s, rest, "ecn"), s.line
+                case ("random-detect", "drop", "minimum-threshold", *rest):
+                    q.drop, q.drop_line = self.wred(s, rest, "drop"), s.line
+                case ("random-detect", "drop", "drop-precedence", value, *_):
+                    # Thresholds of yellow/red packets: the model holds green ones only.
+                    self.integer(s, value, 0, 2, "a drop precedence")
+                case ("random-detect", "ecn", "count") | ("random-detect", "ecn", "allow", *_):
+                    pass  # counters; non-ECT handling
+                case (word, *_) if word in _QOS_WORDS:
+                    self.warn(s, "a tx-queue statement rocelab does not read")
         return q
 
-    def ecn(self, s: _Statement, rest: list[str]) -> tuple[int, int, int] | None:
-        form = ("expected `random-detect ecn minimum-threshold X UNIT maximum-threshold Y UNIT "
+    def wred(self, s: _Statement, rest: list[str], kind: str) -> _Wred | None:
+        form = (f"expected `random-detect {kind} minimum-threshold X UNIT maximum-threshold Y UNIT "
                 "[max-mark-probability P] [weight W]`")
         if len(rest) < 5 or rest[2] != "maximum-threshold" or len(rest) % 2 == 0:
             self.problem(s, form)
@@ -466,36 +754,183 @@ class _Parser:
             return None  # one problem per statement: Kmax is usually written like Kmin
         kmax = self.threshold(s, rest[3], rest[4])
         options = dict(zip(rest[5::2], rest[6::2]))
-        if set(options) - {"max-mark-probability", "weight"}:
+        probabilities = {"max-mark-probability", "drop-probability", "max-drop-probability"}
+        if set(options) - probabilities - {"weight"}:
             self.problem(s, form)
             return None
         probability = DEFAULT_MARK_PROBABILITY_PCT
-        if "max-mark-probability" in options:
-            probability = self.integer(s, options["max-mark-probability"], 1, 100,
-                                       "a mark probability in percent")
+        for key in probabilities & set(options):
+            probability = self.integer(s, options[key], 1, 100, "a probability in percent")
         if "weight" in options:
             self.integer(s, options["weight"], 0, 15, "a queue-averaging weight")
-        if kmax is not None and kmax < kmin:
-            self.problem(s, f"maximum-threshold ({kmax:,} B) is below minimum-threshold "
-                            f"({kmin:,} B)")
-            return None
         if kmax is None or probability is None:
             return None
-        return kmin, kmax, probability
+        if kmax.unit == kmin.unit and kmax.value < kmin.value:
+            self.problem(s, f"maximum-threshold ({kmax}) is below minimum-threshold ({kmin})")
+            return None
+        return _Wred(kmin, kmax, probability, f"`{s.text}`")
 
     # --- the resolved profile
 
-    def port(self, port: str, settings: _Settings) -> PortQos:
+    def platform_segment(self, platform: str | None) -> int | None:
+        if self.segment_bytes:
+            return self.segment_bytes
+        for prefix, size in EOS_SEGMENT_BYTES_BY_PLATFORM.items():
+            if platform and platform.startswith(prefix):
+                return size
+        return None
+
+    def to_bytes(self, t: _Threshold, line: int, speed: tuple[int, str] | None,
+                 platform: str | None, where: str) -> int | None:
+        """A threshold in bytes on this port; `where` names statement and port for problems."""
+        if t.unit in _UNITS:
+            return t.value * _UNITS[t.unit]
+        if t.unit == "segments":
+            size = self.platform_segment(platform)
+            if size is None:
+                known = (f"platform {platform} is not in rocelab's table" if platform
+                         else "no `! device:` line names the platform")
+                self.problems.add(f"line {line}", f"{where}: thresholds in segments need the "
+                                  f"platform's segment size ({known})",
+                                  "give `segment_bytes:` for this device in fabric.yml")
+            return None if size is None else t.value * size
+        if speed is None:  # a port off the fabric (no link rate) that sets no `speed`
+            self.warnings[f"{self.source} line {line}: {where}: a latency threshold needs the "
+                          "port's speed, and the interface has no `speed` and the fabric no link "
+                          "for it: no ECN recorded"] = None
+            return None
+        rate, said = speed
+        size = int(Decimal(t.value) * _LATENCY_UNITS[t.unit] * rate / 8)
+        self.notes[f"{self.source} line {line}: {where}: {t.value} {t.unit} at "
+                   f"{format_rate(rate)}b/s ({said}) = {size:,} B"] = None
+        return size
+
+    def wred_profile(self, queue: _Queue, speed: tuple[int, str] | None, platform: str | None,
+                     where: str) -> WredProfile | None:
+        marks = queue.ecn or queue.drop
+        if marks is None:
+            return None
+        line = queue.ecn_line if queue.ecn else queue.drop_line
+        place, where = where, f"{marks.statement}: {where}"
+        kmin = self.to_bytes(marks.kmin, line, speed, platform, where)
+        if kmin is None:
+            return None  # one problem per statement: Kmax is usually written like Kmin
+        kmax = self.to_bytes(marks.kmax, line, speed, platform, where)
+        if kmax is None:
+            return None
+        if kmax < kmin:
+            self.problems.add(f"line {line}", f"{where}: maximum-threshold ({kmax:,} B) is below "
+                              f"minimum-threshold ({kmin:,} B)")
+            return None
+        if queue.ecn and queue.drop and queue.drop != queue.ecn:
+            self.notes[f"{self.source} line {queue.drop_line}: {queue.drop.statement}: {place}: "
+                       "drop thresholds differ "
+                       "from the ECN ones; the profile holds the ECN ones"] = None
+        tag = "ecn" if queue.ecn else "drop"
+        return WredProfile(name=f"eos_{tag}_{kmin}_{kmax}_{marks.probability}",
+                           wred_green_enable=queue.drop is not None,
+                           ecn="ecn_all" if queue.ecn else "ecn_none",
+                           green_min_threshold_bytes=kmin, green_max_threshold_bytes=kmax,
+                           green_drop_probability_pct=marks.probability)
+
+    def classes(self, settings: _Settings, lines: dict[tuple[object, ...], int]
+                ) -> tuple[tuple[int, ...], tuple[int, ...] | None, dict[int, str]]:
+        """(dscp_to_tc, dot1p_to_tc, uncertain DSCPs) of an untagged IP packet on a port."""
         g = self.glob
-        trusted = settings.trust in (None, "dscp")
+        trust = settings.trust or "dscp"
+        if trust == "dscp":
+            base = list(g.dscp_to_tc)
+        else:
+            base = [g.cos_to_tc[settings.cos or 0]] * DSCP_VALUES
+        uncertain: dict[int, str] = {}
+        tcs = base
+        if settings.policy is not None:
+            tcs = self.policy_classes(settings, base, lines, uncertain)
+        if g.rewrite_dscp is not None:
+            for d, tc in enumerate(tcs):
+                if g.tc_to_dscp.get(tc, d) != d:
+                    uncertain.setdefault(d, (
+                        f"{self.source} line {g.lines[('tc-dscp', tc)]}: `qos rewrite dscp` sends "
+                        f"DSCP {d} (TC {tc}) on as DSCP {g.tc_to_dscp[tc]}: the next hop "
+                        "classifies that"))
+        return tuple(tcs), (tuple(g.cos_to_tc) if trust == "cos" else None), uncertain
+
+    def policy_classes(self, settings: _Settings, base: list[int],
+                       lines: dict[tuple[object, ...], int], uncertain: dict[int, str]
+                       ) -> list[int]:
+        name, line = settings.policy, settings.lines[("policy",)]
+        policy = self.glob.policies.get(name)
+        if policy is None:
+            self.warnings[f"{self.source} line {line}: `service-policy type qos input {name}`: "
+                          "names no policy-map type quality-of-service: applies nothing"] = None
+            return base
+        certain: list[set[int]] = []
+        possible: list[set[int]] = []
+        for entry in policy:
+            cmap = self.glob.class_maps.get(entry.name)
+            if entry.name == "class-default":
+                certain.append(set(range(DSCP_VALUES)))
+                possible.append(set())
+            elif cmap is None:
+                self.warnings[f"{self.source} line {entry.line}: `class {entry.name}`: names no "
+                              "class-map type qos: matches nothing"] = None
+                certain.append(set())
+                possible.append(set())
+            elif cmap.unevaluable:
+                for s in cmap.unevaluable:
+                    self.warn(s, f"rocelab cannot tell which packets this matches (policy-map "
+                                 f"{name}): DSCPs whose class it may change are refused if the "
+                                 "hosts send them")
+                sure = set() if cmap.match_all else set(cmap.dscps)
+                certain.append(sure)
+                possible.append((set(cmap.dscps) if cmap.match_all and cmap.dscps
+                                 else set(range(DSCP_VALUES))) - sure)
+            else:
+                certain.append(set(cmap.dscps))
+                possible.append(set())
+
+        def evaluate(widen: int | None) -> tuple[list[int], dict[int, _PolicyClass]]:
+            tcs, by, left = list(base), {}, set(range(DSCP_VALUES))
+            for i, entry in enumerate(policy):
+                hit = (certain[i] | (possible[i] if i == widen else set())) & left
+                left -= hit
+                for d in hit:
+                    by[d] = entry
+                    if entry.tc is not None:
+                        tcs[d] = entry.tc
+            return tcs, by
+
+        tcs, by = evaluate(None)
+        for i, entry in enumerate(policy):
+            if possible[i]:
+                wide, _ = evaluate(i)
+                for d in range(DSCP_VALUES):
+                    if wide[d] != tcs[d]:
+                        uncertain.setdefault(d, (
+                            f"{self.source} line {entry.line}: `class {entry.name}` of policy-map "
+                            f"{name} may give DSCP {d} TC {wide[d]} instead of TC {tcs[d]}: its "
+                            "class-map matches on what rocelab cannot evaluate"))
+        for d, entry in by.items():
+            if entry.tc is not None:
+                lines[("class", d)] = entry.tc_line
+            if entry.dscp is not None and entry.dscp != d:
+                uncertain.setdefault(d, (
+                    f"{self.source} line {entry.line}: `class {entry.name}` of policy-map {name} "
+                    f"rewrites DSCP {d} to {entry.dscp}: the next hop classifies that"))
+        return tcs
+
+    def port(self, port: str, settings: _Settings, speed: tuple[int, str] | None,
+             platform: str | None, label: str) -> tuple[PortQos, dict[int, str]]:
+        g = self.glob
         pfc_enable = frozenset()
         if settings.pfc_on and not g.pfc_all_off:
             pfc_enable = frozenset(p for p, no_drop in settings.no_drop.items() if no_drop)
         queues = {}
         for q, queue in sorted(settings.queues.items()):
-            scheduler, wred = queue.scheduler(), queue.wred()
-            if scheduler or wred:
-                queues[q] = QueueQos(scheduler=scheduler, wred=wred)
+            scheduler = queue.scheduler()
+            wred = self.wred_profile(queue, speed, platform, f"{label} tx-queue {q}")
+            if scheduler or wred or queue.shape_bps:
+                queues[q] = QueueQos(scheduler=scheduler, wred=wred, shape_bps=queue.shape_bps)
         watchdog = None
         timeout_ms = g.timeout_ms if settings.timeout_ms is None else settings.timeout_ms
         if pfc_enable and settings.watchdog is not False and timeout_ms:
@@ -504,62 +939,106 @@ class _Parser:
             watchdog = PfcWatchdog(action=settings.action or g.action or "drop",
                                    detection_time_ms=timeout_ms,
                                    restoration_time_ms=recovery_ms or 0)
+        dscp_to_tc, dot1p_to_tc, uncertain = self.classes(settings, settings.lines)
         return PortQos(port=port,
-                       dscp_to_tc=tuple(g.dscp_to_tc) if trusted else (UNTRUSTED_TC,) * DSCP_VALUES,
+                       dscp_to_tc=dscp_to_tc,
                        tc_to_queue=tuple(g.tc_to_queue),
                        tc_to_pg=_IDENTITY,
                        pfc_priority_to_queue=tuple(g.tc_to_queue),
                        pfc_enable=pfc_enable,
                        queues=queues,
-                       pfc_wd=watchdog)
+                       pfc_wd=watchdog,
+                       dot1p_to_tc=dot1p_to_tc,
+                       shape_bps=settings.shape_bps), uncertain
 
-    def config(self, source: str) -> EosConfig:
+    def with_profile(self, interface: _Interface) -> _Settings:
+        settings = interface.settings
+        if interface.service_profile:
+            name, line = interface.service_profile
+            if name in self.profiles:
+                settings = settings.merged_over(self.profiles[name])
+            else:
+                self.warnings[f"{self.source} line {line}: `service-profile {name}`: names no qos "
+                              "profile (EOS accepts it and applies nothing until one exists; "
+                              "defined: "
+                              f"{', '.join(sorted(self.profiles)) or 'none'})"] = None
+        return settings
+
+    def mtu(self, settings: _Settings) -> int | None:
+        if settings.routed is False:
+            l2 = settings.l2_mtu or self.glob.l2_mtu
+            return None if l2 is None else l2 - ETH.size
+        return settings.mtu
+
+    def config(self, source: str, platform: str | None) -> EosConfig:
         lines: dict[tuple[object, ...], int] = dict(self.glob.lines)
-        ports, mtus = {}, {}
+        ports, mtus, names, uncertain = {}, {}, {}, {}
+        lab_names = eos_lab_names([i.name for i in self.interfaces])
         for interface in self.interfaces:
-            port = lab_to_sonic(eos_to_lab(interface.name))
-            settings = interface.settings
-            if interface.service_profile:
-                name, line = interface.service_profile
-                if name in self.profiles:
-                    settings = settings.merged_over(self.profiles[name])
-                else:
-                    self.problems.add(f"line {line}", f"`service-profile {name}` names no qos "
-                                      "profile (expected one of: "
-                                      f"{', '.join(sorted(self.profiles)) or 'none defined'})")
-            ports[port] = self.port(port, settings)
-            if interface.mtu is not None:
-                mtus[port] = interface.mtu
+            lab = lab_names[interface.name]
+            port = lab_to_sonic(lab)
+            settings = self.with_profile(interface)
+            channel = self.channels.get(interface.channel_group)
+            if channel is not None:
+                settings = settings.merged_over(self.with_profile(channel))
+            speed = None
+            if settings.speed_bps:
+                speed = (settings.speed_bps, "the interface's `speed`")
+            elif lab in self.port_speeds_bps:
+                speed = (self.port_speeds_bps[lab], "the fabric's link rate; no `speed` here")
+            ports[port], doubt = self.port(port, settings, speed, platform, interface.name)
+            if doubt:
+                uncertain[port] = doubt
+            names[port] = interface.name
+            if (mtu := self.mtu(settings)) is not None:
+                mtus[port] = mtu
             lines[("interface", port)] = interface.line
             for key, line in settings.lines.items():
                 lines[(key[0], port, *key[1:])] = line
             if ("watchdog", port) not in lines and self.glob.watchdog_line:
                 lines[("watchdog", port)] = self.glob.watchdog_line
             for q, queue in settings.queues.items():
-                for kind, line in (("scheduler", queue.scheduler_line), ("ecn", queue.ecn_line)):
+                for kind, line in (("scheduler", queue.scheduler_line),
+                                   ("ecn", queue.ecn_line or queue.drop_line)):
                     if line is not None:
                         lines[(kind, port, q)] = line
+        unmapped = [str(tc) for tc in range(PRIORITIES) if tc not in self.glob.tc_to_dscp]
+        if self.glob.rewrite_dscp is not None and unmapped:
+            self.warnings[f"{self.source} line {self.glob.rewrite_dscp}: `qos rewrite dscp`: "
+                          f"packets of TC {', '.join(unmapped)} leave with the DSCP EOS's default "
+                          "TC → DSCP map gives, which rocelab does not know: it assumes they "
+                          "keep theirs"] = None
         self.problems.raise_if_any()
-        return EosConfig(profile=QosProfile(source=source, pools={}, ports=ports),
-                         mtu_bytes=mtus, default_port=self.port("", _Settings()), lines=lines)
+        warnings = tuple(self.warnings)
+        default_port, _ = self.port("", _Settings(), None, platform, "")
+        return EosConfig(profile=QosProfile(source=source, pools={}, ports=ports,
+                                            notes=warnings + tuple(self.notes)),
+                         mtu_bytes=mtus, default_port=default_port, lines=lines,
+                         default_mtu_bytes=self.glob.default_mtu or EOS_DEFAULT_MTU_BYTES,
+                         eos_names=names, warnings=warnings, uncertain=uncertain)
 
 
-def parse_eos_config(text: str, source: str, *, segment_bytes: int = EOS_SEGMENT_BYTES
-                     ) -> EosConfig:
-    """The QoS statements of a running-config and where each came from. Raises InputError
-    naming `source` and the line of every malformed statement."""
-    parser = _Parser(source, segment_bytes)
+def parse_eos_config(text: str, source: str, *, segment_bytes: int | None = None,
+                     port_speeds_bps: Mapping[str, int] | None = None) -> EosConfig:
+    """The QoS statements of a running-config and where each came from. `segment_bytes`:
+    the platform's buffer segment, if not in EOS_SEGMENT_BYTES_BY_PLATFORM; `port_speeds_bps`:
+    rocelab port (eth1) → link rate, for latency thresholds of interfaces without `speed`.
+    Raises InputError naming `source` and the line of every malformed statement."""
+    parser = _Parser(source, segment_bytes, port_speeds_bps or {})
     parser.run(_statements(text))
-    return parser.config(source)
+    device = _DEVICE_LINE.search(text)
+    return parser.config(source, device.group(1) if device else None)
 
 
-def parse_eos(text: str, source: str, *, segment_bytes: int = EOS_SEGMENT_BYTES) -> QosProfile:
+def parse_eos(text: str, source: str, *, segment_bytes: int | None = None,
+              port_speeds_bps: Mapping[str, int] | None = None) -> QosProfile:
     """The QoS profile a running-config describes (module docstring). Raises InputError."""
-    return parse_eos_config(text, source, segment_bytes=segment_bytes).profile
+    return parse_eos_config(text, source, segment_bytes=segment_bytes,
+                            port_speeds_bps=port_speeds_bps).profile
 
 
-def load_eos(path: str | os.PathLike[str], *, segment_bytes: int = EOS_SEGMENT_BYTES
-             ) -> EosConfig:
+def load_eos(path: str | os.PathLike[str], *, segment_bytes: int | None = None,
+             port_speeds_bps: Mapping[str, int] | None = None) -> EosConfig:
     """Read a running-config file. Raises InputError naming the file."""
     source = os.fspath(path)
     try:
@@ -570,7 +1049,8 @@ def load_eos(path: str | os.PathLike[str], *, segment_bytes: int = EOS_SEGMENT_B
     except UnicodeDecodeError as e:
         raise InputError([Problem(source, "", f"is not UTF-8 text: {e.reason} at byte "
                                               f"{e.start}")]) from e
-    return parse_eos_config(text, source, segment_bytes=segment_bytes)
+    return parse_eos_config(text, source, segment_bytes=segment_bytes,
+                            port_speeds_bps=port_speeds_bps)
 
 
 # --- rendering
@@ -658,7 +1138,7 @@ def render_eos(profile: QosProfile, *, mtu_bytes: Mapping[str, int] | None = Non
         if name in mtu_bytes:
             out.append(f"   mtu {mtu_bytes[name]}")
         if port.dscp_to_tc != dscp_to_tc:
-            out.append("   qos trust cos")
+            out.append("   qos trust cos" if port.dot1p_to_tc is not None else "   no qos trust")
         if port.pfc_enable:
             out.append("   priority-flow-control on")
             out += [f"   priority-flow-control priority {p} no-drop"

@@ -90,6 +90,7 @@ class QueueQos:
     scheduler: Scheduler | None = None
     wred: WredProfile | None = None
     buffer: BufferProfile | None = None
+    shape_bps: int | None = None  # a queue's rate limit (EOS `shape rate`); None: none
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,11 @@ class PortQos:
     pfcwd_sw_enable: frozenset[int] | None = None
     map_names: QosMapNames = field(default_factory=QosMapNames, compare=False)
     dynamic_pgs: frozenset[int] = frozenset()
+    # A port that classifies by 802.1p (EOS `qos trust cos`): the TC of a VLAN-tagged frame by
+    # its PCP, 8 entries; `dscp_to_tc` then holds what an untagged packet gets (the port's
+    # default PCP's TC, whatever its DSCP). None: the port classifies by DSCP.
+    dot1p_to_tc: tuple[int, ...] | None = None
+    shape_bps: int | None = None  # the port's egress rate limit (EOS `shape rate`); None: none
 
     def __post_init__(self) -> None:
         # A map written for eight TCs (EOS's, a hand-built one) leaves TCs 8–15 at SONiC's default.

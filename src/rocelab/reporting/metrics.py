@@ -41,6 +41,7 @@ _PORT = (
     ("rx_bytes", COUNTER, "Bytes received on the port, PFC and dropped frames included."),
     ("tx_packets", COUNTER, "Data frames sent out of the port (PFC frames not included)."),
     ("tx_bytes", COUNTER, "Data bytes sent out of the port (PFC frames not included)."),
+    ("pause_rx_frames", COUNTER, "802.3x PAUSE frames received, honoured or not (SAI_PORT_STAT_PAUSE_RX_PKTS)."),
 )
 _PORT_PER_PRIORITY = (
     ("pfc_rx_frames", "rocelab_port_pfc_rx_frames", "PFC frames received per priority, XON included."),

@@ -3,7 +3,9 @@ on a production switch (REFERENCE.md, "What SONiC's counter views look like"):
 
     interfaces   portstat      `show interfaces counters`
     queues       queuestat     `show queue counters`
-    pfc          pfcstat       `show pfc counters` (plus pause time, rocelab's own)
+    pfc          pfcstat       `show pfc counters` (plus pause time and 802.3x PAUSE received,
+                               which SONiC keeps in COUNTERS_DB as SAI_PORT_STAT_PAUSE_RX_PKTS
+                               but shows in no view)
     wred         queuestat     `show queue wredcounters`
     watermarks   watermarkstat `show priority-group watermark shared|headroom`, `show queue watermark unicast`
     drops        rocelab's drop reasons per port (SONiC splits these across several views)
@@ -24,7 +26,7 @@ from rocelab.kernel.loop import LATENESS_BOUNDS_S
 from rocelab.qos.model import PRIORITIES
 from rocelab.runtime.fidelity import AgentTiming
 from rocelab.switch.counters import (
-    BAD_IPV4_CHECKSUM, BAD_IPV4_HEADER, MAC_CONTROL_UNSUPPORTED, OVERSIZED, TRUNCATED,
+    BAD_IPV4_CHECKSUM, BAD_IPV4_HEADER, FLOW_CONTROL_DISABLED, MAC_CONTROL_UNSUPPORTED, OVERSIZED, TRUNCATED,
 )
 from rocelab.units import format_rate
 
@@ -92,12 +94,16 @@ def pfc(node: str, now: dict, tdf: int) -> Group:
     rx, tx = _table(f"{node}: PFC counters", ["Port Rx", *prio]), _table("", ["Port Tx", *prio])
     paused = _table(f"{node}: time paused by received PFC, µs (emulated / production-equivalent)",
                     ["Port", *prio])
+    pause = _table(f"{node}: 802.3x PAUSE received (SAI_PORT_STAT_PAUSE_RX_PKTS)",
+                   ["Port", "PAUSE_RX", "DROPPED (flow control off)"])
     for name, port in now["ports"].items():
         rx.add_row(name, *(_n(v) for v in port["pfc_rx_frames"]))
         tx.add_row(name, *(_n(v) for v in port["pfc_tx_frames"]))
         paused.add_row(name, *(f"{s * 1e6:,.0f} / {s * 1e6 / tdf:,.1f}" if s else "0"
                                for s in port["paused_time_s"]))
-    return Group(rx, tx, paused)
+        pause.add_row(name, _n(port["pause_rx_frames"]),
+                      _n(port["drops"].get(FLOW_CONTROL_DISABLED, {"packets": 0})["packets"]))
+    return Group(rx, tx, paused, pause)
 
 
 def wred(node: str, now: dict) -> Table:

@@ -88,7 +88,8 @@ class Nicd:
         self.node = config["node"]
         self.tdf = config["tdf"]
         self.ip = port["address"].split("/")[0]
-        nic_config = dilate(roce_config(config.get("roce") or {}), config["tdf"])
+        self.roce = config.get("roce") or {}
+        nic_config = dilate(roce_config(self.roce), config["tdf"])
         self.nic = Nic(port["mac"], self.ip, port["rate_bps"], nic_config, rng=random.Random())
         self.jobs = JobHost(self.nic, ip=self.ip, port_rate_bps=port["rate_bps"], next_hop_mac=port["peer_mac"],
                             clock=clock)
@@ -112,10 +113,14 @@ class Nicd:
                     "loop": asdict(self.loop.read_drops()), "tdf": self.tdf, "delay_line": {"max_frames": self.core.max_line_frames},
                     "job": self.jobs.status()}
         if op == "set_cc":
-            # A lab case switches congestion control (DCQCN vs none) for the QPs it connects next.
+            # A lab case switches congestion control (DCQCN vs none), and DCQCN's parameter set
+            # (None: the lab's), for the QPs it connects next.
             builtin_cc_registry().check(req["algorithm"])
-            self.nic.config = dataclasses.replace(self.nic.config, cc_algorithm=req["algorithm"])
-            return {"cc_algorithm": req["algorithm"]}
+            chosen = dilate(roce_config({**self.roce, **({"dcqcn": req["dcqcn"]} if req.get("dcqcn") else {})}),
+                            self.tdf)
+            self.nic.config = dataclasses.replace(self.nic.config, cc_algorithm=req["algorithm"], cc=chosen.cc,
+                                                  cnp_interval_s=chosen.cnp_interval_s)
+            return {"cc_algorithm": req["algorithm"], "dcqcn": req.get("dcqcn")}
         if op == "clear":
             self._baseline = self.nic.counters()
             return {}

@@ -25,6 +25,9 @@ class CongestionControl(Protocol):
     def advance(self, now: float) -> None:
         """Apply timer events due up to `now`."""
 
+    def next_change_s(self) -> float | None:
+        """When a timer of its own may next raise the rate (None: it will not by itself)."""
+
     def state(self) -> dict[str, float | int]:
         """JSON-able state for counters; includes rate_bps."""
 
@@ -55,6 +58,9 @@ class NoCc:
 
     def advance(self, now: float) -> None:
         pass
+
+    def next_change_s(self) -> float | None:
+        return None
 
     def state(self) -> dict[str, float | int]:
         return {"rate_bps": self.rate_bps}

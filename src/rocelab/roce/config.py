@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from rocelab.roce.cc import CcConfig, DcqcnConfig, builtin_cc_registry
+from rocelab.roce.dcqcn import DCQCN_SETS
 
 PMTU_VALUES_BYTES = (256, 512, 1024, 2048, 4096)  # InfiniBand path MTUs
 PSN_HALF_SPACE = 1 << 23
@@ -113,12 +114,17 @@ def dilate(config: NicConfig, tdf: float) -> NicConfig:
             dcqcn,
             alpha_period_s=dcqcn.alpha_period_s * tdf,
             rate_increase_period_s=dcqcn.rate_increase_period_s * tdf,
+            rate_reduce_period_s=dcqcn.rate_reduce_period_s * tdf,
             rate_ai_bps=slower(dcqcn.rate_ai_bps),
             rate_hai_bps=slower(dcqcn.rate_hai_bps),
-            min_rate_bps=slower(dcqcn.min_rate_bps))))
+            min_rate_bps=slower(dcqcn.min_rate_bps),
+            rate_on_first_cnp_bps=slower(dcqcn.rate_on_first_cnp_bps))))
 
 
-# A lab's `roce:` keys: NicConfig's fields, with DCQCN's parameters under `dcqcn:`.
+# A lab's `roce:` keys: NicConfig's fields, with DCQCN's parameters under `dcqcn:`: a parameter
+# set's name (`dcqcn: connectx`), or `parameters: NAME` and the parameters that differ from it.
+DCQCN_SET_KEY = "parameters"
+DEFAULT_DCQCN_SET = "paper"
 ROCE_KEYS = tuple(f.name for f in dataclasses.fields(NicConfig) if f.name != "cc") + ("dcqcn",)
 
 
@@ -127,18 +133,27 @@ def roce_config(settings: Mapping) -> NicConfig:
     Raises ValueError naming what is wrong."""
     unknown = sorted(str(k) for k in settings if k not in ROCE_KEYS)
     dcqcn = settings.get("dcqcn") or {}
-    dcqcn_keys = [f.name for f in dataclasses.fields(DcqcnConfig)]
+    if isinstance(dcqcn, str):  # a parameter set by name
+        dcqcn = {DCQCN_SET_KEY: dcqcn}
+    dcqcn_keys = [DCQCN_SET_KEY, *(f.name for f in dataclasses.fields(DcqcnConfig))]
     if not isinstance(dcqcn, Mapping):
-        raise ValueError(f"dcqcn: {dcqcn!r} is not a mapping of DCQCN parameters ({', '.join(dcqcn_keys)})")
+        raise ValueError(f"dcqcn: {dcqcn!r} is neither a parameter set ({', '.join(DCQCN_SETS)}) nor a "
+                         f"mapping of DCQCN parameters ({', '.join(dcqcn_keys)})")
     unknown += [f"dcqcn.{k}" for k in dcqcn if k not in dcqcn_keys]
     if unknown:
         raise ValueError(f"unknown key(s) {', '.join(unknown)}; expected: {', '.join(ROCE_KEYS)}; "
                          f"under dcqcn: {', '.join(dcqcn_keys)}")
+    chosen = DCQCN_SETS.get(str(dcqcn.get(DCQCN_SET_KEY, DEFAULT_DCQCN_SET)))
+    if chosen is None:
+        raise ValueError(f"dcqcn.{DCQCN_SET_KEY}: {dcqcn[DCQCN_SET_KEY]!r} is not a DCQCN parameter set; "
+                         f"expected one of: {', '.join(DCQCN_SETS)}")
     values = {k: v for k, v in settings.items() if k != "dcqcn"}
+    values.setdefault("cnp_interval_s", chosen.min_time_between_cnps_s)  # the set's NP side
     if "dscp_to_priority" in values:
         values["dscp_to_priority"] = {int(d): int(p) for d, p in dict(values["dscp_to_priority"]).items()}
+    rp = {k: v for k, v in dcqcn.items() if k != DCQCN_SET_KEY}
     try:
-        config = NicConfig(**values, cc=CcConfig(dcqcn=DcqcnConfig(**dcqcn)))
+        config = NicConfig(**values, cc=CcConfig(dcqcn=dataclasses.replace(chosen.rp, **rp)))
     except TypeError as exc:  # a string where a number belongs
         raise ValueError(f"a value has the wrong type: {exc}") from None
     builtin_cc_registry().check(config.cc_algorithm)

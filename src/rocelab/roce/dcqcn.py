@@ -19,6 +19,22 @@ its initial value. They are evaluated lazily (`advance(now)`), which gives the s
 result as firing them on time because nothing else reads the state in between, and
 lets an idle NIC sleep instead of waking every period.
 
+Two parameter sets (`DCQCN_SETS`): `paper`, the values above, and `connectx`, what
+NVIDIA ConnectX-4 and later NICs ship (their `roce_rp`/`roce_np` sysfs parameters). The
+NIC's firmware differs from the paper in four documented ways, each a field here:
+- alpha is updated once per `alpha_period_s` (dce_tcp_rtt, 1 µs): up by g if a CNP
+  arrived in that period, else down (`alpha_update="per_period"`);
+- CNPs within `rate_reduce_period_s` (rate_reduce_monitor_period, 4 µs) of the last
+  reduction make one reduction at the end of that period, not one each;
+- a reduction is Rc·(1 − α/`rate_decrease_divisor`) (rpg_gd = 11: α/2), never below
+  Rc·`min_decrease_factor` (rpg_min_dec_fac, 50%) nor the min rate;
+- Rt ← Rc on a CNP only if the rate rose on the timer since the last reduction
+  (clamp_tgt_rate 0, clamp_tgt_rate_after_time_inc 1: `target_on_cnp`); otherwise Rt
+  stays where it was and recovery heads back towards it. With the byte counter at 32 KB
+  (rpg_byte_reset) and F = 1, this is why a ConnectX recovers in tens of microseconds
+  where the paper's parameters take milliseconds.
+What NVIDIA's tables leave undescribed is said where it is decided below.
+
 Time dilation: every `*_s` field is a wall-clock period. Under TDF the shell passes
 periods × TDF and the dilated line rate; R_AI, R_HAI and the min rate default to
 fractions of the line rate, so they follow it (rocelab.roce.config.dilate does both).
@@ -29,6 +45,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 _REFERENCE_LINE_RATE_BPS = 40e9  # R_AI / R_HAI below are the paper's values at 40G
+
+ALPHA_ON_CNP = "on_cnp"  # the paper: α rises on each CNP, decays per period without one
+ALPHA_PER_PERIOD = "per_period"  # ConnectX: once per period, up if a CNP came in it, else down
+TARGET_ALWAYS = "always"  # the paper (and clamp_tgt_rate 1): Rt ← Rc on every reduction
+TARGET_AFTER_TIMER_INCREASE = "after_timer_increase"  # clamp_tgt_rate 0, clamp_tgt_rate_after_time_inc 1
 
 
 @dataclass(frozen=True)
@@ -45,9 +66,28 @@ class DcqcnConfig:
     rate_ai_bps: float | None = None
     rate_hai_bps: float | None = None
     min_rate_bps: float | None = None
+    alpha_update: str = ALPHA_ON_CNP  # or ALPHA_PER_PERIOD
+    rate_reduce_period_s: float = 0.0  # 0: every CNP reduces at once
+    rate_decrease_divisor: float = 2.0  # Rc·(1 − α/divisor)
+    min_decrease_factor: float = 0.0  # a reduction keeps at least this share of Rc
+    target_on_cnp: str = TARGET_ALWAYS  # or TARGET_AFTER_TIMER_INCREASE
+    rate_on_first_cnp_bps: float | None = None  # Rc = Rt = this on a flow's first CNP
 
     def __post_init__(self) -> None:
         problems = []
+        if self.alpha_update not in (ALPHA_ON_CNP, ALPHA_PER_PERIOD):
+            problems.append(f"alpha_update={self.alpha_update!r} must be {ALPHA_ON_CNP} or {ALPHA_PER_PERIOD}")
+        if self.target_on_cnp not in (TARGET_ALWAYS, TARGET_AFTER_TIMER_INCREASE):
+            problems.append(f"target_on_cnp={self.target_on_cnp!r} must be {TARGET_ALWAYS} or "
+                            f"{TARGET_AFTER_TIMER_INCREASE}")
+        if self.rate_reduce_period_s < 0:
+            problems.append(f"rate_reduce_period_s={self.rate_reduce_period_s} must be ≥ 0")
+        if self.rate_decrease_divisor < 1:
+            problems.append(f"rate_decrease_divisor={self.rate_decrease_divisor} must be ≥ 1")
+        if not 0 <= self.min_decrease_factor <= 1:
+            problems.append(f"min_decrease_factor={self.min_decrease_factor} must be in [0, 1]")
+        if self.rate_on_first_cnp_bps is not None and self.rate_on_first_cnp_bps <= 0:
+            problems.append(f"rate_on_first_cnp_bps={self.rate_on_first_cnp_bps} must be positive")
         if not 0 < self.g <= 1:
             problems.append(f"g={self.g} must be in (0, 1]")
         if not 0 <= self.alpha_init <= 1:
@@ -72,6 +112,37 @@ class DcqcnConfig:
                 self.min_rate_bps if self.min_rate_bps is not None else 40e6 * scale)
 
 
+@dataclass(frozen=True)
+class DcqcnSet:
+    """A named DCQCN parameter set: the reaction point's, the notification point's CNP
+    spacing, and where the figures come from."""
+
+    name: str
+    rp: DcqcnConfig
+    min_time_between_cnps_s: float  # NP: the NIC's CNP interval per QP
+    source: str
+
+
+_NVIDIA_TABLE = ("NVIDIA, 'DCQCN CC Parameters' (DOCA / MLNX_OFED documentation, ConnectX-4 and later): "
+                 "dce_tcp_g 1019, dce_tcp_rtt 1 µs, initial_alpha_value 1023, rate_to_set_on_first_cnp 0, "
+                 "rpg_min_dec_fac 50%, rpg_min_rate 1 Mb/s, rpg_gd 11, rate_reduce_monitor_period 4 µs, "
+                 "clamp_tgt_rate 0, clamp_tgt_rate_after_time_inc 1, rpg_time_reset 300 µs, "
+                 "rpg_byte_reset 32767 B, rpg_threshold 1, rpg_ai_rate 5 Mb/s, rpg_hai_rate 50 Mb/s; "
+                 "np_min_time_between_cnps 0 µs (Linux mlx5 driver, 'IB/mlx5: Add np_min_time_between_cnps')")
+
+DCQCN_SETS = {
+    "paper": DcqcnSet("paper", DcqcnConfig(), 50e-6,
+                      "Zhu et al., SIGCOMM 2015, and the reference simulators (REFERENCE.md)"),
+    # rate_to_set_on_first_cnp 0: NVIDIA gives 0 as the default and its range as "0, 1…line
+    # rate" without saying what 0 does; read here as "no special rate" (the ordinary reduction).
+    "connectx": DcqcnSet("connectx", DcqcnConfig(
+        g=(1024 - 1019) / 1024, alpha_init=1023 / 1024, alpha_period_s=1e-6, alpha_update=ALPHA_PER_PERIOD,
+        rate_reduce_period_s=4e-6, rate_decrease_divisor=2 ** (11 - 10), min_decrease_factor=0.5,
+        target_on_cnp=TARGET_AFTER_TIMER_INCREASE, rate_increase_period_s=300e-6, byte_counter_bytes=32767,
+        fast_recovery_stages=1, rate_ai_bps=5e6, rate_hai_bps=50e6, min_rate_bps=1e6), 0.0, _NVIDIA_TABLE),
+}
+
+
 class Dcqcn:
     """The DCQCN rate of one QP; see the module docstring for the rules."""
 
@@ -90,17 +161,41 @@ class Dcqcn:
         self._bytes_since_event = 0
         self._alpha_due_s: float | None = None
         self._increase_due_s: float | None = None
+        self._cnp_in_period = False  # ALPHA_PER_PERIOD: a CNP came in the current alpha period
+        self._last_reduce_s: float | None = None
+        self._reduce_pending = False  # a CNP waits for the end of the rate-reduce period
+        self._timer_increased = False  # the timer raised the rate since the last reduction
 
     def on_cnp(self, now: float) -> None:
         self.advance(now)
         cfg = self._cfg
-        self.target_rate_bps = self.rate_bps
-        self.rate_bps = max(self.rate_bps * (1 - self.alpha / 2), self._min_rate_bps)
-        self.alpha = (1 - cfg.g) * self.alpha + cfg.g
+        if cfg.alpha_update == ALPHA_PER_PERIOD:
+            if self._alpha_due_s is None:  # the flow's first CNP starts its alpha clock
+                self._alpha_due_s = now + cfg.alpha_period_s
+            self._cnp_in_period = True
+        if self._last_reduce_s is not None and now < self._last_reduce_s + cfg.rate_reduce_period_s:
+            self._reduce_pending = True  # coalesced into one reduction when the period ends
+            return
+        self._reduce(now)
+
+    def _reduce(self, now: float) -> None:
+        cfg = self._cfg
+        first = self._last_reduce_s is None
+        if first and cfg.rate_on_first_cnp_bps is not None:
+            self.rate_bps = self.target_rate_bps = min(cfg.rate_on_first_cnp_bps, self.line_rate_bps)
+        else:
+            if cfg.target_on_cnp == TARGET_ALWAYS or self._timer_increased:
+                self.target_rate_bps = self.rate_bps
+            factor = max(1 - self.alpha / cfg.rate_decrease_divisor, cfg.min_decrease_factor)
+            self.rate_bps = max(self.rate_bps * factor, self._min_rate_bps)
+        if cfg.alpha_update == ALPHA_ON_CNP:
+            self.alpha = (1 - cfg.g) * self.alpha + cfg.g
+            self._alpha_due_s = now + cfg.alpha_period_s
         self.timer_count = self.byte_count = 0
         self._bytes_since_event = 0
-        self._alpha_due_s = now + cfg.alpha_period_s
         self._increase_due_s = now + cfg.rate_increase_period_s
+        self._last_reduce_s = now
+        self._timer_increased = False
 
     def on_sent(self, size_bytes: int, now: float) -> None:
         if self._increase_due_s is None:
@@ -112,13 +207,35 @@ class Dcqcn:
             self._increase()
 
     def advance(self, now: float) -> None:
-        """Apply every alpha-timer and rate-increase-timer expiry up to `now`, in order."""
+        """Apply every timer expiry up to `now`, in order: alpha periods, rate increases, and
+        a reduction held for the end of its rate-reduce period."""
+        if self._reduce_pending:
+            at = self._last_reduce_s + self._cfg.rate_reduce_period_s
+            if at <= now:
+                self._advance_timers(at)
+                self._reduce_pending = False
+                self._reduce(at)
+        self._advance_timers(now)
+
+    def next_change_s(self) -> float | None:
+        """The next rate-increase timer or held reduction; None at line rate with nothing held."""
+        if self._reduce_pending:
+            return self._last_reduce_s + self._cfg.rate_reduce_period_s
+        if self._increase_due_s is None or self.rate_bps >= self.line_rate_bps:
+            return None
+        return self._increase_due_s
+
+    def _advance_timers(self, now: float) -> None:
         cfg = self._cfg
         due = self._alpha_due_s
         if due is not None and due <= now:
             periods = int((now - due) // cfg.alpha_period_s) + 1
+            if self._cnp_in_period:  # ALPHA_PER_PERIOD: the period that saw a CNP raises α, the rest decay
+                self.alpha = (1 - cfg.g) * self.alpha + cfg.g
+                self._cnp_in_period = False
+                periods -= 1
             self.alpha *= (1 - cfg.g) ** periods
-            self._alpha_due_s = due + periods * cfg.alpha_period_s
+            self._alpha_due_s = due + (int((now - due) // cfg.alpha_period_s) + 1) * cfg.alpha_period_s
         due = self._increase_due_s
         if due is None:
             return
@@ -131,6 +248,7 @@ class Dcqcn:
                 due += periods * period
                 break
             self.timer_count += 1
+            self._timer_increased = True
             self._increase()
             due += period
         self._increase_due_s = due

@@ -213,6 +213,7 @@ class Nic:
         self._now = now
         for qp in self._connected:
             qp.check_timeout(now)
+            qp.repace(now)
         frames = []
         overhead = self.config.frame_overhead_bytes
         free = max(self._port_free_s, now - self._burst_s)
@@ -258,7 +259,7 @@ class Nic:
             timer = qp.timer_due()
             if timer is not None:
                 due = min(due, timer)
-            ready = qp.ready_at()
+            ready = qp.wake_at()
             if ready is not None:
                 due = min(due, max(ready, port, pause_until[qp.priority]))
         return None if due == float("inf") else due

@@ -219,6 +219,11 @@ class QueuePair:
         self._rnr_retries = 0
         self._rnr_until_s = 0.0
         self.next_send_s = 0.0  # pacer: earliest start of the next data packet
+        # The pacer as a rate limiter: the bits of the last packet still to "drain" at the CC
+        # rate from _pace_from_s; a rate change mid-gap re-plans what is left (repace).
+        self._pace_from_s = 0.0
+        self._pace_bits = 0.0
+        self._pace_rate_bps = 0.0
         # Responder.
         self._expected_seq = 0
         self._msn = 0
@@ -359,8 +364,32 @@ class QueuePair:
         cc.advance(now)
         cc.on_sent(wire_bytes, now)
         start = max(self.next_send_s, now - cfg.pacing_burst_bytes * 8 / cc.rate_bps)
+        self._pace_from_s, self._pace_bits, self._pace_rate_bps = start, wire_bytes * 8, cc.rate_bps
         self.next_send_s = start + wire_bytes * 8 / cc.rate_bps
         return frame
+
+    def wake_at(self) -> float | None:
+        """When the NIC must next look at this QP's sending: ready_at(), or sooner when the
+        congestion control's own timer can raise the rate while the pacer waits."""
+        ready = self.ready_at()
+        if ready is None or self.cc is None:
+            return ready
+        change = self.cc.next_change_s()
+        return ready if change is None else min(ready, max(change, self._pace_from_s))
+
+    def repace(self, now: float) -> None:
+        """Apply the CC's timers up to `now`; if the rate moved while the pacer waits, what is
+        left of the gap drains at the new rate, as a hardware rate limiter does."""
+        cc = self.cc
+        if cc is None or now >= self.next_send_s:
+            return
+        cc.advance(now)
+        rate_bps = cc.rate_bps
+        if rate_bps == self._pace_rate_bps or now < self._pace_from_s:
+            return
+        left_bits = max(0.0, self._pace_bits - (now - self._pace_from_s) * self._pace_rate_bps)
+        self._pace_from_s, self._pace_bits, self._pace_rate_bps = now, left_bits, rate_bps
+        self.next_send_s = now + left_bits / rate_bps
 
     # ---- requester: ACK, NAK, timeout ----------------------------------------------
 

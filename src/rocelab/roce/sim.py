@@ -14,8 +14,9 @@ import heapq
 import random
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
+from rocelab.roce.config import NicConfig
 from rocelab.roce.nic import Nic
 from rocelab.roce.wire import mark_ce
 
@@ -74,7 +75,7 @@ class FabricSim:
     def __init__(self, rng: random.Random, *, overhead_bytes: int = 24):
         self.now = 0.0
         self._rng = rng
-        self._overhead_bytes = overhead_bytes
+        self.overhead_bytes = overhead_bytes
         self._ports: dict[bytes, _Port] = {}
         self._events: list[tuple] = []
         self._seq = 0
@@ -94,6 +95,13 @@ class FabricSim:
 
     def port_counters(self, nic: Nic) -> PortCounters:
         return self._ports[nic.mac].counters
+
+    def queue_bytes(self, nic: Nic) -> int:
+        """The depth now of the switch port towards `nic` (frames still to leave)."""
+        port = self._ports[nic.mac]
+        while port.in_queue and port.in_queue[0][0] <= self.now:
+            port.queue_bytes -= port.in_queue.popleft()[1]
+        return port.queue_bytes
 
     def wake(self, nic: Nic) -> None:
         """Schedule a poll of `nic` when it next has something to do (after posting work)."""
@@ -135,7 +143,7 @@ class FabricSim:
         for frame in nic.poll(now):
             if self.on_transmit is not None:
                 self.on_transmit(nic, frame)
-            serialization_s = (len(frame) + self._overhead_bytes) * 8 / nic.port_rate_bps
+            serialization_s = (len(frame) + self.overhead_bytes) * 8 / nic.port_rate_bps
             self._push(now + serialization_s + port.delay_s, _AT_SWITCH, port, frame)
         self.wake(nic)
 
@@ -147,7 +155,7 @@ class FabricSim:
         while queue and queue[0][0] <= now:
             port.queue_bytes -= queue.popleft()[1]
         counters = port.counters
-        size = len(frame) + self._overhead_bytes
+        size = len(frame) + self.overhead_bytes
         if port.queue_limit_bytes is not None and port.queue_bytes + size > port.queue_limit_bytes:
             counters.tail_drops += 1
             return
@@ -195,3 +203,62 @@ def poll_until(nic: Nic, until_s: float, start_s: float = 0.0) -> list[tuple[flo
             return sent
         now = max(now, due)
         sent.extend((now, frame) for frame in nic.poll(now))
+
+
+@dataclass(frozen=True)
+class IncastResult:
+    """N senders into one port, over the measuring window."""
+
+    flow_bps: tuple[float, ...]  # each sender's goodput at the receiver
+    utilisation: float  # the share of the window the bottleneck port was sending (wire bytes)
+    jain: float  # Jain's fairness index of flow_bps: 1 is perfectly fair, 1/N one flow takes all
+    queue_bytes: tuple[int, ...]  # the bottleneck's depth, sampled every `sample_s`
+    cnps: int  # CNPs the senders received in the window
+    rate_series_bps: tuple[tuple[float, ...], ...]  # per sample: each sender's DCQCN rate
+
+
+def jain_index(values: Sequence[float]) -> float:
+    total, squares = sum(values), sum(v * v for v in values)
+    return total * total / (len(values) * squares) if squares else 1.0
+
+
+def incast_fairness(senders: int, nic_config: NicConfig, *, rate_bps: float = 100e9, ecn: EcnMarking,
+                    warmup_s: float = 0.5e-3, window_s: float = 2e-3, sample_s: float = 10e-6,
+                    write_bytes: int = 64 << 20, seed: int = 1) -> IncastResult:
+    """`senders` NICs write `write_bytes` each, all at once, to one receiver behind one
+    switch port of the same speed (1 µs cables, `ecn` marking there); measured from
+    `warmup_s` to `warmup_s + window_s` of simulated time."""
+    rng = random.Random(seed)
+
+    def nic(index: int) -> Nic:
+        return Nic(f"02:00:00:00:01:{index:02x}", f"198.18.1.{index}", rate_bps, nic_config, rng=rng)
+
+    sink = nic(senders + 1)
+    flows = [(a, *connect_qps(a, sink)) for a in (nic(i + 1) for i in range(senders))]
+    mr = sink.register_mr(bytearray(1 << 20))
+    sim = FabricSim(random.Random(seed + 1))
+    for a, _, _ in flows:
+        sim.attach(a, delay_s=1e-6)
+    sim.attach(sink, delay_s=1e-6, ecn=ecn)
+    chunk = bytes(1 << 20)
+    for a, qa, _ in flows:
+        for i in range(write_bytes >> 20):
+            a.post_write(qa, i, chunk, remote_va=mr.va, r_key=mr.r_key)
+        sim.wake(a)
+    sim.run(warmup_s)
+    before = [sink.qp(qb).counters.rx_bytes for _, _, qb in flows]
+    cnps_before = sum(a.qp(qa).counters.cnps_received for a, qa, _ in flows)
+    port = sim.port_counters(sink)
+    wire_before = port.forwarded_bytes + port.forwarded_packets * sim.overhead_bytes - sim.queue_bytes(sink)
+    depth, rates = [], []
+    t = warmup_s
+    while t < warmup_s + window_s - 1e-12:
+        t += sample_s
+        sim.run(t)
+        depth.append(sim.queue_bytes(sink))
+        rates.append(tuple(a.qp(qa).cc.rate_bps for a, qa, _ in flows))
+    moved = [sink.qp(qb).counters.rx_bytes - b for (_, _, qb), b in zip(flows, before)]
+    flow_bps = tuple(m * 8 / window_s for m in moved)
+    wire = port.forwarded_bytes + port.forwarded_packets * sim.overhead_bytes - sim.queue_bytes(sink) - wire_before
+    return IncastResult(flow_bps, wire * 8 / window_s / rate_bps, jain_index(flow_bps), tuple(depth),
+                        sum(a.qp(qa).counters.cnps_received for a, qa, _ in flows) - cnps_before, tuple(rates))

@@ -17,7 +17,7 @@ from enum import IntEnum
 
 from rocelab.ethernet import (ECN_CE, ECN_MASK, ETH, ETH_P_8021Q, ETH_P_IPV4, ETH_P_MAC_CONTROL, IPPROTO_UDP, IPV4,
                               IPV4_DONT_FRAGMENT, MAC_CONTROL_PAUSE, MAC_CONTROL_PFC, MIN_FRAME_BYTES, ROCE_UDP_PORT,
-                              PRIORITIES, ipv4_checksum)
+                              PRIORITIES, ipv4_checksum, padded)
 from rocelab.roce.icrc import ICRC, ICRC_BYTES, icrc, mask_variant_fields
 
 
@@ -302,6 +302,7 @@ def parse_frame(frame: bytes) -> RocePacket | PauseFrame:
 
 
 def _parse_mac_control(frame: bytes, off: int) -> PauseFrame:
+    frame = padded(frame)  # a short PFC/PAUSE frame is read as the MAC pads it: missing times are 0
     if len(frame) < off + MAC_CONTROL_OPCODE.size:
         raise MalformedFrame("truncated")
     (opcode,) = MAC_CONTROL_OPCODE.unpack_from(frame, off)

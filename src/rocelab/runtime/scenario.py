@@ -42,11 +42,11 @@ def agents_not_realtime(record: LabState) -> dict[str, str]:
     return {node: how for node, how in got.items() if how != REALTIME}
 
 
-def start_clean(record: LabState, cc: str) -> None:
-    """Before a measurement: the NICs' congestion control for the QPs they connect next,
-    and every agent's counters (and watermarks) cleared."""
+def start_clean(record: LabState, cc: str, dcqcn: str | None = None) -> None:
+    """Before a measurement: the NICs' congestion control (and DCQCN parameter set, None: the
+    lab's) for the QPs they connect next, and every agent's counters (and watermarks) cleared."""
     for sock in agent_sockets(record, "nicd").values():
-        control.request(sock, "set_cc", algorithm=cc)
+        control.request(sock, "set_cc", algorithm=cc, dcqcn=dcqcn)
     for sock in [*agent_sockets(record, "switchd").values(), *agent_sockets(record, "nicd").values()]:
         control.request(sock, "clear")
 
@@ -109,7 +109,7 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, lab_cc: str
     for imp in case.impair:
         control.request(switches[imp.node], "impair", port=imp.port, delay_s=imp.delay_s * record.tdf,
                         jitter_s=imp.jitter_s * record.tdf, loss_pct=imp.loss_pct)
-    start_clean(record, case.cc or lab_cc)
+    start_clean(record, case.cc or lab_cc, case.dcqcn)
     watch = Watch(record)
     spec = case.traffic
     probes = {f"{n}:{i}": Probe(record.node(n).netns, i).start() for n, i in case.probes}

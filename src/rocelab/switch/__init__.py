@@ -22,6 +22,7 @@ Counters (`Switch.counters`, JSON-able):
          "tx_packets", "tx_bytes",                       # data frames sent (no PFC)
          "drops": {reason: {"packets", "bytes"}},        # parsing, routing, the link
          "pfc_rx_frames": [8], "pfc_tx_frames": [8],     # per priority, XON included
+         "pause_rx_frames",                              # 802.3x PAUSE, honoured or not
          "paused_time_s": [8],                           # time the peer held us paused
          "queues": [8 × {"tx_packets", "tx_bytes", "ecn_marked_packets",
                          "ecn_marked_bytes", "depth_bytes", "watermark_bytes",

@@ -113,7 +113,10 @@ def load_profile(path: str | None, tdf: int) -> QosProfile:
 class Switchd:
     def __init__(self, config: dict):
         self.config = config
-        self.specs = [PortSpec(p["name"], p["mac"], p["rate_bps"], p["delay_s"]) for p in config["ports"]]
+        # A port's "global_flow_control_rx" (optional, default false as on SONiC) makes it honour 802.3x PAUSE.
+        self.specs = [PortSpec(p["name"], p["mac"], p["rate_bps"], p["delay_s"],
+                               global_flow_control_rx=bool(p.get("global_flow_control_rx", False)))
+                      for p in config["ports"]]
         self.cable_delay_s = {p["name"]: p["delay_s"] for p in config["ports"]}
         self.names = [p.name for p in self.specs]
         self.ipr = IPRoute()

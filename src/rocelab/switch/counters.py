@@ -14,7 +14,10 @@ NOT_IPV4 = "not_ipv4"  # another EtherType (ARP, IPv6, LLDP …): the kernel's b
 NOT_FOR_US = "not_for_us"  # unicast to another MAC: a router drops it
 BAD_IPV4_HEADER = "bad_ipv4_header"  # version ≠ 4 or IHL < 5
 BAD_IPV4_CHECKSUM = "bad_ipv4_checksum"
-MAC_CONTROL_UNSUPPORTED = "mac_control_unsupported"  # MAC Control other than PFC
+MAC_CONTROL_UNSUPPORTED = "mac_control_unsupported"  # MAC Control other than PFC and PAUSE
+# 802.3x PAUSE on a port whose global flow control is off (SAI's default, SONiC's only
+# setting): the MAC counts it (pause_rx_frames) and discards it.
+FLOW_CONTROL_DISABLED = "flow_control_disabled"
 TTL_EXPIRED = "ttl_expired"
 NO_ROUTE = "no_route"
 TO_SELF = "to_self"  # addressed to one of the switch's own addresses

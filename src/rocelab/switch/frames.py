@@ -1,4 +1,5 @@
-"""Wire formats the switch core reads and writes: Ethernet, 802.1Q, IPv4, 802.1Qbb PFC.
+"""Wire formats the switch core reads and writes: Ethernet, 802.1Q, IPv4, 802.1Qbb PFC,
+802.3x PAUSE.
 
 One precompiled `struct.Struct` per header (STYLE.md rule 9); tests check each against
 scapy's layer. Everything here works on bytes, bytearray and memoryview alike.
@@ -9,7 +10,7 @@ from __future__ import annotations
 import struct
 from typing import Mapping
 
-from rocelab.ethernet import ETH_P_MAC_CONTROL, MAC_CONTROL_PFC, MIN_FRAME_BYTES
+from rocelab.ethernet import ETH_P_MAC_CONTROL, MAC_CONTROL_PAUSE, MAC_CONTROL_PFC, MIN_FRAME_BYTES, padded
 from rocelab.qos.model import PRIORITIES
 
 
@@ -33,6 +34,8 @@ IPV4_L4 = struct.Struct("!xBH2xHBB2xIIHH")
 L4_PORTS = struct.Struct("!HH")
 # dst MAC, src MAC, EtherType, opcode, class-enable vector, 8 pause times (priority 0 first)
 PFC = struct.Struct("!6s6sHHH8H")
+# dst MAC, src MAC, EtherType, opcode, pause_time (802.3x: one time for the whole link)
+PAUSE = struct.Struct("!6s6sHHH")
 
 # IPv4 flags/fragment-offset field: more-fragments flag and offset. Any fragment is hashed
 # on its addresses alone, so all pieces of a datagram take one path.
@@ -61,10 +64,18 @@ def build_pfc(src_mac: bytes, quanta: Mapping[int, int]) -> bytes:
 
 def parse_pfc(frame: bytes | bytearray | memoryview) -> dict[int, int] | None:
     """{priority: quanta} for each enabled class of an untagged PFC frame, or None when
-    the frame is not one (too short, another EtherType or MAC Control opcode)."""
-    if len(frame) < PFC.size:
-        return None
-    _dst, _src, ethertype, opcode, enable, *times = PFC.unpack_from(frame)
+    the frame is not one (another EtherType or MAC Control opcode). A short frame is read
+    padded: a missing pause time is 0, an XON for its priority if that class is enabled."""
+    _dst, _src, ethertype, opcode, enable, *times = PFC.unpack_from(padded(frame))
     if ethertype != ETH_P_MAC_CONTROL or opcode != MAC_CONTROL_PFC:
         return None
     return {p: times[p] for p in range(PRIORITIES) if enable >> p & 1}
+
+
+def parse_pause(frame: bytes | bytearray | memoryview) -> int | None:
+    """The pause_time (quanta) of an untagged 802.3x PAUSE frame, read padded like
+    `parse_pfc`, or None when the frame is not one."""
+    _dst, _src, ethertype, opcode, quanta = PAUSE.unpack_from(padded(frame))
+    if ethertype != ETH_P_MAC_CONTROL or opcode != MAC_CONTROL_PAUSE:
+        return None
+    return quanta

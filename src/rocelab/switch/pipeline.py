@@ -21,7 +21,7 @@ from typing import Sequence
 from rocelab.qos.model import PRIORITIES, QosProfile, port_qos
 from rocelab.registry import Registry
 from rocelab.switch.counters import (
-    BAD_IPV4_CHECKSUM, BAD_IPV4_HEADER, IMPAIRMENT_LOSS, MAC_CONTROL_UNSUPPORTED, NO_ROUTE,
+    BAD_IPV4_CHECKSUM, BAD_IPV4_HEADER, FLOW_CONTROL_DISABLED, IMPAIRMENT_LOSS, MAC_CONTROL_UNSUPPORTED, NO_ROUTE,
     NOT_FOR_US, NOT_IPV4, OVERSIZED, PFCWD_DROP, TO_SELF, TRUNCATED, TTL_EXPIRED, WRED_DROP,
     TAIL_DROP, count_drop, drops_json,
 )
@@ -29,7 +29,7 @@ from rocelab.switch.fib import Fib, RouteTable, ecmp_hash
 from rocelab.ethernet import (ECN_CE, ECN_MASK, ETH_P_8021Q, ETH_P_IPV4, ETH_P_MAC_CONTROL, IPPROTO_TCP, IPPROTO_UDP,
                               PauseTimers, mac_bytes, pause_duration_s)
 from rocelab.switch.frames import (
-    ETH_HEADER_BYTES, IPV4, IPV4_FRAGMENT_MASK, IPV4_HEADER_BYTES, IPV4_L4, L4_PORTS, L4_PORTS_BYTES, MAX_FRAME_BYTES, PFC_XOFF_QUANTA, TTL_DECREMENT_DELTA, VLAN_TAG_BYTES, build_pfc, parse_pfc,
+    ETH_HEADER_BYTES, IPV4, IPV4_FRAGMENT_MASK, IPV4_HEADER_BYTES, IPV4_L4, L4_PORTS, L4_PORTS_BYTES, MAX_FRAME_BYTES, PFC_XOFF_QUANTA, TTL_DECREMENT_DELTA, VLAN_TAG_BYTES, build_pfc, parse_pause, parse_pfc,
 )
 from rocelab.switch.mmu import DEFAULT_LOSSY_PROFILE, PgBuffer, Pool, QueueBuffer
 from rocelab.switch.pfc import STORM_DETECTED, STORM_RESTORED, QueueWatchdog
@@ -50,7 +50,9 @@ _IP_TOS, _IP_TTL, _IP_CHECKSUM = _IP + 1, _IP + 8, _IP + 10
 @dataclass(frozen=True)
 class PortSpec:
     """A front-panel port as the shell sees it. `rate_bps` is the emulated (dilated) rate;
-    delay, jitter and loss impair the link out of this port."""
+    delay, jitter and loss impair the link out of this port. `global_flow_control_rx`:
+    honour 802.3x PAUSE (SAI_PORT_ATTR_GLOBAL_FLOW_CONTROL_MODE rx; SAI's default and
+    SONiC's only setting is disabled)."""
 
     name: str
     mac: str
@@ -59,6 +61,7 @@ class PortSpec:
     jitter_s: float = 0.0
     loss_pct: float = 0.0
     burst_bytes: int = DEFAULT_BURST_BYTES
+    global_flow_control_rx: bool = False
 
 
 class _Pg(PgBuffer):
@@ -115,8 +118,8 @@ class _Port:
 
     __slots__ = ("name", "mac", "rate_bps", "qos", "pfc_enable", "pgs", "queues", "scheduler",
                  "bucket", "link", "backlog_packets", "next_tx_s", "flows", "pause",
-                 "pfc_refresh_s", "pfc_rx_frames", "pfc_tx_frames", "rx_packets", "rx_bytes",
-                 "drops")
+                 "global_flow_control_rx", "link_paused_until_s", "pfc_refresh_s", "pfc_rx_frames",
+                 "pfc_tx_frames", "pause_rx_frames", "rx_packets", "rx_bytes", "drops")
 
     def __init__(self, spec: PortSpec, profile: QosProfile, pools: dict[str, Pool],
                  schedulers: Registry, rng: random.Random):
@@ -152,10 +155,13 @@ class _Port:
         self.next_tx_s = INF  # earliest time the port may have something to send
         self.flows: dict[tuple, tuple] = {}
         self.pause = PauseTimers()
+        self.global_flow_control_rx = spec.global_flow_control_rx
+        self.link_paused_until_s = 0.0  # an honoured 802.3x PAUSE holds every queue until then
         # Refresh our XOFF at half the pause it asks for, so the peer's never runs out.
         self.pfc_refresh_s = pause_duration_s(PFC_XOFF_QUANTA, spec.rate_bps) / 2
         self.pfc_rx_frames = [0] * PRIORITIES
         self.pfc_tx_frames = [0] * PRIORITIES
+        self.pause_rx_frames = 0  # SAI_PORT_STAT_PAUSE_RX_PKTS: honoured or not
         self.rx_packets = self.rx_bytes = 0
         self.drops: dict[str, list[int]] = {}
 
@@ -226,7 +232,7 @@ class Switch:
             return count_drop(port.drops, TRUNCATED, size)
         ethertype = frame[12] << 8 | frame[13]
         if ethertype == ETH_P_MAC_CONTROL:
-            return self._receive_pfc(port, frame, size, now)
+            return self._receive_mac_control(port, frame, size, now)
         if ethertype == ETH_P_8021Q:
             if size < ETH_HEADER_BYTES + VLAN_TAG_BYTES:
                 return count_drop(port.drops, TRUNCATED, size)
@@ -351,12 +357,27 @@ class Switch:
 
     # ---- PFC -------------------------------------------------------------------------
 
-    def _receive_pfc(self, port: _Port, frame, size: int, now: float) -> None:
-        """Honour a peer's PFC frame on this port's egress queues; never forwarded.
-        Frames for priorities outside the port's pfc_enable are counted, not honoured."""
+    def _receive_mac_control(self, port: _Port, frame, size: int, now: float) -> None:
+        """A MAC Control frame is the MAC's own, never forwarded: PFC or 802.3x PAUSE is
+        counted and honoured where the port is set to; any other opcode is dropped."""
         quanta = parse_pfc(frame)
-        if quanta is None:
+        if quanta is not None:
+            return self._receive_pfc(port, quanta, now)
+        pause_quanta = parse_pause(frame)
+        if pause_quanta is None:
             return count_drop(port.drops, MAC_CONTROL_UNSUPPORTED, size)
+        port.pause_rx_frames += 1
+        if not port.global_flow_control_rx:
+            return count_drop(port.drops, FLOW_CONTROL_DISABLED, size)
+        # 802.3x holds the whole transmitter, every queue alike, until the time runs out
+        # or an XON (pause_time 0) arrives.
+        port.link_paused_until_s = now + pause_duration_s(pause_quanta, port.rate_bps)
+        if port.backlog_packets:
+            port.next_tx_s = now  # _transmit waits out the pause, or resumes after an XON
+
+    def _receive_pfc(self, port: _Port, quanta: dict[int, int], now: float) -> None:
+        """Honour a peer's PFC frame on this port's egress queues. Frames for priorities
+        outside the port's pfc_enable are counted, not honoured."""
         watch = False
         for priority, q in quanta.items():
             port.pfc_rx_frames[priority] += 1
@@ -487,6 +508,9 @@ class Switch:
 
     def _transmit(self, port: _Port, now: float, out: list) -> None:
         """Send from the port's queues while its token bucket allows."""
+        if port.link_paused_until_s > now:  # 802.3x PAUSE: the whole port waits
+            port.next_tx_s = port.link_paused_until_s
+            return
         bucket = port.bucket
         start = bucket.start_s(now, port.next_tx_s)
         s_per_byte = bucket.s_per_byte
@@ -553,6 +577,7 @@ class Switch:
                 "drops": drops_json(port.drops),
                 "pfc_rx_frames": list(port.pfc_rx_frames),
                 "pfc_tx_frames": list(port.pfc_tx_frames),
+                "pause_rx_frames": port.pause_rx_frames,
                 "paused_time_s": [port.pause.paused_time_s(p, now) for p in range(PRIORITIES)],
                 "queues": queues,
                 "pgs": pgs,
@@ -567,6 +592,7 @@ class Switch:
             port.drops.clear()
             port.pfc_rx_frames = [0] * PRIORITIES
             port.pfc_tx_frames = [0] * PRIORITIES
+            port.pause_rx_frames = 0
             port.pause.clear(now)
             for q in port.queues:
                 q.tx_packets = q.tx_bytes = q.ecn_marked_packets = q.ecn_marked_bytes = 0

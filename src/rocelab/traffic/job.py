@@ -36,6 +36,7 @@ from rocelab.runtime.fidelity import Watch
 from rocelab.engines.state import LabState
 from rocelab.traffic.patterns import Pattern, PatternError, Plan, builtin_patterns
 from rocelab.traffic.summary import build_report
+from rocelab.traffic.calc import BITS_PER_BYTE
 from rocelab.traffic.runner import DONE, FAILED, GAP, WAITING
 from rocelab.traffic.spec import JobSpec
 
@@ -66,6 +67,15 @@ class Progress:
     iterations_done: int  # by the slowest host
     iterations: int
     hosts: Mapping[str, dict]  # host → its runner status
+    busbw_factor_bits: float = 0.0  # size × bus factor × 8: the bits one iteration counts as busbw
+
+    @property
+    def busbw_bps(self) -> float:
+        """busbw so far (emulated): the share of the job's bytes moved, counted as iterations, over
+        the time since the start (compute gaps included, unlike the report's per-iteration busbw)."""
+        if self.elapsed_s <= 0 or self.bytes_total <= 0:
+            return 0.0
+        return self.busbw_factor_bits * self.iterations * self.bytes_done / self.bytes_total / self.elapsed_s
 
 
 def lab_hosts(record: LabState) -> dict[str, str]:
@@ -162,7 +172,8 @@ def run_job(record: LabState, spec: JobSpec, *, on_progress: Callable[[Progress]
             start_at = clock() + START_MARGIN_S
             for h in hosts:
                 _ask(sockets, h, "job_start", job=job_id, start_at=start_at)
-            _watch(sockets, hosts, job_id, spec, start_at, on_progress, clock, sleep, stop)
+            _watch(sockets, hosts, job_id, spec, start_at, plan.size_bytes * plan.bus_factor * BITS_PER_BYTE,
+                   on_progress, clock, sleep, stop)
             fidelity = watch.result()
             results = {h: _ask(sockets, h, "job_result", job=job_id) for h in hosts}
         finally:
@@ -177,7 +188,7 @@ def run_job(record: LabState, spec: JobSpec, *, on_progress: Callable[[Progress]
 
 
 def _watch(sockets: Mapping[str, Path], hosts: tuple[str, ...], job_id: str, spec: JobSpec, start_at: float,
-           on_progress: Callable[[Progress], None] | None, clock: Callable[[], float],
+           busbw_factor_bits: float, on_progress: Callable[[Progress], None] | None, clock: Callable[[], float],
            sleep: Callable[[float], None], stop: Callable[[], bool]) -> None:
     last_moved = clock()
     last_mark = None
@@ -196,7 +207,8 @@ def _watch(sockets: Mapping[str, Path], hosts: tuple[str, ...], job_id: str, spe
             last_mark, last_moved = mark, now
         if on_progress is not None:
             on_progress(Progress(max(0.0, now - start_at), done, total,
-                                 min(s["iteration"] for s in status.values()), spec.iterations, status))
+                                 min(s["iteration"] for s in status.values()), spec.iterations, status,
+                                 busbw_factor_bits))
         if all(s["state"] == DONE for s in status.values()):
             return
         if stop():
