@@ -574,3 +574,51 @@ def test_dscp_maps_catch_a_cnp_moved_to_a_queue_that_is_not_strict(tmp_path: Pat
     assert {(f.device, f.port) for f in findings} == {("spine1", "Ethernet0 (eth1)"), ("spine1", "Ethernet4 (eth2)")}
     assert findings[0].what == ("this port's map moves CNPs (DSCP 48) from TC 6 to TC 5, whose queue is not "
                                 "strict priority here")
+
+
+@pytest.mark.parametrize("leaf1,expected", [
+    ({"pg_profile_lookup": "nowhere.ini"}, "devices.leaf1.pg_profile_lookup (line {line}): 'nowhere.ini' is not a file"),
+    ({"default_pfcwd_status": "on"}, "devices.leaf1.default_pfcwd_status (line {line}): 'on' is not valid "
+                                     "(expected enable or disable)"),
+    ({"voq_host": "lc1"}, "devices.leaf1.voq_host (line {line}): 'lc1' is not a line card"),
+])
+def test_bad_sonic_settings_name_fabric_yml_and_the_field(tmp_path: Path, leaf1: dict, expected: str) -> None:
+    with pytest.raises(InputError) as info:
+        _mini(tmp_path, leaf1=leaf1)
+    assert re.search(re.escape(f"{tmp_path}/fabric.yml: " + expected).replace(re.escape("{line}"), r"\d+"),
+                     str(info.value))
+
+
+def test_pg_profile_lookup_under_the_dynamic_buffer_model_is_an_error(tmp_path: Path) -> None:
+    dynamic = _template()
+    dynamic["DEVICE_METADATA"]["localhost"]["buffer_model"] = "dynamic"
+    with pytest.raises(InputError, match=r"devices\.leaf1\.pg_profile_lookup \(line \d+\): .*leaf1\.json uses the "
+                                         r"dynamic buffer model"):
+        _mini(tmp_path, configs={"leaf1": dynamic}, leaf1={"pg_profile_lookup": "lookup.ini"})
+
+
+def test_a_malformed_lookup_file_named_in_fabric_yml_is_reported_by_line_and_column(tmp_path: Path) -> None:
+    (tmp_path / "bad.ini").write_text("100000 40m 0 18432 lots -3\n")
+    with pytest.raises(InputError) as info:
+        _mini(tmp_path, leaf1={"pg_profile_lookup": "bad.ini"})
+    (problem,) = info.value.problems
+    assert (problem.file, problem.path) == (f"{tmp_path}/bad.ini", "line 1 column 20")
+
+
+def test_default_pfcwd_leaves_ports_without_a_neighbour_unguarded_and_says_so(tmp_path: Path) -> None:
+    leaf1 = _template()
+    leaf1["DEVICE_NEIGHBOR"] = {"Ethernet0": {"name": "h1", "port": "eth1"}}  # the uplink is not listed
+    (finding,) = lint(_mini(tmp_path, configs={"leaf1": leaf1}))
+    assert (finding.check, finding.device, finding.port) == ("pfc-watchdog", "leaf1", "Ethernet4 (eth2)")
+    assert finding.source.endswith(
+        "leaf1.json: PFC_WD has no entry for Ethernet4, and pfcwd start_default (" + f"{tmp_path}/leaf1.json: "
+        "DEVICE_METADATA.localhost.default_pfcwd_status enable: action drop, detection 200 ms, restoration 200 ms) "
+        "guards only DEVICE_NEIGHBOR ports")
+
+
+def test_sonic_settings_on_an_eos_device_are_an_error(tmp_path: Path) -> None:
+    spec_dir = tmp_path / "fabric"
+    shutil.copytree(GOOD, spec_dir)
+    _replace(spec_dir / "fabric.yml", "    eos: spine1.cfg\n", "    eos: spine1.cfg\n    default_pfcwd_status: enable\n")
+    with pytest.raises(InputError, match=r"devices\.spine1 \(line \d+\): sets `default_pfcwd_status`, which SONiC devices take"):
+        load_fabric_spec(spec_dir)

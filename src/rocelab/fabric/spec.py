@@ -476,7 +476,7 @@ def _device_entries(reader: _Reader, raw: Any, base: Path) -> list[_DeviceEntry]
             reader.bad(path, "`segment_bytes` and `buffer` are for EOS devices",
                        "a config_db.json holds its own buffer model")
         if fmt == "eos" and (set(_SONIC_KEYS) & set(spec)):
-            reader.bad(path, f"`{'`, `'.join(k for k in _SONIC_KEYS if k in spec)}` are for SONiC devices",
+            reader.bad(path, f"sets `{'`, `'.join(k for k in _SONIC_KEYS if k in spec)}`, which SONiC devices take",
                        "an EOS device's platform buffers are its `buffer`")
         segment_bytes = reader.integer(spec, (*path, "segment_bytes"), 1, 65536, required=False)
         buffer, lines = _buffer(reader, spec["buffer"], (*path, "buffer")) \
