@@ -739,3 +739,13 @@ def test_a_port_map_renders_as_port_aliases_and_loads_back() -> None:
                                             "Ethernet1": {"alias": "Ethernet1/1", "index": "1"}},
                                    "PORT_QOS_MAP": {"Ethernet1": {"pfc_enable": "3"}}}, "real")
     assert real.lab_ports == {"eth1": "Ethernet1", "eth2": "Ethernet2"}
+
+
+def test_a_port_without_a_speed_is_an_error_at_its_port_entry() -> None:
+    # A template rendering's qos and buffers parts hold no PORT table: buffermgrd has no speed.
+    doc = {name: table for name, table in TEMPLATE.items() if name != "PORT"}
+    with pytest.raises(InputError) as info:
+        _derived(doc)
+    assert [(p.file, p.path) for p in info.value.problems] == [
+        ("t0.json", "PORT.Ethernet0.speed"), ("t0.json", "PORT.Ethernet4.speed")]
+    assert "buffermgrd looks the port's speed and cable up in lookup.ini" in info.value.problems[0].message

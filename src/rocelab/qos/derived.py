@@ -141,7 +141,7 @@ def derive_lossless_pgs(profile: QosProfile, facts: SwitchFacts,
         raise InputError([Problem(config_source, "BUFFER_POOL", f"has no {LOSSLESS_POOL}",
                                   "buffermgrd puts the lossless PGs it derives from "
                                   "pg_profile_lookup.ini in that pool")])
-    problems = Problems(lookup_source)
+    problems, config_problems = Problems(lookup_source), Problems(config_source)
     notes = set(profile.notes)
     origins: dict[str, str] = {}
     ports = dict(profile.ports)
@@ -156,11 +156,15 @@ def derive_lossless_pgs(profile: QosProfile, facts: SwitchFacts,
         if port.cable == "0m":
             notes.add('ports with CABLE_LENGTH "0m": buffermgrd gives them no lossless PG')
             continue
-        row = lookup.get((port.speed or "", port.cable))
+        if port.speed is None:
+            config_problems.add(f"PORT.{name}.speed", "missing (buffermgrd looks the port's speed and cable "
+                                                      f"up in {lookup_source})", "e.g. \"100000\" for 100G")
+            continue
+        row = lookup.get((port.speed, port.cable))
         if row is None:
             speeds = sorted({s for s, _ in lookup}, key=int)
             cables = sorted({c for s, c in lookup if s == port.speed}, key=lambda c: int(c[:-1]))
-            problems.add("", f"has no row for speed {port.speed or '(none)'} and cable {port.cable}, "
+            problems.add("", f"has no row for speed {port.speed} and cable {port.cable}, "
                              f"which {name} has ({config_source}: PORT.{name}.speed, {port.cable_where})",
                          f"cables for speed {port.speed}: {', '.join(cables)}" if cables else
                          f"speeds: {', '.join(speeds) or 'none'}")
@@ -174,7 +178,8 @@ def derive_lossless_pgs(profile: QosProfile, facts: SwitchFacts,
         ports[name] = replace(qos, pgs=dict(sorted(pgs.items())))
         notes.add(f"lossless BUFFER_PG entries (<port>|<pfc_enable priorities>) derived as buffermgrd "
                   f"does, from {lookup_source}")
-    problems.raise_if_any()
+    if problems.items or config_problems.items:
+        raise InputError(config_problems.items + problems.items)
     return DerivedPgs(replace(profile, ports=ports, notes=tuple(sorted(notes))), origins)
 
 
