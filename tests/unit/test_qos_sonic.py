@@ -749,3 +749,11 @@ def test_a_port_without_a_speed_is_an_error_at_its_port_entry() -> None:
     assert [(p.file, p.path) for p in info.value.problems] == [
         ("t0.json", "PORT.Ethernet0.speed"), ("t0.json", "PORT.Ethernet4.speed")]
     assert "buffermgrd looks the port's speed and cable up in lookup.ini" in info.value.problems[0].message
+
+
+def test_a_rows_threshold_must_be_a_dynamic_th_when_the_pool_is_dynamic() -> None:
+    with pytest.raises(InputError) as info:
+        _derived(TEMPLATE, LOOKUP.replace(" -3 ", " 600000 "))
+    (problem,) = info.value.problems
+    assert (problem.file, problem.path) == ("lookup.ini", "line 2")
+    assert "threshold 600000 is not a dynamic_th (expected -8 to 7" in problem.message

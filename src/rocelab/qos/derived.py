@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 from rocelab.errors import InputError, Problem, Problems
-from rocelab.qos.model import BufferPool, BufferProfile, PfcWatchdog, QosProfile
+from rocelab.qos.model import DYNAMIC_TH_MAX, DYNAMIC_TH_MIN, BufferPool, BufferProfile, PfcWatchdog, QosProfile
 
 LOSSLESS_POOL = "ingress_lossless_pool"  # the pool buffermgrd's profiles draw from
 PFCWD_DETECTION_MS = 200
@@ -134,8 +134,9 @@ def derive_lossless_pgs(profile: QosProfile, facts: SwitchFacts,
                         lookup: Mapping[tuple[str, str], LookupRow], lookup_source: str,
                         config_source: str) -> DerivedPgs:
     """The profile with the lossless PGs buffermgrd creates (module docstring). Raises
-    InputError naming the lookup file when a port's speed and cable have no row, and the
-    config file when the lossless pool is missing."""
+    InputError naming the lookup file when a port's speed and cable have no row or a row's
+    threshold does not fit the pool's mode, and the config file when the lossless pool or a
+    lossless port's speed is missing."""
     pool = profile.pools.get(LOSSLESS_POOL)
     if pool is None:
         raise InputError([Problem(config_source, "BUFFER_POOL", f"has no {LOSSLESS_POOL}",
@@ -170,6 +171,11 @@ def derive_lossless_pgs(profile: QosProfile, facts: SwitchFacts,
                          f"speeds: {', '.join(speeds) or 'none'}")
             continue
         key = lossless_profile_name(row.speed, row.cable)
+        if pool.mode == "dynamic" and not DYNAMIC_TH_MIN <= row.threshold <= DYNAMIC_TH_MAX \
+                and key not in facts.buffer_profiles:
+            problems.add(f"line {row.line}", f"threshold {row.threshold} is not a dynamic_th (expected "
+                                             f"{DYNAMIC_TH_MIN} to {DYNAMIC_TH_MAX}: {LOSSLESS_POOL} is dynamic)")
+            continue
         buffer = facts.buffer_profiles.get(key) or _profile(key, row, pool)
         origins.setdefault(key, f"{lookup_source}: line {row.line} (speed {row.speed}, cable {row.cable})"
                            if key not in facts.buffer_profiles else

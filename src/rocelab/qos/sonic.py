@@ -49,7 +49,7 @@ from rocelab.qos.model import (
     Scheduler,
     WredProfile,
 )
-from rocelab.qos.model import PRIORITIES, TRAFFIC_CLASSES
+from rocelab.qos.model import DYNAMIC_TH_MAX, DYNAMIC_TH_MIN, PRIORITIES, TRAFFIC_CLASSES
 from rocelab.qos.ports import LAB_PORT, LANES_PER_PORT, lab_to_sonic, port_number
 
 T = TypeVar("T")
@@ -126,7 +126,7 @@ _Kind = _Int | _Choice | _Bool | _Priorities
 # Ranges are those of SONiC's YANG models (sonic-buffer-profile, sonic-pfcwd, …).
 _BYTES = _Int("a byte count", "38816")
 _POOL_BYTES = _Int("a byte count", "12582912")
-_DYNAMIC_TH = _Int("a dynamic_th exponent", "-5", lo=-8, hi=7)
+_DYNAMIC_TH = _Int("a dynamic_th exponent", "-5", lo=DYNAMIC_TH_MIN, hi=DYNAMIC_TH_MAX)
 _PERCENT = _Int("a percentage", "20", hi=100)
 _WEIGHT = _Int("a scheduler weight", "60", lo=1, hi=100)
 _DETECTION_MS = _Int("a detection time in ms", "200", lo=100, hi=5000)
