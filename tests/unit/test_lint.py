@@ -111,7 +111,13 @@ def test_eos_device_gets_the_platform_buffers(good: FabricSpec) -> None:
 
 BROKEN_FAILURES = {("dscp-maps", "leaf2"), ("roce-lossless", "leaf2"), ("cnp-strict", "spine2"),
                    ("ecn-before-pfc", "spine2"), ("headroom", "leaf1"), ("mtu", "spine1"),
-                   ("buffer-pool", "leaf1"), ("pfc-watchdog", "leaf2")}
+                   ("buffer-pool", "leaf1"), ("pfc-watchdog", "leaf2"),
+                   # host findings name the host: h1 trusts PCP and sizes its headroom for 1 m,
+                   # h2 enables PFC on 4 too and sends CNPs with DSCP 46, h3's reaction point is
+                   # off, h4's MTU is too small; h3 and h4 put RoCE on priority 3, which leaf2's
+                   # broken DSCP map puts on 1
+                   ("nic-trust", "h1"), ("nic-headroom", "h1"), ("nic-pfc", "h2"), ("nic-cnp", "h2"),
+                   ("nic-dcqcn", "h3"), ("nic-trust", "h3"), ("nic-mtu", "h4"), ("nic-trust", "h4")}
 
 
 def test_broken_fabric_fails_exactly_its_seeded_checks() -> None:
@@ -281,7 +287,13 @@ def test_headroom_of_an_eos_device_without_platform_buffers(tmp_path: Path) -> N
 def test_mtu_from_the_topology_and_from_the_device(tmp_path: Path) -> None:
     spec = _variant(tmp_path, lambda d: _replace(
         d / "topology.yml", '["h1:eth1", "leaf1:eth1"], cable: 3', '["h1:eth1", "leaf1:eth1"], cable: 3, mtu: 1500'))
-    (finding,) = _only(spec, "mtu", "leaf1")
+    # h1's NIC, at MTU 9000, now sends packets the link does not carry either.
+    finding, host = sorted(lint(spec), key=lambda f: f.check)
+    assert (host.check, host.device, host.configured) == ("nic-mtu", "h1", "MTU 9000")
+    assert host.required == "MTU ≤ 1500, as leaf1 Ethernet0 (eth1)"
+    assert "hosts/h1.sysfs.txt line 37 (ip link ens1f0np0 mtu); " in host.source
+    assert host.source.endswith("topology.yml: topology.links[4].mtu")
+    assert finding.check == "mtu"
     # RoCE MTU 4096 + IPv4 20 + UDP 8 + BTH 12 + RETH 16 + ICRC 4 = 4,156 B of IP packet.
     assert (finding.port, finding.configured) == ("Ethernet0 (eth1)", "IP MTU 1500")
     assert finding.required.startswith("IP MTU ≥ 4156")
@@ -290,7 +302,9 @@ def test_mtu_from_the_topology_and_from_the_device(tmp_path: Path) -> None:
     def small(doc: dict) -> None:
         doc["PORT"]["Ethernet4"]["mtu"] = "4000"
     spec = _variant(tmp_path / "b", lambda d: _config_db(d / "leaf2" / "config_db.json", small))
-    (finding,) = _only(spec, "mtu", "leaf2")
+    finding, host = sorted(lint(spec), key=lambda f: f.check)
+    assert (finding.check, host.check, host.device, host.required) == (
+        "mtu", "nic-mtu", "h4", "MTU ≤ 4000, as leaf2 Ethernet4 (eth2)")
     assert (finding.port, finding.configured) == ("Ethernet4 (eth2)", "IP MTU 4000")
     assert finding.source.endswith("leaf2/config_db.json: PORT.Ethernet4.mtu")
 

@@ -14,9 +14,14 @@ pytest_plugins = ["pytester"]
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 FULL_CONFIG_DB = ROOT / "tests" / "data" / "sonic" / "config_db_full.json"
-CHECKS = ("buffer-pool", "cnp-strict", "dscp-maps", "ecn-before-pfc", "headroom", "mtu",
-          "pfc-watchdog", "roce-lossless")
+SWITCH_CHECKS = ("buffer-pool", "cnp-strict", "dscp-maps", "ecn-before-pfc", "headroom", "mtu",
+                 "pfc-watchdog", "roce-lossless")
+HOST_CHECKS = ("nic-cnp", "nic-dcqcn", "nic-headroom", "nic-mtu", "nic-pfc", "nic-trust")
+CHECKS = tuple(sorted(SWITCH_CHECKS + HOST_CHECKS))
 SWITCHES = ("spine1", "spine2", "leaf1", "leaf2")
+LEAVES = ("leaf1", "leaf2")  # the switches cabled to hosts: the host checks apply to them alone
+PASSING = len(SWITCH_CHECKS) * len(SWITCHES) + len(HOST_CHECKS) * len(LEAVES)
+NOT_APPLICABLE = len(HOST_CHECKS) * (len(SWITCHES) - len(LEAVES))
 
 
 @pytest.fixture
@@ -33,14 +38,16 @@ def _failed(result: pytest.RunResult) -> set[str]:
 
 def test_good_fabric_passes(pytester: pytest.Pytester, fabrics: Path) -> None:
     result = pytester.runpytest("--fabric", "fabric-good", "-m", "rocelab_static", "-v")
-    result.assert_outcomes(passed=len(CHECKS) * len(SWITCHES))
+    result.assert_outcomes(passed=PASSING, skipped=NOT_APPLICABLE)
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines([
         "rocelab fabric: fabric-good from fabric-good/fabric.yml: spine1 (eos), spine2 (sonic), "
         "leaf1 (sonic), leaf2 (sonic)",
-        "collecting ... collected 39 items / 7 deselected / 32 selected",
+        "collecting ... collected 63 items / 7 deselected / 56 selected",
     ])
     assert "fabric-good/fabric.yml::buffer-pool[spine1] PASSED" in result.stdout.str()
+    assert "fabric-good/fabric.yml::nic-trust[leaf1] PASSED" in result.stdout.str()
+    assert "fabric-good/fabric.yml::nic-trust[spine1] SKIPPED" in result.stdout.str()
 
 
 BROKEN = {
@@ -78,13 +85,47 @@ BROKEN = {
         "leaf2 Ethernet0 (eth1) priority 3: a PFC storm on this port would stop its lossless "
         "traffic indefinitely: configured no PFC watchdog",
         "fabric-broken/leaf2/config_db.json: PFC_WD has no entry for Ethernet0"],
+    "nic-trust[leaf1]": [
+        "h1 eth1 priority 0: the NIC trusts PCP, but leaf1 Ethernet0 (eth1) classifies RoCE by "
+        "DSCP and sends it routed, untagged",
+        "configured Priority trust state pcp; leaf1 Ethernet0 (eth1): DSCP 26 → TC 3; required "
+        "Priority trust state dscp",
+        "from fabric-broken/hosts/h1.mlnx_qos.txt line 2 (Priority trust state); "
+        'fabric-broken/leaf1/config_db.json: DSCP_TO_TC_MAP.ROCE."26"'],
+    "nic-trust[leaf2]": [
+        "h3 eth1 priority 3: the NIC puts RoCE (DSCP 26) on priority 3, leaf2 Ethernet0 (eth1) "
+        "on priority 1",
+        "from fabric-broken/hosts/h3.mlnx_qos.txt line 7 (dscp2prio prio:3)"],
+    "nic-headroom[leaf1]": [
+        "h1 eth1: the NIC sizes its PFC headroom for a 1 m cable, shorter than the link to leaf1 "
+        "Ethernet0 (eth1): configured Cable len 1; required Cable len ≥ 3",
+        "from fabric-broken/hosts/h1.mlnx_qos.txt line 14 (Cable len)"],
+    "nic-pfc[leaf1]": [
+        "h2 eth1 priority 4: the NIC's PFC priorities differ from leaf1 Ethernet4 (eth2)'s "
+        "pfc_enable",
+        "configured PFC enabled on {3, 4}; required PFC enabled on {3}",
+        "from fabric-broken/hosts/h2.mlnx_qos.txt line 17 (PFC configuration enabled); "
+        "fabric-broken/leaf1/config_db.json: PORT_QOS_MAP.Ethernet4.pfc_enable"],
+    "nic-cnp[leaf1]": [
+        "h2 eth1 priority 0: CNPs leave with DSCP 46",
+        "configured cnp_dscp 46; required cnp_dscp 48 (hosts.cnp_dscp)",
+        "required queue 0 STRICT (toward spine1:Ethernet1)",
+        "from fabric-broken/hosts/h2.sysfs.txt line 2 (roce_np/cnp_dscp)"],
+    "nic-dcqcn[leaf2]": [
+        "h3 eth1 priority 3: DCQCN's roce_rp is off on RoCE's priority 3",
+        "configured roce_rp/enable/3 0 (enabled on none); required roce_rp/enable/3 1",
+        "from fabric-broken/hosts/h3.sysfs.txt line 31 (roce_rp/enable/3)"],
+    "nic-mtu[leaf2]": [
+        "h4 eth1: the netdev MTU gives RoCE an MTU of 2048, below hosts.roce_mtu 4096",
+        "configured MTU 4096; required MTU ≥ 4192",
+        "from fabric-broken/hosts/h4.sysfs.txt line 37 (ip link ens1f0np0 mtu)"],
 }
 
 
 def test_broken_fabric_fails_exactly_the_seeded_checks(pytester: pytest.Pytester,
                                                        fabrics: Path) -> None:
     result = pytester.runpytest("--fabric", "fabric-broken", "-m", "rocelab_static")
-    result.assert_outcomes(failed=len(BROKEN), passed=len(CHECKS) * len(SWITCHES) - len(BROKEN))
+    result.assert_outcomes(failed=len(BROKEN), passed=PASSING - len(BROKEN), skipped=NOT_APPLICABLE)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert _failed(result) == {f"fabric-broken/fabric.yml::{item}" for item in BROKEN}
     output = result.stdout.str()
@@ -94,8 +135,9 @@ def test_broken_fabric_fails_exactly_the_seeded_checks(pytester: pytest.Pytester
 @pytest.mark.parametrize("item", sorted(BROKEN))
 def test_each_seeded_defect_fails_with_its_message(pytester: pytest.Pytester, fabrics: Path,
                                                    item: str) -> None:
-    check, device = item[:-1].split("[")
-    result = pytester.runpytest("--fabric", "fabric-broken", "-m", "rocelab_static", "-k", f"{check} and {device}")
+    # -k matches substrings: headroom[leaf1] would select nic-headroom[leaf1] too
+    select = item if item.startswith("nic-") else f"{item} and not nic-{item}"
+    result = pytester.runpytest("--fabric", "fabric-broken", "-m", "rocelab_static", "-k", select)
     result.assert_outcomes(failed=1)
     output = result.stdout.str()
     for fragment in BROKEN[item]:
@@ -143,7 +185,7 @@ def test_a_whole_config_db_with_unrelated_tables_loads(pytester: pytest.Pytester
     # of its dynamic_th −3 PGs once the switch is busy.
     assert _failed(result) == {"fabric.yml::cnp-strict[leaf1]",
                                "fabric.yml::ecn-before-pfc[leaf1]"}
-    result.assert_outcomes(failed=2, passed=6)
+    result.assert_outcomes(failed=2, passed=6, skipped=len(HOST_CHECKS))  # no hosts.nics
     result.stdout.fnmatch_lines(["*configured Kmin 1,048,576 B; required Kmin < 875,061 B*"])
 
 
@@ -169,7 +211,7 @@ def _binary(root: Path) -> None:
      "fabric-good/spine1.cfg: line 25: `priority-flow-control priority 3 nodrop`: is not a "
      "priority-flow-control statement rocelab reads"),
     (_corrupt("fabric.yml", "  roce_mtu: 4096", "  roce_mtu: [4096"),
-     "fabric-good/fabric.yml: line 24, column 8: is not valid YAML: expected ',' or ']'"),
+     "fabric-good/fabric.yml: line 24, column 7: is not valid YAML: expected ',' or ']'"),
     (_corrupt("fabric.yml", "leaf2: {sonic: leaf2/config_db.json}",
               "leaf2: {sonic: leaf2/config.json}"),
      "fabric-good/fabric.yml: devices.leaf2.sonic (line 7): 'leaf2/config.json' is not a file"),
@@ -198,7 +240,8 @@ def test_junit_xml_carries_every_item(pytester: pytest.Pytester, fabrics: Path) 
     cases = {case.get("name"): case for case in suite.iter("testcase")}
     assert set(cases) == {f"{check}[{switch}]" for check in CHECKS for switch in SWITCHES}
     assert {case.get("classname") for case in cases.values()} == {"fabric-broken.fabric.yml"}
-    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("32", "8", "0")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors"), suite.get("skipped")) == (
+        str(len(CHECKS) * len(SWITCHES)), str(len(BROKEN)), "0", str(NOT_APPLICABLE))
     failure = cases["headroom[leaf1]"].find("failure")
     assert failure.get("message").startswith("headroom on leaf1")
     assert "required xoff ≥ 46,315 B" in failure.text
@@ -209,14 +252,15 @@ def test_junit_xml_carries_every_item(pytester: pytest.Pytester, fabrics: Path) 
 
 def test_markers_select_static_checks(pytester: pytest.Pytester, fabrics: Path) -> None:
     result = pytester.runpytest("--fabric", "fabric-good", "-m", "rocelab_static")
-    result.assert_outcomes(passed=32, deselected=7)
+    result.assert_outcomes(passed=PASSING, skipped=NOT_APPLICABLE, deselected=7)
     result = pytester.runpytest("--fabric", "fabric-good", "-m", "rocelab_dynamic", "--collect-only", "-q")
     assert [line for line in result.outlines if "::" in line] == [
         f"fabric-good/fabric.yml::{name}" for name in
         ("pfc-threshold[spine1:p3]", "pfc-threshold[spine2:p3]", "pfc-threshold[leaf1:p3]",
          "pfc-threshold[leaf2:p3]", "incast-lossless", "ecn-before-pfc", "allreduce-budget")]
     result = pytester.runpytest("--fabric", "fabric-good", "-m", "rocelab_static", "-k", "headroom")
-    result.assert_outcomes(passed=4, deselected=35)
+    # headroom[SWITCH] and nic-headroom[SWITCH], the latter not applicable on the spines
+    result.assert_outcomes(passed=6, skipped=2, deselected=55)
     result = pytester.runpytest("--markers")
     result.stdout.fnmatch_lines(["@pytest.mark.rocelab_static:*", "@pytest.mark.rocelab_dynamic:*"])
 
@@ -235,7 +279,7 @@ def test_fabric_spec_fixture_for_users_tests(pytester: pytest.Pytester, fabrics:
             assert fabric_spec.devices["spine1"].format == "eos"
         """)
     result = pytester.runpytest("--fabric", "fabric-good", "-m", "not rocelab_dynamic", "test_mine.py", "-rs")
-    result.assert_outcomes(passed=33)
+    result.assert_outcomes(passed=PASSING + 1, skipped=NOT_APPLICABLE)
     result = pytester.runpytest("test_mine.py", "-rs")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["*no fabric description: run pytest with --fabric DIR|FILE*"])

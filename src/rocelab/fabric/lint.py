@@ -34,137 +34,50 @@ config_db table/key or running-config line. Checks (REFERENCE.md for the why):
   headroom pool (the pool's xoff), PGs' xoff come from it: Σ size + pool xoff ≤ pool size.
 - pfc-watchdog: every port with pfc_enable has a PFC watchdog guarding all its lossless
   priorities.
+
+The host checks (nic-trust, nic-pfc, nic-cnp, nic-dcqcn, nic-mtu, nic-headroom) hold each
+NIC's own configuration against the switch port it is cabled to: rocelab.fabric.hostlint.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Iterator
 
+from rocelab.fabric.finding import (
+    Check,
+    Finding,
+    Hop,
+    bytes_text,
+    cabled,
+    cable_m,
+    device_hops,
+    hops,
+    link_of,
+    peer_label,
+    port_number,
+    priorities_text,
+)
+from rocelab.fabric.hostlint import HOST_CHECKS
 from rocelab.fabric.spec import Device, FabricSpec
 from rocelab.qos.headroom import ROCE_IP_OVERHEAD_BYTES, headroom, pg_trigger_bytes
 from rocelab.qos.model import PortQos
 from rocelab.registry import Registry
-from rocelab.model.topology import Link, Port
-from rocelab.units import PROPAGATION_M_PER_S
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One thing wrong on one device: what, where, configured vs required, and the source."""
-
-    check: str
-    device: str
-    port: str | None  # "Ethernet8 (eth3)": the device's name for it, then rocelab's
-    priority: int | None
-    what: str
-    configured: str
-    required: str
-    source: str
-
-    def __str__(self) -> str:
-        where = self.device
-        if self.port:
-            where += f" {self.port}"
-        if self.priority is not None:
-            where += f" priority {self.priority}"
-        return (f"{where}: {self.what}: configured {self.configured}; required "
-                f"{self.required}\n    from {self.source}")
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    summary: str
-    run: Callable[[FabricSpec, Device], list[Finding]]
-    # Why there is nothing to check on a device (reported as not applicable, never as passed);
-    # None where there is.
-    not_applicable: Callable[[FabricSpec, Device], str | None] = lambda spec, device: None
-
-
-@dataclass(frozen=True)
-class _Hop:
-    """A switch on a host-to-host path: where the packet enters and where it leaves."""
-
-    node: str
-    ingress: Port
-    egress: Port
-
-
-def _bytes(n: float) -> str:
-    return f"{n:,.0f} B"
-
-
-def _priorities(values: frozenset[int]) -> str:
-    return "{" + ", ".join(map(str, sorted(values))) + "}" if values else "none"
-
-
-def _cabled(spec: FabricSpec, device: Device) -> list[Port]:
-    return list(spec.fabric.node(device.name).ports)
-
-
-def _link(spec: FabricSpec, port: Port) -> Link:
-    return spec.fabric.links[port.link]
-
-
-def _peer(spec: FabricSpec, port: Port) -> str:
-    peer = spec.fabric.peer(port)
-    if peer.node in spec.devices:
-        return f"{peer.node}:{spec.devices[peer.node].port_name(peer.name)}"
-    return f"{peer.node}:{peer.name}"
-
-
-def _hops(spec: FabricSpec) -> set[_Hop]:
-    """Every (switch, ingress, egress) on every ECMP path between every pair of hosts."""
-    fabric = spec.fabric
-    hops: set[_Hop] = set()
-    for src in fabric.hosts:
-        for dst in fabric.hosts:
-            if src is dst:
-                continue
-            subnet = dst.ports[0].address.network
-            todo, seen = [fabric.peer(src.ports[0])], set()
-            while todo:
-                ingress = todo.pop()
-                node = fabric.node(ingress.node)
-                if not node.is_switch:
-                    continue
-                egress = [p for p in node.ports if p.address.network == subnet]
-                if not egress:
-                    route = next((r for r in node.routes if r.dst == subnet), None)
-                    hops_out = route.nexthops if route else ()
-                    egress = [fabric.port(node.name, h.port) for h in hops_out]
-                for out in egress:
-                    hop = _Hop(node.name, ingress, out)
-                    if hop not in seen:
-                        seen.add(hop)
-                        todo.append(fabric.peer(out))
-            hops |= seen
-    return hops
-
-
-def _number(port: Port) -> int:
-    return int(port.name[3:])
-
-
-def _device_hops(spec: FabricSpec, device: Device) -> list[_Hop]:
-    return sorted((h for h in _hops(spec) if h.node == device.name),
-                  key=lambda h: (_number(h.ingress), _number(h.egress)))
+from rocelab.model.topology import Port
 
 
 # ---------------------------------------------------------------- dscp-maps
 
 
-def _upstream(spec: FabricSpec, hops: set[_Hop], hop: _Hop) -> list[tuple[Device, Port]]:
+def _upstream(spec: FabricSpec, all_hops: set[Hop], hop: Hop) -> list[tuple[Device, Port]]:
     """The switch before this hop on RoCE's paths, with each of its ingress ports whose traffic
     it sends into this hop's ingress port (none where a host is cabled)."""
     peer = spec.fabric.peer(hop.ingress)
     if peer.node not in spec.devices:
         return []
-    ingresses = {h.ingress for h in hops if h.node == peer.node and h.egress == peer}
-    return [(spec.devices[peer.node], p) for p in sorted(ingresses, key=_number)]
+    ingresses = {h.ingress for h in all_hops if h.node == peer.node and h.egress == peer}
+    return [(spec.devices[peer.node], p) for p in sorted(ingresses, key=port_number)]
 
 
 def _class(device: Device, ingress: Port, egress: Port, dscp: int) -> str:
@@ -179,33 +92,33 @@ def check_dscp_maps(spec: FabricSpec, device: Device) -> list[Finding]:
     into a strict queue. Maps that differ elsewhere (dual-ToR's AZURE and AZURE_UPLINK) are
     not findings."""
     roce, cnp = spec.hosts.roce_dscp, spec.hosts.cnp_dscp
-    hops = _hops(spec)
+    all_hops = hops(spec)
     found: dict[tuple[int, int], Finding] = {}
 
-    def add(hop: _Hop, dscp: int, what: str, required: str, upstream: tuple[Device, Port] | None) -> None:
+    def add(hop: Hop, dscp: int, what: str, required: str, upstream: tuple[Device, Port] | None) -> None:
         qos = device.port(hop.ingress.name)
         tc = qos.dscp_to_tc[dscp]
         source = f"{device.origin.dscp_to_tc(qos, dscp)}; {device.origin.tc_to_queue(device.port(hop.egress.name), tc)}"
         if upstream:
             up_device, up_port = upstream
             source += f"; {up_device.origin.dscp_to_tc(up_device.port(up_port.name), dscp)}"
-        found.setdefault((_number(hop.ingress), dscp), Finding(
+        found.setdefault((port_number(hop.ingress), dscp), Finding(
             "dscp-maps", device.name, device.label(hop.ingress.name), tc, what,
             _class(device, hop.ingress, hop.egress, dscp), required, source))
 
-    for hop in _device_hops(spec, device):
+    for hop in device_hops(spec, device):
         qos = device.port(hop.ingress.name)
         tc = qos.dscp_to_tc[roce]
-        toward = f"hop {_peer(spec, hop.ingress)} → {device.name} → {_peer(spec, hop.egress)}"
+        toward = f"hop {peer_label(spec, hop.ingress)} → {device.name} → {peer_label(spec, hop.egress)}"
         if tc not in qos.pfc_enable:
             add(hop, roce, f"this port's map puts RoCE (DSCP {roce}) in TC {tc}, which is lossy here",
-                f"DSCP {roce} → a pfc_enable TC ({_priorities(qos.pfc_enable)}) ({toward})", None)
-        for up_device, up_port in _upstream(spec, hops, hop):
+                f"DSCP {roce} → a pfc_enable TC ({priorities_text(qos.pfc_enable)}) ({toward})", None)
+        for up_device, up_port in _upstream(spec, all_hops, hop):
             up = up_device.port(up_port.name)
             up_tc = up.dscp_to_tc[roce]
             into = spec.fabric.peer(hop.ingress)  # the hop before's egress port
             before = (f"as on {up_device.name} {up_device.label(up_port.name)}, the hop before "
-                      f"({_peer(spec, hop.ingress)})")
+                      f"({peer_label(spec, hop.ingress)})")
             if tc in qos.pfc_enable and up_tc in up.pfc_enable and tc != up_tc:
                 add(hop, roce, f"RoCE (DSCP {roce}) is TC {tc} here but TC {up_tc} on {up_device.name}: "
                                f"this port's PFC pauses priority {tc}, which does not hold RoCE back there",
@@ -233,32 +146,32 @@ def check_dscp_maps(spec: FabricSpec, device: Device) -> list[Finding]:
 def check_roce_lossless(spec: FabricSpec, device: Device) -> list[Finding]:
     dscp, priority = spec.hosts.roce_dscp, spec.hosts.roce_priority
     found: dict[tuple[int, str], Finding] = {}
-    for hop in _device_hops(spec, device):
+    for hop in device_hops(spec, device):
         qos_in = device.port(hop.ingress.name)
         tc = qos_in.dscp_to_tc[dscp]
         for port, role in ((hop.ingress, "sends PFC for it"), (hop.egress, "honours its PFC")):
             qos = device.port(port.name)
             if tc not in qos.pfc_enable:
-                found.setdefault((_number(port), "lossy"), Finding(
+                found.setdefault((port_number(port), "lossy"), Finding(
                     "roce-lossless", device.name, device.label(port.name), tc,
                     f"RoCE (DSCP {dscp}, TC {tc}) is lossy here: this port {role} only on its "
                     "pfc_enable priorities",
-                    f"pfc_enable {_priorities(qos.pfc_enable)}, DSCP {dscp} → TC {tc}",
-                    f"TC {tc} in pfc_enable (hop {_peer(spec, hop.ingress)} → {device.name} → "
-                    f"{_peer(spec, hop.egress)})",
+                    f"pfc_enable {priorities_text(qos.pfc_enable)}, DSCP {dscp} → TC {tc}",
+                    f"TC {tc} in pfc_enable (hop {peer_label(spec, hop.ingress)} → {device.name} → "
+                    f"{peer_label(spec, hop.egress)})",
                     f"{device.origin.pfc_enable(qos)}; {device.origin.dscp_to_tc(qos_in, dscp)}"))
         qos_out = device.port(hop.egress.name)
         if tc in qos_out.pfc_enable and qos_out.pfc_priority_to_queue[tc] != qos_out.tc_to_queue[tc]:
-            found.setdefault((_number(hop.egress), "queue"), Finding(
+            found.setdefault((port_number(hop.egress), "queue"), Finding(
                 "roce-lossless", device.name, device.label(hop.egress.name), tc,
                 f"a PFC pause for priority {tc} stops queue {qos_out.pfc_priority_to_queue[tc]}, but RoCE "
                 f"(DSCP {dscp}, TC {tc}) waits in queue {qos_out.tc_to_queue[tc]}: the pause holds nothing back",
                 f"priority {tc} → queue {qos_out.pfc_priority_to_queue[tc]}, TC {tc} → queue {qos_out.tc_to_queue[tc]}",
-                f"priority {tc} → queue {qos_out.tc_to_queue[tc]} (toward {_peer(spec, hop.egress)})",
+                f"priority {tc} → queue {qos_out.tc_to_queue[tc]} (toward {peer_label(spec, hop.egress)})",
                 f"{device.origin.pfc_to_queue(qos_out, tc)}; {device.origin.tc_to_queue(qos_out, tc)}"))
         from_host = spec.fabric.node(hop.ingress.peer_node).role == "host"
         if from_host and tc in qos_in.pfc_enable and tc != priority:
-            found.setdefault((_number(hop.ingress), "priority"), Finding(
+            found.setdefault((port_number(hop.ingress), "priority"), Finding(
                 "roce-lossless", device.name, device.label(hop.ingress.name), tc,
                 f"RoCE from host {hop.ingress.peer_node} is paused on priority {tc}, but the "
                 f"NIC sends and pauses it on priority {priority}",
@@ -270,7 +183,7 @@ def check_roce_lossless(spec: FabricSpec, device: Device) -> list[Finding]:
 def check_cnp_strict(spec: FabricSpec, device: Device) -> list[Finding]:
     dscp = spec.hosts.cnp_dscp
     found: dict[int, Finding] = {}
-    for hop in _device_hops(spec, device):
+    for hop in device_hops(spec, device):
         tc = device.port(hop.ingress.name).dscp_to_tc[dscp]
         qos = device.port(hop.egress.name)
         queue = qos.tc_to_queue[tc]
@@ -281,11 +194,11 @@ def check_cnp_strict(spec: FabricSpec, device: Device) -> list[Finding]:
         lossy = "lossy " if tc not in qos.pfc_enable else ""
         configured = (f"queue {queue} {scheduler.type} weight {scheduler.weight}" if scheduler
                       else f"queue {queue} with no scheduler")
-        found.setdefault(_number(hop.egress), Finding(
+        found.setdefault(port_number(hop.egress), Finding(
             "cnp-strict", device.name, device.label(hop.egress.name), tc,
             f"CNPs (DSCP {dscp}, TC {tc}) leave through a {lossy}queue that is not strict "
             "priority, behind the congestion they report",
-            configured, f"queue {queue} STRICT (toward {_peer(spec, hop.egress)})",
+            configured, f"queue {queue} STRICT (toward {peer_label(spec, hop.egress)})",
             device.origin.scheduler(qos, queue)))
     return [found[key] for key in sorted(found)]
 
@@ -302,7 +215,7 @@ def _lossless(device: Device, ports: list[Port]) -> Iterator[tuple[Port, PortQos
 
 
 def check_ecn_before_pfc(spec: FabricSpec, device: Device) -> list[Finding]:
-    ports = _cabled(spec, device)
+    ports = cabled(spec, device)
     profile = device.profile
     # The lossless PGs of the cabled ports: all of them may be congested at once, and those
     # of a priority feed that priority's queues.
@@ -333,15 +246,15 @@ def check_ecn_before_pfc(spec: FabricSpec, device: Device) -> list[Finding]:
         buffer = src_qos.pgs[src_pg]
         pool = profile.pools[buffer.pool]
         dynamic = buffer.dynamic_th is not None
-        threshold = (f"dynamic_th {buffer.dynamic_th} on {pool.name} of {_bytes(pool.size_bytes)}"
-                     if dynamic else f"static_th {_bytes(buffer.static_th_bytes or 0)}")
+        threshold = (f"dynamic_th {buffer.dynamic_th} on {pool.name} of {bytes_text(pool.size_bytes)}"
+                     if dynamic else f"static_th {bytes_text(buffer.static_th_bytes or 0)}")
         findings.append(Finding(
             "ecn-before-pfc", device.name, device.label(port.name), priority,
             f"queue {queue} starts marking ECN only after PFC has fired",
-            f"Kmin {_bytes(kmin)}",
-            f"Kmin < {_bytes(trigger)}, the PFC trigger of PG {src_pg} on "
+            f"Kmin {bytes_text(kmin)}",
+            f"Kmin < {bytes_text(trigger)}, the PFC trigger of PG {src_pg} on "
             f"{device.label(src_port.name)} ({threshold}, {n} lossless PGs congested at once; "
-            f"{_bytes(pg_trigger_bytes(profile, src_qos, src_pg, 0))} on an empty buffer)",
+            f"{bytes_text(pg_trigger_bytes(profile, src_qos, src_pg, 0))} on an empty buffer)",
             f"{device.origin.wred(qos, queue, 'green_min_threshold')}; "
             f"{device.origin.pg_buffer(src_qos, src_pg, 'dynamic_th' if dynamic else 'static_th')}"))
     return findings
@@ -355,7 +268,7 @@ def _sized(profile, qos: PortQos, pg: int) -> bool:
 
 
 def _no_lossless(spec: FabricSpec, device: Device) -> str | None:
-    if not any(True for _ in _lossless(device, _cabled(spec, device))):
+    if not any(True for _ in _lossless(device, cabled(spec, device))):
         return f"{device.name} has no pfc_enable priority on a cabled port: nothing is lossless here"
     return None
 
@@ -364,13 +277,13 @@ def _no_sized_lossless(spec: FabricSpec, device: Device) -> str | None:
     none = _no_lossless(spec, device)
     if none:
         return none
-    lossless = list(_lossless(device, _cabled(spec, device)))
+    lossless = list(_lossless(device, cabled(spec, device)))
     if device.unsized_pgs and not any(qos.lossless_pg(pg) for _, qos, _, pg in lossless):
         return f"{device.name} has no lossless PG in its file: {device.unsized_pgs}"
     if any(device.facts.cable_m(qos.port) is not None for _, qos, _, _ in lossless):
         return None  # CABLE_LENGTH against the cables is checkable whatever sizes the PGs
     if not any(_sized(device.profile, qos, pg) or pg not in qos.dynamic_pgs
-               for _, qos, _, pg in _lossless(device, _cabled(spec, device))):
+               for _, qos, _, pg in _lossless(device, cabled(spec, device))):
         return (f"every lossless PG of {device.name} is sized by SONiC's buffer manager at run time "
                 "(BUFFER_PG profile NULL, the dynamic buffer model): the file holds no bytes to check")
     return None
@@ -383,25 +296,21 @@ def _no_sized_pool(spec: FabricSpec, device: Device) -> str | None:
     return None
 
 
-def _cable_m(link: Link) -> float:
-    return link.cable_m if link.cable_m is not None else link.delay_s * PROPAGATION_M_PER_S
-
-
 def _cable_lengths(spec: FabricSpec, device: Device) -> list[Finding]:
     """CABLE_LENGTH shorter than the cable: the switch sized the port's headroom for less."""
     findings = []
-    for port in _cabled(spec, device):
+    for port in cabled(spec, device):
         qos = device.port(port.name)
         configured = device.facts.cable_m(qos.port)
         if not qos.pfc_enable or configured is None:
             continue
-        link = _link(spec, port)
-        real = _cable_m(link)
+        link = link_of(spec, port)
+        real = cable_m(link)
         if real <= configured:
             continue  # sized for a longer cable than there is: more than enough
         findings.append(Finding(
             "headroom", device.name, device.label(port.name), None,
-            f"headroom is sized for a {configured} m cable, but the link to {_peer(spec, port)} is "
+            f"headroom is sized for a {configured} m cable, but the link to {peer_label(spec, port)} is "
             f"{real:g} m: more is in flight after XOFF than the switch reserved for",
             f"CABLE_LENGTH {configured}m", f"CABLE_LENGTH ≥ {math.ceil(real)}m (the cable's length)",
             f"{device.file}: {device.facts.ports[qos.port].cable_where}; {spec.fabric.source}: "
@@ -412,15 +321,15 @@ def _cable_lengths(spec: FabricSpec, device: Device) -> list[Finding]:
 def check_headroom(spec: FabricSpec, device: Device) -> list[Finding]:
     findings = _cable_lengths(spec, device)
     seen = set()
-    for port, qos, priority, pg in _lossless(device, _cabled(spec, device)):
+    for port, qos, priority, pg in _lossless(device, cabled(spec, device)):
         if (port.name, pg) in seen:
             continue  # priorities sharing a PG share its headroom
         seen.add((port.name, pg))
         if pg in qos.dynamic_pgs or (device.unsized_pgs and not qos.lossless_pg(pg)):
             continue  # buffermgrd sizes it from this port's speed and cable at run time
-        link = _link(spec, port)
+        link = link_of(spec, port)
         try:
-            need = headroom(link.rate_bps, _cable_m(link), spec.hosts.roce_mtu_bytes)
+            need = headroom(link.rate_bps, cable_m(link), spec.hosts.roce_mtu_bytes)
         except ValueError as e:
             findings.append(Finding("headroom", device.name, device.label(port.name), priority,
                                     "headroom cannot be computed", "-", str(e),
@@ -434,8 +343,8 @@ def check_headroom(spec: FabricSpec, device: Device) -> list[Finding]:
                 if xoff else f"PG {pg} has no lossless buffer profile, so no headroom")
         findings.append(Finding(
             "headroom", device.name, device.label(port.name), priority, what,
-            f"xoff {_bytes(xoff)}",
-            f"xoff ≥ {_bytes(need.total_bytes)} for the link to {_peer(spec, port)} "
+            f"xoff {bytes_text(xoff)}",
+            f"xoff ≥ {bytes_text(need.total_bytes)} for the link to {peer_label(spec, port)} "
             f"({need.explain()})",
             f"{device.origin.pg_buffer(qos, pg, 'xoff')}; {spec.fabric.source}: "
             f"topology.links[{link.index}]"))
@@ -448,8 +357,8 @@ def check_headroom(spec: FabricSpec, device: Device) -> list[Finding]:
 def check_mtu(spec: FabricSpec, device: Device) -> list[Finding]:
     required = spec.hosts.roce_mtu_bytes + ROCE_IP_OVERHEAD_BYTES
     findings = []
-    for port in _cabled(spec, device):
-        link = _link(spec, port)
+    for port in cabled(spec, device):
+        link = link_of(spec, port)
         configured = device.mtu_bytes(port.name)
         if configured < required:
             source = device.origin.mtu(device.port(port.name))
@@ -460,7 +369,7 @@ def check_mtu(spec: FabricSpec, device: Device) -> list[Finding]:
         findings.append(Finding(
             "mtu", device.name, device.label(port.name), None,
             f"RoCE packets of MTU {spec.hosts.roce_mtu_bytes} do not fit the link to "
-            f"{_peer(spec, port)}",
+            f"{peer_label(spec, port)}",
             f"IP MTU {configured}",
             f"IP MTU ≥ {required} (RoCE MTU {spec.hosts.roce_mtu_bytes} + IPv4 20 + UDP 8 + "
             "BTH 12 + RETH 16 + ICRC 4)",
@@ -495,27 +404,27 @@ def check_buffer_pool(spec: FabricSpec, device: Device) -> list[Finding]:
         findings.append(Finding(
             "buffer-pool", device.name, None, None,
             f"{pool.type} pool {name} is oversubscribed by the reservations drawing from it",
-            f"size {_bytes(pool.size_bytes)}",
-            f"size ≥ {_bytes(total)} reserved: {terms}",
+            f"size {bytes_text(pool.size_bytes)}",
+            f"size ≥ {bytes_text(total)} reserved: {terms}",
             device.origin.pool(name, "size")))
     return findings
 
 
 def check_pfc_watchdog(spec: FabricSpec, device: Device) -> list[Finding]:
     findings = []
-    for port in _cabled(spec, device):
+    for port in cabled(spec, device):
         qos = device.port(port.name)
         if not qos.pfc_enable:
             continue
         unguarded = qos.pfc_enable - qos.pfcwd_priorities if qos.pfc_wd else qos.pfc_enable
         if not unguarded:
             continue
-        configured = (f"watchdog on priorities {_priorities(qos.pfcwd_priorities)}"
+        configured = (f"watchdog on priorities {priorities_text(qos.pfcwd_priorities)}"
                       if qos.pfc_wd else "no PFC watchdog")
         findings.append(Finding(
             "pfc-watchdog", device.name, device.label(port.name), min(unguarded),
             "a PFC storm on this port would stop its lossless traffic indefinitely",
-            configured, f"a watchdog on every pfc_enable priority {_priorities(qos.pfc_enable)}",
+            configured, f"a watchdog on every pfc_enable priority {priorities_text(qos.pfc_enable)}",
             device.origin.pfc_wd(qos)))
     return findings
 
@@ -538,6 +447,7 @@ def builtin_checks() -> Registry[Check]:
               check_buffer_pool, _no_sized_pool),
         Check("pfc-watchdog", "a PFC watchdog guards every lossless priority", check_pfc_watchdog,
               _no_lossless),
+        *HOST_CHECKS,
     ):
         checks.register(check.name, check)
     return checks

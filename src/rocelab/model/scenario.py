@@ -69,6 +69,8 @@ OBSERVATIONS = {
     "busbw_gbps": "bus bandwidth, production-equivalent Gb/s (nccl-tests)",
     "busbw_vs_line_rate": "busbw / line rate",
     "fct_max_s": "slowest flow completion time, production-equivalent seconds",
+    "flow_jain": "Jain's fairness index over the flows' rates (message ÷ completion time) in each iteration, "
+                 "averaged: 1 = equal shares",
     "drops": "packets the switches dropped: " + ", ".join(FABRIC_DROP_REASONS),
     **{f"drops.{r}": f"packets dropped as {r}" for r in FABRIC_DROP_REASONS},
     "pfc_tx_frames": "PFC frames the switches sent",
@@ -424,6 +426,7 @@ def job_observations(report: Mapping) -> dict[str, float]:
         "busbw_gbps": total.get("busbw_bps", {}).get("production", float("nan")) / 1e9,
         "busbw_vs_line_rate": total.get("busbw_vs_line_rate", float("nan")),
         "fct_max_s": (fct.get("max") or {}).get("production", float("nan")),
+        "flow_jain": total.get("flow_jain") if total.get("flow_jain") is not None else float("nan"),
         "host_pause_frames": counters.get("pfc_pause_frames", 0),
         "host_paused_s": (counters.get("pfc_paused_s") or {}).get("production", 0.0),
     }

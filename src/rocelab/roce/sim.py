@@ -14,10 +14,11 @@ import heapq
 import random
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable
 
 from rocelab.roce.config import NicConfig
 from rocelab.roce.nic import Nic
+from rocelab.traffic.summary import jain_index
 from rocelab.roce.wire import mark_ce
 
 _POLL, _AT_SWITCH, _AT_NIC = 0, 1, 2
@@ -215,11 +216,6 @@ class IncastResult:
     queue_bytes: tuple[int, ...]  # the bottleneck's depth, sampled every `sample_s`
     cnps: int  # CNPs the senders received in the window
     rate_series_bps: tuple[tuple[float, ...], ...]  # per sample: each sender's DCQCN rate
-
-
-def jain_index(values: Sequence[float]) -> float:
-    total, squares = sum(values), sum(v * v for v in values)
-    return total * total / (len(values) * squares) if squares else 1.0
 
 
 def incast_fairness(senders: int, nic_config: NicConfig, *, rate_bps: float = 100e9, ecn: EcnMarking,

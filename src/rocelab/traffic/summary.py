@@ -41,6 +41,20 @@ def _fct(values: Sequence[float], tdf: float) -> dict | None:
                                                 ("p99", _percentile(values, 0.99)), ("max", max(values)))}
 
 
+def jain_index(values: Sequence[float]) -> float:
+    """Jain's fairness index: 1 when all are equal, 1/N when one takes everything."""
+    total, squares = sum(values), sum(v * v for v in values)
+    return total * total / (len(values) * squares) if squares else 1.0
+
+
+def _flow_jain(fcts: Mapping[int, Sequence[float]], iterations: int) -> float | None:
+    """Jain's index over the flows' rates within each iteration (a flow's rate: its message over
+    its completion time, the messages of one step being equal), averaged over iterations."""
+    per = [jain_index([1 / t for t in fcts[i]]) for i in range(iterations) if len(fcts.get(i, ())) > 1
+           and all(t > 0 for t in fcts[i])]
+    return sum(per) / len(per) if per else None
+
+
 def _sum_counters(items: Sequence[Mapping[str, float]]) -> dict[str, float]:
     total = dict.fromkeys(counter_snapshot({}), 0)
     for item in items:
@@ -100,6 +114,7 @@ def build_report(*, lab: str, plan: Plan, results: Mapping[str, Mapping], tdf: f
             "algbw_bps": _rate(algbw, tdf), "busbw_bps": _rate(algbw * plan.bus_factor, tdf),
             "busbw_vs_line_rate": algbw * plan.bus_factor / line_rate_bps,
             "fct_s": _fct([v for i in range(len(per_iteration)) for v in fcts.get(i, [])], tdf),
+            "flow_jain": _flow_jain(fcts, len(per_iteration)),
             "counters": _counters_view(_sum_counters(raw_counters), tdf),
         }
     ranks = {h: {"bytes_sent": r["bytes_sent"], "bytes_received": r["bytes_received"],
