@@ -40,7 +40,8 @@ from rocelab.fabric.finding import (
     peer_label,
     priorities_text,
 )
-from rocelab.fabric.spec import Device, FabricSpec, HostNic
+from rocelab.fabric.spec import Device, FabricSpec
+from rocelab.model.hostnics import HostNic
 from rocelab.model.topology import Port
 from rocelab.qos.headroom import required_headroom_bytes
 from rocelab.qos.model import PortQos, Scheduler

@@ -61,7 +61,6 @@ raised once as an InputError; each names its file, the path or line, and what wa
 
 from __future__ import annotations
 
-import fnmatch
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Mapping, Protocol
@@ -77,7 +76,8 @@ from rocelab.qos.derived import (
     parse_pg_profile_lookup,
 )
 from rocelab.qos.eos import EosConfig, lab_to_eos, load_eos
-from rocelab.qos.nic import IB_MTUS, HostNicConfig, combine, read_mlnx_qos, read_nic_sysfs
+from rocelab.qos.nic import IB_MTUS
+from rocelab.model.hostnics import HostNic, NicEntry, nic_entries, read_host_nics
 from rocelab.qos.model import BufferPool, BufferProfile, PortQos, QosProfile
 from rocelab.qos.ports import LAB_PORT, lab_to_sonic, port_number, sonic_to_lab
 from rocelab.qos.sonic import profile_from_config_db, read_config_db, switch_facts, voq_hosts
@@ -94,7 +94,6 @@ PLATFORM_PG_PROFILE = "platform_lossless_pg"
 
 _TOP_KEYS = ("name", "description", "topology", "devices", "hosts", "budgets")
 _HOST_KEYS = ("roce_dscp", "roce_priority", "cnp_dscp", "roce_mtu", "nics")
-_NIC_KEYS = ("mlnx_qos", "sysfs")
 _BUDGET_KEYS = ("allreduce_step_time_s", "allreduce_size")
 _SONIC_KEYS = ("pg_profile_lookup", "default_pfcwd_status", "ports", "voq_host")
 _BUFFER_KEYS = ("pool_size_bytes", "shared_headroom_bytes", "pg_size_bytes", "dynamic_th",
@@ -167,16 +166,6 @@ class Device:
 
     def label(self, lab_port: str) -> str:
         return f"{self.port_name(lab_port)} ({lab_port})"
-
-
-@dataclass(frozen=True)
-class HostNic:
-    """One host's NIC configuration and the files it was read from (None: not given)."""
-
-    host: str
-    mlnx_qos: str | None
-    sysfs: str | None
-    config: HostNicConfig
 
 
 @dataclass(frozen=True)
@@ -524,13 +513,7 @@ def _device_entries(reader: _Reader, raw: Any, base: Path) -> list[_DeviceEntry]
     return entries
 
 
-@dataclass(frozen=True)
-class _NicEntry:
-    pattern: str  # a host name or a glob of them
-    files: Mapping[str, str]  # "mlnx_qos"/"sysfs" → path, `{host}` not yet filled in
-
-
-def _hosts(reader: _Reader, raw: Any) -> tuple[HostSide | None, list[_NicEntry]]:
+def _hosts(reader: _Reader, raw: Any) -> tuple[HostSide | None, list[NicEntry]]:
     data = reader.mapping(raw, ("hosts",), _HOST_KEYS, "the hosts' RoCE settings")
     values = (
         reader.integer(data, ("hosts", "roce_dscp"), 0, 63),
@@ -538,65 +521,8 @@ def _hosts(reader: _Reader, raw: Any) -> tuple[HostSide | None, list[_NicEntry]]
         reader.integer(data, ("hosts", "cnp_dscp"), 0, 63),
         reader.integer(data, ("hosts", "roce_mtu"), 256, 4096, choices=IB_MTUS),
     )
-    entries = []
-    nics = data.get("nics")
-    if nics is not None and not isinstance(nics, dict):
-        reader.bad(("hosts", "nics"), "is not a mapping of host names (or globs) to NIC files",
-                   "like h1: {mlnx_qos: h1.mlnx_qos.txt, sysfs: h1.sysfs.txt}")
-    for pattern, spec in (nics or {}).items() if isinstance(nics, dict) else ():
-        path = ("hosts", "nics", str(pattern))
-        files = reader.mapping(spec, path, _NIC_KEYS, "`mlnx_qos: FILE` and `sysfs: FILE`")
-        if isinstance(spec, dict) and not any(key in files for key in _NIC_KEYS):
-            reader.bad(path, "names no file", "give `mlnx_qos: FILE`, `sysfs: FILE` or both")
-        bad = [key for key in _NIC_KEYS if key in files and not isinstance(files[key], str)]
-        for key in bad:
-            reader.bad((*path, key), f"{files[key]!r} is not a file name")
-        if files and not bad:
-            entries.append(_NicEntry(str(pattern), {k: files[k] for k in _NIC_KEYS if k in files}))
+    entries = nic_entries(reader.doc, data.get("nics"), ("hosts", "nics"), reader.problems)
     return (None if None in values else HostSide(*values)), entries
-
-
-def _host_nics(reader: _Reader, entries: list[_NicEntry], fabric: Fabric, base: Path
-               ) -> tuple[dict[str, HostNic], list[Problem]]:
-    """Each host's entry (its name beats a glob) and its files, read."""
-    hosts = [n.name for n in fabric.hosts]
-    matched: dict[str, list[_NicEntry]] = {}
-    for entry in entries:
-        names = [h for h in hosts if fnmatch.fnmatchcase(h, entry.pattern)]
-        if not names:
-            reader.bad(("hosts", "nics", entry.pattern), f"{entry.pattern!r} matches no host "
-                       "of the topology", f"hosts: {', '.join(hosts)}")
-        for name in names:
-            matched.setdefault(name, []).append(entry)
-    nics, problems = {}, []
-    for host in hosts:
-        candidates = matched.get(host, [])
-        exact = [e for e in candidates if e.pattern == host]
-        if len(exact or candidates) > 1:
-            reader.bad(("hosts", "nics"), f"host {host} matches {len(candidates)} entries: "
-                       f"{', '.join(e.pattern for e in candidates)}",
-                       "give each host one entry (its own name beats a glob)")
-            continue
-        if not candidates:
-            continue
-        entry = (exact or candidates)[0]
-        paths = {key: base / file.replace("{host}", host) for key, file in entry.files.items()}
-        configs = []
-        for key, path in paths.items():
-            if not path.is_file():
-                reader.bad(("hosts", "nics", entry.pattern, key), f"{display(path)!r} is not a file"
-                           + (f" (for host {host})" if entry.pattern != host else ""),
-                           f"paths are relative to {display(base)}/")
-                continue
-            read = read_mlnx_qos if key == "mlnx_qos" else read_nic_sysfs
-            try:
-                configs.append(read(path.read_text(encoding="utf-8"), display(path)))
-            except InputError as e:
-                problems += e.problems
-        if len(configs) == len(paths):
-            nics[host] = HostNic(host, *(display(paths[k]) if k in paths else None
-                                         for k in _NIC_KEYS), combine(*configs))
-    return nics, problems
 
 
 def _budgets(reader: _Reader, raw: Any) -> Budgets:
@@ -752,7 +678,7 @@ def load_fabric_spec(path: Path) -> FabricSpec:
                        f"a fabric description needs {', '.join(_TOP_KEYS[2:5])}")
     base = file.parent
     entries = _device_entries(reader, data.get("devices", {}), base)
-    hosts, nic_entries = _hosts(reader, data.get("hosts", {})) if "hosts" in data else (None, [])
+    hosts, host_nic_entries = _hosts(reader, data.get("hosts", {})) if "hosts" in data else (None, [])
     budgets = _budgets(reader, data.get("budgets"))
 
     problems: list[Problem] = []
@@ -796,8 +722,8 @@ def load_fabric_spec(path: Path) -> FabricSpec:
                 if device.name in switches:
                     problems += _unevaluable_classes(hosts, fabric, device)
     if fabric is not None and hosts is not None:
-        nics, nic_problems = _host_nics(reader, nic_entries, fabric, base)
-        hosts, problems = replace(hosts, nics=nics), problems + nic_problems
+        hosts = replace(hosts, nics=read_host_nics(reader.doc, host_nic_entries, [n.name for n in fabric.hosts], base,
+                                                   ("hosts", "nics"), reader.problems))
     problems = reader.problems.items + problems
     if problems:
         raise InputError(problems)

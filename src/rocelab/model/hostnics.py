@@ -1,0 +1,108 @@
+"""Hosts' NICs as their own tools describe them, named from fabric.yml (`hosts.nics`) or a
+lab.yml (`nics`): per host name or glob, the saved output of `mlnx_qos -i IFACE`
+(`mlnx_qos`) and of docs/hosts.md's collection command (`sysfs`), at least one of them.
+`{host}` in a path stands for the host's name; each host matches at most one entry (its own
+name beats a glob); a host no entry matches keeps the description's or lab's settings.
+
+Both files read into one HostNicConfig (rocelab.qos.nic); problems name the YAML file and
+key, or the NIC file, line and field.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from rocelab.errors import InputError, Problem, Problems
+from rocelab.paths import display
+from rocelab.qos.nic import HostNicConfig, combine, read_mlnx_qos, read_nic_sysfs
+from rocelab.yamlfile import YamlDoc
+from rocelab.yamlfile import at as _at
+
+NIC_KEYS = ("mlnx_qos", "sysfs")
+_READERS = {"mlnx_qos": read_mlnx_qos, "sysfs": read_nic_sysfs}
+
+
+@dataclass(frozen=True)
+class HostNic:
+    """One host's NIC configuration and the files it was read from (None: not given)."""
+
+    host: str
+    mlnx_qos: str | None
+    sysfs: str | None
+    config: HostNicConfig
+
+
+@dataclass(frozen=True)
+class NicEntry:
+    pattern: str  # a host name or a glob of them
+    files: Mapping[str, str]  # "mlnx_qos"/"sysfs" → path, `{host}` not yet filled in
+
+
+def nic_entries(doc: YamlDoc, raw: Any, path: tuple[str, ...], problems: Problems) -> list[NicEntry]:
+    """The entries of a `nics:` mapping at `path` of `doc`."""
+    if raw is None:
+        return []
+    if not isinstance(raw, dict):
+        problems.add(_at(doc, *path), "is not a mapping of host names (or globs) to NIC files",
+                     "like h1: {mlnx_qos: h1.mlnx_qos.txt, sysfs: h1.sysfs.txt}")
+        return []
+    entries = []
+    for pattern, files in raw.items():
+        here = (*path, str(pattern))
+        if not isinstance(files, dict) or not files:
+            problems.add(_at(doc, *here), "names no file" if isinstance(files, dict) or files is None
+                         else f"{files!r} is not a mapping", "give `mlnx_qos: FILE`, `sysfs: FILE` or both")
+            continue
+        unknown = [k for k in files if k not in NIC_KEYS]
+        for key in unknown:
+            problems.add(_at(doc, *here, str(key)), f"unknown key {key!r}", f"expected one of: {', '.join(NIC_KEYS)}")
+        bad = [k for k in NIC_KEYS if k in files and not isinstance(files[k], str)]
+        for key in bad:
+            problems.add(_at(doc, *here, key), f"{files[key]!r} is not a file name")
+        if not unknown and not bad:
+            entries.append(NicEntry(str(pattern), {k: files[k] for k in NIC_KEYS if k in files}))
+    return entries
+
+
+def read_host_nics(doc: YamlDoc, entries: Sequence[NicEntry], hosts: Sequence[str], base: Path,
+                   path: tuple[str, ...], problems: Problems) -> dict[str, HostNic]:
+    """Each host's entry and its files, read (relative to `base`)."""
+    matched: dict[str, list[NicEntry]] = {}
+    for entry in entries:
+        names = [h for h in hosts if fnmatch.fnmatchcase(h, entry.pattern)]
+        if not names:
+            problems.add(_at(doc, *path, entry.pattern), f"{entry.pattern!r} matches no host of the topology",
+                         f"hosts: {', '.join(hosts)}")
+        for name in names:
+            matched.setdefault(name, []).append(entry)
+    nics = {}
+    for host in hosts:
+        candidates = matched.get(host, [])
+        exact = [e for e in candidates if e.pattern == host]
+        if len(exact or candidates) > 1:
+            problems.add(_at(doc, *path), f"host {host} matches {len(candidates)} entries: "
+                         f"{', '.join(e.pattern for e in candidates)}",
+                         "give each host one entry (its own name beats a glob)")
+            continue
+        if not candidates:
+            continue
+        entry = (exact or candidates)[0]
+        files = {key: base / file.replace("{host}", host) for key, file in entry.files.items()}
+        configs = []
+        for key, file in files.items():
+            if not file.is_file():
+                problems.add(_at(doc, *path, entry.pattern, key), f"{display(file)!r} is not a file"
+                             + (f" (for host {host})" if entry.pattern != host else ""),
+                             f"paths are relative to {display(base)}/")
+                continue
+            try:
+                configs.append(_READERS[key](file.read_text(encoding="utf-8"), display(file)))
+            except InputError as e:
+                problems.items.extend(e.problems)
+        if len(configs) == len(files):
+            nics[host] = HostNic(host, *(display(files[k]) if k in files else None for k in NIC_KEYS),
+                                 combine(*configs))
+    return nics
