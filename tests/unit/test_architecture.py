@@ -21,7 +21,7 @@ RULES = {
     "rocelab": "base", "rocelab.errors": "base", "rocelab.units": "base", "rocelab.registry": "base",
     "rocelab.paths": "base", "rocelab.yamlfile": "base", "rocelab.ethernet": "base",
     "rocelab.kernel": "kernel",
-    "rocelab.qos": "core", "rocelab.qos.nic": "core", "rocelab.switch": "core", "rocelab.roce": "core", "rocelab.traffic": "core",
+    "rocelab.qos": "core", "rocelab.qos.derived": "core", "rocelab.qos.nic": "core", "rocelab.switch": "core", "rocelab.roce": "core", "rocelab.traffic": "core",
     "rocelab.train": "core", "rocelab.probes.tally": "core", "rocelab.probes.layers": "core",
     "rocelab.model": "model", "rocelab.fabric": "model",
     "rocelab.engines": "engines",

@@ -5,6 +5,7 @@ description's own errors."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Callable
@@ -154,8 +155,9 @@ def _only(spec: FabricSpec, check: str, device: str) -> list:
 
 
 def test_dscp_maps_catch_eos_defaults_that_differ_from_sonic(tmp_path: Path) -> None:
-    # Without its explicit map, spine1 keeps EOS's default: DSCP 24-31 → TC 3, lossless on
-    # spine1 alone, while the SONiC switches put them in TC 0.
+    # Without its explicit map, spine1 keeps EOS's default: DSCP 24-31 → TC 3, RoCE's lossless
+    # TC, on spine1 alone, while the SONiC leaves before it put them in TC 0. The leaves after
+    # it take them out of RoCE's TC again: harmless to RoCE, so no finding there.
     def default_map(d: Path) -> None:
         text = (d / "spine1.cfg").read_text()
         full_map = next(line for line in text.splitlines(keepends=True)
@@ -166,7 +168,9 @@ def test_dscp_maps_catch_eos_defaults_that_differ_from_sonic(tmp_path: Path) -> 
     dscp24 = [f for f in findings if f.configured.startswith("DSCP 24 ")]
     assert [f.port for f in dscp24] == ["Ethernet1 (eth1)", "Ethernet2 (eth2)"]
     assert dscp24[0].configured == "DSCP 24 → TC 3 → queue 3"
-    assert dscp24[0].required.startswith("DSCP 24 → TC 0 → queue 0, as on spine2, leaf1, leaf2")
+    assert dscp24[0].required == ("DSCP 24 → TC 0 → queue 0, as on leaf1 Ethernet0 (eth1), the hop "
+                                  "before (leaf1:Ethernet8)")
+    assert dscp24[0].what == "DSCP 24 joins RoCE's lossless TC 3 here though leaf1 keeps it apart: it shares RoCE's PG and pauses"
     assert "spine1.cfg: no `qos map dscp 24` (EOS's default)" in dscp24[0].source
     assert {f.configured.split(" →")[0] for f in findings} == {
         f"DSCP {d}" for d in (24, 25, 27, 28, 29, 30, 31)}
@@ -382,3 +386,253 @@ def test_a_single_yaml_file_is_a_description(tmp_path: Path) -> None:
     (tmp_path / "g" / "fabric.yml").rename(tmp_path / "g" / "qos-fabric.yaml")
     spec = load_fabric_spec(tmp_path / "g" / "qos-fabric.yaml")
     assert spec.name == "fabric-good" and lint(spec) == []
+
+
+# --- SONiC switches as they run: a hand-written template-style fabric (two leaves, a spine)
+
+MINI_TOPOLOGY = {
+    "defaults": {"rate": "100G", "mtu": 9100},
+    "nodes": {"spine1": {"role": "spine"}, "leaf1": {"role": "leaf"}, "leaf2": {"role": "leaf"},
+              "h1": {"role": "host"}, "h2": {"role": "host"}},
+    "links": [{"endpoints": ["leaf1:eth2", "spine1:eth1"], "cable": 30},
+              {"endpoints": ["leaf2:eth2", "spine1:eth2"], "cable": 30},
+              {"endpoints": ["h1:eth1", "leaf1:eth1"], "cable": 3},
+              {"endpoints": ["h2:eth1", "leaf2:eth1"], "cable": 3}],
+}
+LOOKUP_INI = """\
+# speed cable size xon xoff threshold xon_offset
+100000  5m    0    18432 38912 -3 2496
+100000  40m   0    18432 45056 -3 2496
+"""
+AZURE = {"26": "3", "48": "6", "2": "1", "6": "1"}
+AZURE_UPLINK = {"26": "3", "48": "6", "2": "2", "6": "6"}
+
+
+def _template(maps: dict[str, dict[str, str]] | None = None, cable: str = "40m") -> dict:
+    """A switch's config_db as sonic-cfggen renders it: PFC on 3 and 4, lossy PG 0, and no
+    lossless BUFFER_PG (buffermgrd writes those), default PFC watchdog on."""
+    maps = maps or {"Ethernet0": "AZURE", "Ethernet4": "AZURE"}
+    qos_map = {port: {"dscp_to_tc_map": name, "tc_to_queue_map": "AZURE", "tc_to_pg_map": "AZURE",
+                      "pfc_to_queue_map": "AZURE", "pfc_enable": "3,4"} for port, name in maps.items()}
+    queues = {}
+    for port in maps:
+        queues[f"{port}|3-4"] = {"scheduler": "scheduler.1", "wred_profile": "AZURE_LOSSLESS"}
+        queues[f"{port}|6"] = {"scheduler": "scheduler.0"}
+    return {
+        "DEVICE_METADATA": {"localhost": {"default_pfcwd_status": "enable"}},
+        "PORT": {port: {"speed": "100000", "mtu": "9100", "admin_status": "up"} for port in maps},
+        "CABLE_LENGTH": {"AZURE": {port: cable for port in maps}},
+        "BUFFER_POOL": {"ingress_lossless_pool": {"type": "ingress", "mode": "dynamic", "size": "12582912"}},
+        "BUFFER_PROFILE": {"ingress_lossy_profile": {"pool": "ingress_lossless_pool", "size": "0", "dynamic_th": "3"}},
+        "BUFFER_PG": {f"{port}|0": {"profile": "ingress_lossy_profile"} for port in maps},
+        "DSCP_TO_TC_MAP": {"AZURE": AZURE, "AZURE_UPLINK": AZURE_UPLINK},
+        "TC_TO_QUEUE_MAP": {"AZURE": {str(i): str(i) for i in range(8)}},
+        "TC_TO_PRIORITY_GROUP_MAP": {"AZURE": {str(i): str(i) for i in range(8)}},
+        "MAP_PFC_PRIORITY_TO_QUEUE": {"AZURE": {str(i): str(i) for i in range(8)}},
+        "PORT_QOS_MAP": qos_map,
+        "SCHEDULER": {"scheduler.0": {"type": "STRICT"}, "scheduler.1": {"type": "DWRR", "weight": "60"}},
+        "WRED_PROFILE": {"AZURE_LOSSLESS": {"wred_green_enable": "true", "ecn": "ecn_all", "green_min_threshold": "100000",
+                                            "green_max_threshold": "300000", "green_drop_probability": "5"}},
+        "QUEUE": queues,
+    }
+
+
+def _mini(tmp_path: Path, configs: dict[str, dict] | None = None, topology: dict | None = None,
+          **device: dict) -> FabricSpec:
+    """The mini fabric in tmp_path: every switch a _template() unless `configs` says otherwise;
+    `device` adds fabric.yml keys per switch (e.g. leaf1={"pg_profile_lookup": "lookup.ini"})."""
+    import yaml
+
+    (tmp_path / "lookup.ini").write_text(LOOKUP_INI)
+    devices = {}
+    for name in ("spine1", "leaf1", "leaf2"):
+        (tmp_path / f"{name}.json").write_text(json.dumps((configs or {}).get(name) or _template()))
+        devices[name] = {"sonic": f"{name}.json", **device.get(name, {})}
+    (tmp_path / "fabric.yml").write_text(yaml.safe_dump({
+        "name": "mini", "topology": topology or MINI_TOPOLOGY, "devices": devices,
+        "hosts": {"roce_dscp": 26, "roce_priority": 3, "cnp_dscp": 48, "roce_mtu": 4096}}))
+    return load_fabric_spec(tmp_path)
+
+
+def _with_lookup(**more: dict) -> dict[str, dict]:
+    return {name: {"pg_profile_lookup": "lookup.ini", **more.get(name, {})} for name in ("spine1", "leaf1", "leaf2")}
+
+
+def test_a_template_config_without_its_lookup_file_says_why_headroom_does_not_apply(tmp_path: Path) -> None:
+    spec = _mini(tmp_path)
+    assert lint(spec) == []  # the PGs buffermgrd creates are not reported missing
+    headroom = builtin_checks().get("headroom")
+    reason = headroom.not_applicable(spec, spec.devices["leaf1"])
+    assert reason == ("leaf1 has no lossless PG in its file: buffermgrd creates the lossless PGs at run time from "
+                      "the platform's pg_profile_lookup.ini and CABLE_LENGTH: name it in devices.leaf1.pg_profile_lookup")
+
+
+def test_the_lookup_file_gives_the_pgs_buffermgrd_creates_and_headroom_checks_them(tmp_path: Path) -> None:
+    spec = _mini(tmp_path, **_with_lookup())
+    leaf1 = spec.devices["leaf1"]
+    assert builtin_checks().get("headroom").not_applicable(spec, leaf1) is None
+    assert lint(spec) == []
+    pg = leaf1.port("eth1").pgs[4]
+    assert (pg.name, pg.xoff_bytes) == ("pg_lossless_100000_40m_profile", 45056)
+    # 30 m at 100G, RoCE MTU 4096: 25,216 + 2 × 30 / 1.98e8 × 100e9 / 8 (3,787.9) + 8,388 + 84
+    #   = 37,475.9 → 37,476 B. A 40m row with less xoff than that fails.
+    (tmp_path / "lookup-small").mkdir()
+    spec = _mini(tmp_path / "lookup-small", **_with_lookup())
+    (tmp_path / "lookup-small" / "lookup.ini").write_text(LOOKUP_INI.replace("45056", "36864"))
+    findings = [f for f in lint(load_fabric_spec(tmp_path / "lookup-small")) if f.device == "spine1"]
+    assert {(f.check, f.port, f.priority) for f in findings} == {
+        ("headroom", "Ethernet0 (eth1)", 3), ("headroom", "Ethernet0 (eth1)", 4),
+        ("headroom", "Ethernet4 (eth2)", 3), ("headroom", "Ethernet4 (eth2)", 4)}
+    assert findings[0].configured == "xoff 36,864 B" and findings[0].required.startswith("xoff ≥ 37,476 B")
+    assert findings[0].source.startswith(
+        f"{tmp_path}/lookup-small/lookup.ini: line 3 (speed 100000, cable 40m): xoff of BUFFER_PROFILE."
+        "pg_lossless_100000_40m_profile, which buffermgrd creates for BUFFER_PG Ethernet0 PG 3")
+
+
+def test_a_lookup_file_without_the_ports_row_names_the_file_and_both_values(tmp_path: Path) -> None:
+    with pytest.raises(InputError) as info:
+        _mini(tmp_path, configs={"leaf2": _template(cable="300m")}, **_with_lookup())
+    assert [p.file for p in info.value.problems] == [f"{tmp_path}/lookup.ini"] * 2
+    assert "has no row for speed 100000 and cable 300m, which Ethernet0 has" in str(info.value)
+    assert "leaf2.json: PORT.Ethernet0.speed, CABLE_LENGTH.AZURE.Ethernet0" in str(info.value)
+
+
+def test_a_cable_length_shorter_than_the_cable_fails_headroom(tmp_path: Path) -> None:
+    long_run = json.loads(json.dumps(MINI_TOPOLOGY))
+    long_run["links"][0]["cable"] = 300
+    spec = _mini(tmp_path, configs={"spine1": _template(cable="5m")}, topology=long_run)
+    findings = lint(spec)
+    # leaf1's uplink says 40m, spine1's downlink 5m: both shorter than the 300 m fibre. spine1's
+    # 5m is short for its 30 m link to leaf2 too; leaf2's 40m covers that link.
+    assert {(f.check, f.device, f.port) for f in findings} == {
+        ("headroom", "leaf1", "Ethernet4 (eth2)"), ("headroom", "spine1", "Ethernet0 (eth1)"),
+        ("headroom", "spine1", "Ethernet4 (eth2)")}
+    spine = next(f for f in findings if f.device == "spine1")
+    assert (spine.configured, spine.required) == ("CABLE_LENGTH 5m", "CABLE_LENGTH ≥ 300m (the cable's length)")
+    assert "sized for a 5 m cable, but the link to leaf1:Ethernet4 is 300 m" in spine.what
+    assert spine.source == f"{tmp_path}/spine1.json: CABLE_LENGTH.AZURE.Ethernet0; {tmp_path}/fabric.yml: topology.links[0]"
+
+
+def test_default_pfcwd_guards_what_the_switch_will_run_and_fabric_yml_overrides_it(tmp_path: Path) -> None:
+    spec = _mini(tmp_path)
+    assert lint(spec) == []  # no PFC_WD in any file: pfcwd start_default writes them
+    port = spec.devices["leaf1"].port("eth1")
+    assert port.pfc_wd is not None and port.pfc_wd.detection_time_ms == 200
+    (tmp_path / "off").mkdir()
+    off = {name: {"default_pfcwd_status": "disable"} for name in ("spine1", "leaf1", "leaf2")}
+    findings = lint(_mini(tmp_path / "off", **off))
+    assert {(f.check, f.device) for f in findings} == {("pfc-watchdog", d) for d in ("spine1", "leaf1", "leaf2")}
+    assert findings[0].configured == "no PFC watchdog"
+
+
+def test_a_port_map_in_fabric_yml_overrides_the_port_tables_order(tmp_path: Path) -> None:
+    # leaf1's file names its ports Ethernet1 and Ethernet2 (one number each); eth1 is cabled
+    # to the host, eth2 to the spine, the other way round from the PORT table's order.
+    leaf1 = _template({"Ethernet1": "AZURE", "Ethernet2": "AZURE"})
+    spec = _mini(tmp_path, configs={"leaf1": leaf1}, leaf1={"ports": {"Ethernet2": "eth1", "Ethernet1": "eth2"}})
+    device = spec.devices["leaf1"]
+    assert (device.port("eth1").port, device.label("eth2")) == ("Ethernet2", "Ethernet1 (eth2)")
+    assert lint(spec) == []
+
+
+@pytest.mark.parametrize("ports,expected", [
+    ({"Ethernet0": "eth1", "Ethernet8": "eth2"},
+     "devices.leaf1.ports.Ethernet8 (line {line}): 'Ethernet8' is not a port of"),
+    ({"Ethernet0": "eth1", "Ethernet4": "eth1"},
+     "devices.leaf1.ports.Ethernet4 (line {line}): eth1 is already Ethernet0's"),
+    ({"Ethernet0": "eth1", "Ethernet4": "port2"},
+     "devices.leaf1.ports.Ethernet4 (line {line}): 'port2' is not a rocelab interface"),
+    ({"Ethernet0": "eth1"}, "devices.leaf1.ports (line {line}): maps no port to eth2, which the topology cables to leaf1"),
+])
+def test_a_bad_port_map_names_fabric_yml_and_the_field(tmp_path: Path, ports: dict, expected: str) -> None:
+    with pytest.raises(InputError) as info:
+        _mini(tmp_path, leaf1={"ports": ports})
+    assert re.search(re.escape(f"{tmp_path}/fabric.yml: " + expected).replace(re.escape("{line}"), r"\d+"),
+                     str(info.value))
+
+
+def test_voq_host_in_fabric_yml_must_be_a_line_card_of_the_file(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"devices\.leaf1\.voq_host \(line \d+\): 'lc9\|asic0' is not a line card "
+                                         r".*\(hint: its QUEUE and BUFFER_QUEUE keys name: none\)"):
+        _mini(tmp_path, leaf1={"voq_host": "lc9|asic0"})
+
+
+def test_dscp_maps_pass_azure_and_azure_uplink_and_catch_a_real_inconsistency(tmp_path: Path) -> None:
+    # Dual-ToR style: host ports AZURE, uplinks AZURE_UPLINK (DSCP 2 and 6 to lossless TCs 2 and
+    # 6 there, to TC 1 on host ports). RoCE (26) and CNPs (48) keep their class on every hop.
+    leaf = _template({"Ethernet0": "AZURE", "Ethernet4": "AZURE_UPLINK"})
+    leaf["PORT_QOS_MAP"]["Ethernet4"]["pfc_enable"] = "2,3,4,6"
+    spec = _mini(tmp_path, configs={"leaf1": leaf, "leaf2": leaf})
+    assert [f for f in lint(spec) if f.check == "dscp-maps"] == []
+    # The spine puts RoCE in TC 4: lossless there too, but a pause from the spine stops
+    # priority 4 on the leaf, where RoCE is in TC 3, and the leaf's pause stops 3 on the spine.
+    spine = _template()
+    spine["DSCP_TO_TC_MAP"]["AZURE"] = {**AZURE, "26": "4"}
+    (tmp_path / "bad").mkdir()
+    findings = [f for f in lint(_mini(tmp_path / "bad", configs={"leaf1": leaf, "leaf2": leaf, "spine1": spine}))
+                if f.check == "dscp-maps"]
+    assert {(f.device, f.port) for f in findings} == {
+        ("spine1", "Ethernet0 (eth1)"), ("spine1", "Ethernet4 (eth2)"),
+        ("leaf1", "Ethernet4 (eth2)"), ("leaf2", "Ethernet4 (eth2)")}
+    first = next(f for f in findings if f.device == "spine1")
+    assert first.what.startswith("RoCE (DSCP 26) is TC 4 here but TC 3 on leaf1")
+    assert (first.configured, first.required) == (
+        "DSCP 26 → TC 4 → queue 4",
+        "DSCP 26 → TC 3 → queue 3, as on leaf1 Ethernet0 (eth1), the hop before (leaf1:Ethernet4)")
+
+
+def test_dscp_maps_catch_a_cnp_moved_to_a_queue_that_is_not_strict(tmp_path: Path) -> None:
+    spine = _template()
+    spine["DSCP_TO_TC_MAP"]["AZURE"] = {**AZURE, "48": "5"}
+    findings = [f for f in lint(_mini(tmp_path, configs={"spine1": spine})) if f.check == "dscp-maps"]
+    assert {(f.device, f.port) for f in findings} == {("spine1", "Ethernet0 (eth1)"), ("spine1", "Ethernet4 (eth2)")}
+    assert findings[0].what == ("this port's map moves CNPs (DSCP 48) from TC 6 to TC 5, whose queue is not "
+                                "strict priority here")
+
+
+@pytest.mark.parametrize("leaf1,expected", [
+    ({"pg_profile_lookup": "nowhere.ini"}, "devices.leaf1.pg_profile_lookup (line {line}): 'nowhere.ini' is not a file"),
+    ({"default_pfcwd_status": "on"}, "devices.leaf1.default_pfcwd_status (line {line}): 'on' is not valid "
+                                     "(expected enable or disable)"),
+    ({"voq_host": "lc1"}, "devices.leaf1.voq_host (line {line}): 'lc1' is not a line card"),
+])
+def test_bad_sonic_settings_name_fabric_yml_and_the_field(tmp_path: Path, leaf1: dict, expected: str) -> None:
+    with pytest.raises(InputError) as info:
+        _mini(tmp_path, leaf1=leaf1)
+    assert re.search(re.escape(f"{tmp_path}/fabric.yml: " + expected).replace(re.escape("{line}"), r"\d+"),
+                     str(info.value))
+
+
+def test_pg_profile_lookup_under_the_dynamic_buffer_model_is_an_error(tmp_path: Path) -> None:
+    dynamic = _template()
+    dynamic["DEVICE_METADATA"]["localhost"]["buffer_model"] = "dynamic"
+    with pytest.raises(InputError, match=r"devices\.leaf1\.pg_profile_lookup \(line \d+\): .*leaf1\.json uses the "
+                                         r"dynamic buffer model"):
+        _mini(tmp_path, configs={"leaf1": dynamic}, leaf1={"pg_profile_lookup": "lookup.ini"})
+
+
+def test_a_malformed_lookup_file_named_in_fabric_yml_is_reported_by_line_and_column(tmp_path: Path) -> None:
+    (tmp_path / "bad.ini").write_text("100000 40m 0 18432 lots -3\n")
+    with pytest.raises(InputError) as info:
+        _mini(tmp_path, leaf1={"pg_profile_lookup": "bad.ini"})
+    (problem,) = info.value.problems
+    assert (problem.file, problem.path) == (f"{tmp_path}/bad.ini", "line 1 column 20")
+
+
+def test_default_pfcwd_leaves_ports_without_a_neighbour_unguarded_and_says_so(tmp_path: Path) -> None:
+    leaf1 = _template()
+    leaf1["DEVICE_NEIGHBOR"] = {"Ethernet0": {"name": "h1", "port": "eth1"}}  # the uplink is not listed
+    (finding,) = lint(_mini(tmp_path, configs={"leaf1": leaf1}))
+    assert (finding.check, finding.device, finding.port) == ("pfc-watchdog", "leaf1", "Ethernet4 (eth2)")
+    assert finding.source.endswith(
+        "leaf1.json: PFC_WD has no entry for Ethernet4, and pfcwd start_default (" + f"{tmp_path}/leaf1.json: "
+        "DEVICE_METADATA.localhost.default_pfcwd_status enable: action drop, detection 200 ms, restoration 200 ms) "
+        "guards only DEVICE_NEIGHBOR ports")
+
+
+def test_sonic_settings_on_an_eos_device_are_an_error(tmp_path: Path) -> None:
+    spec_dir = tmp_path / "fabric"
+    shutil.copytree(GOOD, spec_dir)
+    _replace(spec_dir / "fabric.yml", "    eos: spine1.cfg\n", "    eos: spine1.cfg\n    default_pfcwd_status: enable\n")
+    with pytest.raises(InputError, match=r"devices\.spine1 \(line \d+\): sets `default_pfcwd_status`, which SONiC devices take"):
+        load_fabric_spec(spec_dir)

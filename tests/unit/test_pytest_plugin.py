@@ -52,9 +52,8 @@ def test_good_fabric_passes(pytester: pytest.Pytester, fabrics: Path) -> None:
 
 BROKEN = {
     "dscp-maps[leaf2]": [
-        "leaf2 Ethernet0 (eth1): DSCP 26 → TC → queue differs from the rest of the fabric: "
-        "configured DSCP 26 → TC 1 → queue 1; required DSCP 26 → TC 3 → queue 3, as on spine1, "
-        "spine2, leaf1 (8 of 12 ports)",
+        "leaf2 Ethernet0 (eth1) priority 1: this port's map puts RoCE (DSCP 26) in TC 1, which is "
+        "lossy here: configured DSCP 26 → TC 1 → queue 1; required DSCP 26 → a pfc_enable TC ({3})",
         'fabric-broken/leaf2/config_db.json: DSCP_TO_TC_MAP.ROCE."26"'],
     "roce-lossless[leaf2]": [
         "leaf2 Ethernet0 (eth1) priority 1: RoCE (DSCP 26, TC 1) is lossy here",
@@ -151,14 +150,13 @@ def test_eos_and_sonic_devices_cross_check_their_maps(pytester: pytest.Pytester,
     spine1.write_text(spine1.read_text().replace("qos map dscp 26 to traffic-class 3",
                                                  "qos map dscp 26 to traffic-class 4"))
     result = pytester.runpytest("--fabric", "fabric-good", "-m", "rocelab_static")
-    # One wrong map on the EOS spine: its class differs from the three SONiC switches', and
-    # RoCE is lossy through it.
+    # One wrong map on the EOS spine: it puts RoCE in a lossy TC, so RoCE is lossy through it.
     assert _failed(result) == {"fabric-good/fabric.yml::dscp-maps[spine1]",
                                "fabric-good/fabric.yml::roce-lossless[spine1]"}
     result.stdout.fnmatch_lines([
-        "spine1 Ethernet1 (eth1): DSCP 26 → TC → queue differs from the rest of the fabric: "
-        "configured DSCP 26 → TC 4 → queue 4; required DSCP 26 → TC 3 → queue 3, as on spine2, "
-        "leaf1, leaf2 (10 of 12 ports)",
+        "spine1 Ethernet1 (eth1) priority 4: this port's map puts RoCE (DSCP 26) in TC 4, which is "
+        "lossy here: configured DSCP 26 → TC 4 → queue 4; required DSCP 26 → a pfc_enable TC ({3}) "
+        "(hop leaf1:Ethernet8 → spine1 → leaf2:Ethernet8)",
         "    from fabric-good/spine1.cfg line 19; fabric-good/spine1.cfg: no `qos map "
         "traffic-class 4 to tx-queue` (EOS's default: the tx-queue of the same number)",
     ])

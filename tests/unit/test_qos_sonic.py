@@ -4,6 +4,7 @@ is told when a file is wrong."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,9 @@ from rocelab.qos import (
     profile_from_config_db,
     render_config_db,
 )
-from rocelab.qos.model import BufferPool, BufferProfile, PortQos, QosProfile, QueueQos, Scheduler
+from rocelab.qos import derived
+from rocelab.qos.model import BufferPool, BufferProfile, PfcWatchdog, PortQos, QosProfile, QueueQos, Scheduler
+from rocelab.qos.sonic import switch_facts, voq_hosts
 from rocelab.units import cable_delay_s
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -581,3 +584,176 @@ def test_problems_name_the_file_given(tmp_path: Path) -> None:
         load_config_db(path)
     assert [(p.file, p.path) for p in raised.value.problems] == [
         (str(path), "BUFFER_PROFILE.pg_lossless.xoff")]
+
+
+# --- what the switch derives at run time (rocelab.qos.derived)
+
+# A template rendering's shape: PORT and CABLE_LENGTH, a lossy PG 0 per port, PFC on 3 and 4,
+# and no lossless BUFFER_PG: buffermgrd writes those from pg_profile_lookup.ini.
+TEMPLATE = {
+    "DEVICE_METADATA": {"localhost": {"hostname": "t0", "default_pfcwd_status": "enable"}},
+    "PORT": {"Ethernet0": {"speed": "100000", "admin_status": "up", "mtu": "9100"},
+             "Ethernet4": {"speed": "40000", "admin_status": "up"},
+             "Ethernet8": {"speed": "100000"}},
+    "CABLE_LENGTH": {"AZURE": {"Ethernet0": "40m", "Ethernet4": "5m", "Ethernet8": "0m"}},
+    "BUFFER_POOL": {"ingress_lossless_pool": {"type": "ingress", "mode": "dynamic", "size": "12000000"}},
+    "BUFFER_PROFILE": {"ingress_lossy_profile": {"pool": "ingress_lossless_pool", "size": "0", "dynamic_th": "3"}},
+    "BUFFER_PG": {"Ethernet0|0": {"profile": "ingress_lossy_profile"}},
+    "PORT_QOS_MAP": {"Ethernet0": {"pfc_enable": "3,4"}, "Ethernet4": {"pfc_enable": "3,4,6"},
+                     "Ethernet8": {"pfc_enable": "3"}},
+}
+LOOKUP = """\
+# speed cable size xon xoff threshold xon_offset
+100000  40m   0    18432 45056 -3 2496
+40000   5m    1024 18432 30720 -4
+"""
+
+
+def _derived(doc: dict, lookup: str = LOOKUP) -> "derived.DerivedPgs":
+    profile = profile_from_config_db(doc, "t0.json")
+    rows = derived.parse_pg_profile_lookup(lookup, "lookup.ini")
+    return derived.derive_lossless_pgs(profile, switch_facts(doc, "t0.json"), rows, "lookup.ini", "t0.json")
+
+
+def test_buffermgrd_gives_each_pfc_enable_priority_the_profile_of_its_speed_and_cable() -> None:
+    result = _derived(TEMPLATE)
+    ports = result.profile.ports
+    pg = ports["Ethernet0"].pgs[3]
+    assert ports["Ethernet0"].pgs[4] is pg and ports["Ethernet0"].pgs[0].name == "ingress_lossy_profile"
+    assert (pg.name, pg.pool, pg.size_bytes, pg.xon_bytes, pg.xoff_bytes, pg.xon_offset_bytes, pg.dynamic_th) == (
+        "pg_lossless_100000_40m_profile", "ingress_lossless_pool", 0, 18432, 45056, 2496, -3)
+    # The PG numbers are pfc_enable's, 6 included; a row without xon_offset leaves it unset.
+    other = ports["Ethernet4"].pgs
+    assert set(other) == {3, 4, 6} and other[6].name == "pg_lossless_40000_5m_profile"
+    assert (other[6].size_bytes, other[6].xon_offset_bytes, other[6].dynamic_th) == (1024, None, -4)
+    # CABLE_LENGTH "0m": buffermgrd leaves the port alone.
+    assert not ports["Ethernet8"].lossless_pg(3)
+    assert result.origins["pg_lossless_40000_5m_profile"] == "lookup.ini: line 3 (speed 40000, cable 5m)"
+    assert any('"0m"' in note for note in result.profile.notes)
+
+
+def test_a_static_lossless_pool_takes_the_threshold_as_static_th() -> None:
+    doc = json.loads(json.dumps(TEMPLATE))
+    doc["BUFFER_POOL"]["ingress_lossless_pool"]["mode"] = "static"
+    doc["BUFFER_PROFILE"]["ingress_lossy_profile"] = {"pool": "ingress_lossless_pool", "size": "0", "static_th": "9000"}
+    pg = _derived(doc, LOOKUP.replace(" -3 ", " 600000 ").replace(" -4", " 500000")).profile.ports["Ethernet0"].pgs[3]
+    assert (pg.static_th_bytes, pg.dynamic_th) == (600000, None)
+
+
+def test_a_profile_of_that_name_in_the_file_is_reused_as_buffermgrd_does() -> None:
+    doc = json.loads(json.dumps(TEMPLATE))
+    doc["BUFFER_PROFILE"]["pg_lossless_100000_40m_profile"] = {
+        "pool": "ingress_lossless_pool", "size": "0", "xoff": "50000", "dynamic_th": "-2"}
+    result = _derived(doc)
+    assert result.profile.ports["Ethernet0"].pgs[3].xoff_bytes == 50000
+    assert "which buffermgrd reuses" in result.origins["pg_lossless_100000_40m_profile"]
+
+
+def test_a_speed_and_cable_without_a_row_is_an_error_naming_both() -> None:
+    with pytest.raises(InputError) as info:
+        _derived(TEMPLATE, LOOKUP.replace("40m", "300m"))
+    (problem,) = info.value.problems
+    assert problem.file == "lookup.ini"
+    assert "has no row for speed 100000 and cable 40m, which Ethernet0 has" in problem.message
+    assert "t0.json: PORT.Ethernet0.speed, CABLE_LENGTH.AZURE.Ethernet0" in problem.message
+    assert problem.hint == "cables for speed 100000: 300m"
+
+
+def test_without_the_lossless_pool_buffermgrd_has_nowhere_to_put_pgs() -> None:
+    doc = json.loads(json.dumps(TEMPLATE))
+    doc["BUFFER_POOL"] = {"ingress_pool": doc["BUFFER_POOL"]["ingress_lossless_pool"]}
+    doc["BUFFER_PROFILE"]["ingress_lossy_profile"]["pool"] = "ingress_pool"
+    with pytest.raises(InputError, match="t0.json: BUFFER_POOL: has no ingress_lossless_pool"):
+        _derived(doc)
+
+
+@pytest.mark.parametrize("text,where,message", [
+    ("100000 40m 0 18432 45056\n", "line 1", "has 5 columns (expected 6 or 7"),
+    ("# c\n100000 40 0 18432 45056 -3\n", "line 2 column 8", "cable '40' is not a cable length like \"40m\""),
+    ("100000 40m 0 18432 4k -3 2496\n", "line 1 column 20", "xoff '4k' is not a byte count"),
+    ("100000 40m 0 18432 45056 -3 -1\n", "line 1 column 29", "xon_offset '-1' is not a byte count"),
+])
+def test_a_malformed_lookup_row_is_named_by_line_and_column(text: str, where: str, message: str) -> None:
+    with pytest.raises(InputError) as info:
+        derived.parse_pg_profile_lookup(text, "lookup.ini")
+    (problem,) = info.value.problems
+    assert (problem.file, problem.path) == ("lookup.ini", where)
+    assert message in problem.message
+
+
+def test_a_later_row_replaces_an_earlier_one_as_in_buffermgrd() -> None:
+    rows = derived.parse_pg_profile_lookup("100000 40m 0 1 2 -3\n\n100000 40m 0 1 3 -3\n", "x")
+    assert rows[("100000", "40m")].xoff_bytes == 3 and rows[("100000", "40m")].line == 3
+
+
+def test_switch_facts_reads_port_cable_and_metadata() -> None:
+    facts = switch_facts(dict(TEMPLATE, DEVICE_NEIGHBOR={"Ethernet0": {"name": "server1"}}), "t0.json")
+    assert facts.ports["Ethernet0"] == derived.PortFacts(
+        "100000", 9100, True, False, "40m", "CABLE_LENGTH.AZURE.Ethernet0")
+    assert (facts.cable_m("Ethernet4"), facts.cable_m("Ethernet12")) == (5, None)
+    assert (facts.port_entries, facts.default_pfcwd_status, facts.neighbours) == (3, "enable", {"Ethernet0"})
+    with pytest.raises(InputError) as info:
+        switch_facts({"CABLE_LENGTH": {"AZURE": {"Ethernet0": "40"}}, "PORT": {"Ethernet0": {"speed": "100G"}},
+                      "DEVICE_METADATA": {"localhost": {"default_pfcwd_status": "on"}}}, "bad.json")
+    assert {p.path for p in info.value.problems} == {
+        "CABLE_LENGTH.AZURE.Ethernet0", "PORT.Ethernet0.speed", "DEVICE_METADATA.localhost.default_pfcwd_status"}
+
+
+def test_pfcwd_start_default_guards_neighbour_ports_with_pfc_enable() -> None:
+    doc = dict(TEMPLATE, PORT={**TEMPLATE["PORT"], "Ethernet12": {"role": "Int", "admin_status": "up"}},
+               PORT_QOS_MAP={**TEMPLATE["PORT_QOS_MAP"], "Ethernet12": {"pfc_enable": "3"},
+                             "Ethernet16": {"dscp_to_tc_map": "AZURE"}},
+               DSCP_TO_TC_MAP={"AZURE": {"26": "3"}})
+    facts = switch_facts(doc, "t0.json")
+    profile = derived.derive_default_pfcwd(profile_from_config_db(doc, "t0.json"), facts,
+                                           frozenset({"Ethernet0", "Ethernet8", "Ethernet16"}))
+    # Neighbours and internal admin-up ports, where PORT_QOS_MAP sets pfc_enable.
+    guarded = {name for name, port in profile.ports.items() if port.pfc_wd}
+    assert guarded == {"Ethernet0", "Ethernet8", "Ethernet12"}
+    assert profile.ports["Ethernet0"].pfc_wd == PfcWatchdog("drop", 200, 200)
+    # Times grow with the PORT table: ⌈33 / 32⌉ = 2.
+    assert derived.default_pfcwd(33) == PfcWatchdog("drop", 400, 400)
+    assert derived.default_pfcwd(32) == PfcWatchdog("drop", 200, 200)
+
+
+def test_voq_host_picks_another_line_card_as_the_devices_own() -> None:
+    doc = {"DEVICE_METADATA": {"localhost": {"hostname": "lc1", "asic_name": "asic0"}},
+           "SCHEDULER": {"s1": {"type": "DWRR", "weight": "50"}, "s2": {"type": "STRICT"}},
+           "QUEUE": {"lc1|asic0|Ethernet0|3": {"scheduler": "s1"}, "lc2|asic0|Ethernet0|3": {"scheduler": "s2"}}}
+    assert voq_hosts(doc) == ["lc1|asic0", "lc2|asic0"]
+    assert profile_from_config_db(doc, "voq").ports["Ethernet0"].queues[3].scheduler.name == "s1"
+    assert profile_from_config_db(doc, "voq", "lc2|asic0").ports["Ethernet0"].queues[3].scheduler.name == "s2"
+
+
+def test_a_port_map_renders_as_port_aliases_and_loads_back() -> None:
+    # What fabric.yml's `ports:` gives a device reaches switchd through the rendered file.
+    profile = profile_from_config_db({"PORT_QOS_MAP": {"Ethernet1": {"pfc_enable": "3"}, "Ethernet2": {"pfc_enable": "4"}}},
+                                     "split")
+    mapped = replace(profile, lab_ports={"eth1": "Ethernet2", "eth2": "Ethernet1"})
+    doc = render_config_db(mapped)
+    assert doc["PORT"] == {"Ethernet2": {"alias": "eth1"}, "Ethernet1": {"alias": "eth2"}}
+    again = profile_from_config_db(doc, "split")
+    assert again == mapped and port_qos(again, "eth1").pfc_enable == {4}
+    # A real file's aliases ("Ethernet1/1") are names, not rocelab interfaces: PORT's order rules.
+    real = profile_from_config_db({"PORT": {"Ethernet2": {"alias": "Ethernet1/2", "index": "2"},
+                                            "Ethernet1": {"alias": "Ethernet1/1", "index": "1"}},
+                                   "PORT_QOS_MAP": {"Ethernet1": {"pfc_enable": "3"}}}, "real")
+    assert real.lab_ports == {"eth1": "Ethernet1", "eth2": "Ethernet2"}
+
+
+def test_a_port_without_a_speed_is_an_error_at_its_port_entry() -> None:
+    # A template rendering's qos and buffers parts hold no PORT table: buffermgrd has no speed.
+    doc = {name: table for name, table in TEMPLATE.items() if name != "PORT"}
+    with pytest.raises(InputError) as info:
+        _derived(doc)
+    assert [(p.file, p.path) for p in info.value.problems] == [
+        ("t0.json", "PORT.Ethernet0.speed"), ("t0.json", "PORT.Ethernet4.speed")]
+    assert "buffermgrd looks the port's speed and cable up in lookup.ini" in info.value.problems[0].message
+
+
+def test_a_rows_threshold_must_be_a_dynamic_th_when_the_pool_is_dynamic() -> None:
+    with pytest.raises(InputError) as info:
+        _derived(TEMPLATE, LOOKUP.replace(" -3 ", " 600000 "))
+    (problem,) = info.value.problems
+    assert (problem.file, problem.path) == ("lookup.ini", "line 2")
+    assert "threshold 600000 is not a dynamic_th (expected -8 to 7" in problem.message

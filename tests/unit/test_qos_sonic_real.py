@@ -5,6 +5,7 @@ sonic-config-engine sample outputs), and, where a copy of those is at hand, all 
 from __future__ import annotations
 
 import copy
+import json
 import os
 from pathlib import Path
 
@@ -12,7 +13,8 @@ import pytest
 
 from rocelab.errors import InputError, Problem, describe
 from rocelab.qos.model import port_qos
-from rocelab.qos.sonic import load_config_db, profile_from_config_db
+from rocelab.qos.derived import derive_lossless_pgs, parse_pg_profile_lookup
+from rocelab.qos.sonic import load_config_db, profile_from_config_db, switch_facts
 
 LOSSLESS = {"pool": "ingress_lossless_pool", "size": "0", "xon": "18432", "xoff": "38816", "dynamic_th": "-3"}
 BASE = {
@@ -124,3 +126,71 @@ def test_every_qos_and_buffers_file_of_the_corpus_loads_or_is_rejected_for_sonic
             rejected[path.name] = [p.message for p in exc.problems
                                    if not any(reason in p.message for reason in SONIC_ALSO_REJECTS)]
     assert not {name: why for name, why in rejected.items() if why}, rejected
+
+
+# sonic-buildimage's device/ folder (the platforms' pg_profile_lookup.ini): ROCELAB_SONIC_DEVICES,
+# else beside the sample outputs' src/ in the same checkout.
+DEVICES = os.environ.get("ROCELAB_SONIC_DEVICES") or (
+    str(Path(CORPUS).parents[3] / "device") if CORPUS and (Path(CORPUS).parents[3] / "device").is_dir() else None)
+NO_DEVICES = ("set ROCELAB_SONIC_DEVICES to a copy of sonic-buildimage's device/ folder (or ROCELAB_SONIC_CORPUS "
+              "inside such a checkout) to read every platform's pg_profile_lookup.ini")
+
+
+def load_json(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _lookup_text(path: Path) -> str | None:
+    """The file's rows; a symlink stored as text ("BALANCED/pg_profile_lookup.ini") is followed,
+    None where its target is not in the copy."""
+    for _ in range(5):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if len(text.split()) != 1:
+            return text
+        path = path.parent / text.strip()
+        if not path.is_file():
+            return None
+    return None
+
+
+@pytest.mark.skipif(not DEVICES, reason=NO_DEVICES)
+def test_every_platforms_pg_profile_lookup_parses():
+    files = sorted(Path(DEVICES).rglob("pg_profile_lookup.ini"))
+    assert files, f"{DEVICES} holds no pg_profile_lookup.ini"
+    rejected, rows = {}, 0
+    for path in files:
+        text = _lookup_text(path)
+        if text is None:
+            continue
+        try:
+            rows += len(parse_pg_profile_lookup(text, str(path)))  # some platforms' hold only comments
+        except InputError as exc:
+            rejected[str(path)] = [str(p) for p in exc.problems]
+    assert rows and not rejected, rejected
+
+
+@pytest.mark.skipif(not (CORPUS and DEVICES), reason=NO_DEVICES)
+def test_buffermgrd_derives_the_lossless_pgs_a_dual_tor_rendering_leaves_out():
+    # Arista-7050CX3-32S-D48C8: buffers and qos rendered apart, no PORT table. Its ports are
+    # 50G and 100G, whose rows are the same; 100000 stands for both.
+    sample = Path(CORPUS)
+    buffers = next(sample.rglob("buffer-arista7050cx3-dualtor.json"), None)
+    qos = next(sample.rglob("qos-arista7050cx3-dualtor.json"), None)
+    ini = Path(DEVICES) / "arista" / "x86_64-arista_7050cx3_32s" / "Arista-7050CX3-32S-D48C8" / "pg_profile_lookup.ini"
+    if buffers is None or qos is None or not ini.is_file() or _lookup_text(ini) is None:
+        pytest.skip("the dual-ToR sample outputs or Arista-7050CX3-32S-D48C8's pg_profile_lookup.ini are not in the copy")
+    doc = {**load_json(buffers), **load_json(qos)}
+    cables = doc["CABLE_LENGTH"]["AZURE"]
+    doc["PORT"] = {port: {"speed": "100000"} for port in cables}
+    profile = profile_from_config_db(doc, "dualtor")
+    assert not any(port.lossless_pg(3) for port in profile.ports.values())  # the rendering has none
+    lookup = parse_pg_profile_lookup(_lookup_text(ini), str(ini))
+    result = derive_lossless_pgs(profile, switch_facts(doc, "dualtor"), lookup, str(ini), "dualtor")
+    lossless = {name: port for name, port in result.profile.ports.items() if port.pfc_enable}
+    assert lossless
+    for name, port in lossless.items():
+        for pg in port.pfc_enable:
+            assert port.pgs[pg].name == f"pg_lossless_100000_{cables[name]}_profile"
+            assert port.pgs[pg].xoff_bytes == lookup[("100000", cables[name])].xoff_bytes
+    # The uplinks' AZURE_UPLINK classes (2 and 6) are lossless PGs too.
+    assert any({2, 6} <= set(port.pgs) for port in lossless.values())

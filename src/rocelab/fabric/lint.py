@@ -4,10 +4,12 @@ Each check looks at one switch at a time and returns findings; a finding names t
 port and priority, the configured value, the required value, and the file with its
 config_db table/key or running-config line. Checks (REFERENCE.md for the why):
 
-- dscp-maps: every DSCP that matters (the hosts' RoCE and CNP DSCPs, and any DSCP some
-  switch port maps into one of its pfc_enable priorities) lands in the same TC and queue on
-  every cabled port of every switch. The class most ports give is the reference. PG numbers
-  are local buffer accounting and are not compared.
+- dscp-maps: along RoCE's paths (host port → leaf uplink → spine downlink → leaf host port),
+  each hop's ingress map, whichever map that port uses, puts the RoCE DSCP in a lossless TC,
+  the same TC as the hop before; moves the CNP DSCP to another TC only into a strict queue;
+  and lets no other DSCP join RoCE's TC that the hop before kept apart. Maps that differ in
+  classes RoCE and CNPs do not use (dual-ToR's AZURE on host ports, AZURE_UPLINK on uplinks)
+  are not findings. PG numbers are local buffer accounting and are not compared.
 - roce-lossless: on every hop of every host-to-host path (ECMP included), the RoCE DSCP's
   TC is in pfc_enable on the ingress port (which sends PFC) and on the egress port (which
   honours it), and on the egress port that priority's pause stops the queue the TC is in
@@ -21,7 +23,9 @@ config_db table/key or running-config line. Checks (REFERENCE.md for the why):
   threshold (T = α·S/(1 + n·α)); the empty-buffer trigger α·S is quoted beside it. Lossy
   traffic buffered in the same pool lowers the trigger further.
 - headroom: every lossless PG's xoff ≥ rocelab.qos.headroom.required_headroom_bytes for its
-  link's speed and cable length and the hosts' RoCE MTU.
+  link's speed and cable length and the hosts' RoCE MTU; and where a SONiC switch sizes
+  headroom from CABLE_LENGTH (buffermgrd's pg_profile_lookup.ini row, or the dynamic buffer
+  model's computation), that length is at least the topology's cable.
 - mtu: every cabled port's MTU (the smaller of the device's and the topology link's) ≥
   RoCE MTU + 60 (IPv4 20 + UDP 8 + BTH 12 + RETH 16 + ICRC 4). MTUs here are IP MTUs, as
   Linux, SONiC and EOS count them: the Ethernet header (14) and FCS (4) are not in them.
@@ -37,16 +41,19 @@ NIC's own configuration against the switch port it is cabled to: rocelab.fabric.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from typing import Iterator
 
 from rocelab.fabric.finding import (
     Check,
     Finding,
+    Hop,
     bytes_text,
     cabled,
     cable_m,
     device_hops,
+    hops,
     link_of,
     peer_label,
     port_number,
@@ -63,43 +70,74 @@ from rocelab.model.topology import Port
 # ---------------------------------------------------------------- dscp-maps
 
 
-def _dscps_of_interest(spec: FabricSpec) -> list[int]:
-    dscps = {spec.hosts.roce_dscp, spec.hosts.cnp_dscp}
-    for device in spec.devices.values():
-        for port in cabled(spec, device):
-            qos = device.port(port.name)
-            dscps |= {d for d, tc in enumerate(qos.dscp_to_tc) if tc in qos.pfc_enable}
-    return sorted(dscps)
+def _upstream(spec: FabricSpec, all_hops: set[Hop], hop: Hop) -> list[tuple[Device, Port]]:
+    """The switch before this hop on RoCE's paths, with each of its ingress ports whose traffic
+    it sends into this hop's ingress port (none where a host is cabled)."""
+    peer = spec.fabric.peer(hop.ingress)
+    if peer.node not in spec.devices:
+        return []
+    ingresses = {h.ingress for h in all_hops if h.node == peer.node and h.egress == peer}
+    return [(spec.devices[peer.node], p) for p in sorted(ingresses, key=port_number)]
+
+
+def _class(device: Device, ingress: Port, egress: Port, dscp: int) -> str:
+    tc = device.port(ingress.name).dscp_to_tc[dscp]
+    return f"DSCP {dscp} → TC {tc} → queue {device.port(egress.name).tc_to_queue[tc]}"
 
 
 def check_dscp_maps(spec: FabricSpec, device: Device) -> list[Finding]:
-    findings = []
-    for dscp in _dscps_of_interest(spec):
-        classes: Counter[tuple[int, int]] = Counter()
-        holders: dict[tuple[int, int], list[str]] = {}
-        for other in spec.devices.values():
-            for port in cabled(spec, other):
-                qos = other.port(port.name)
-                cls = (qos.dscp_to_tc[dscp], qos.tc_to_queue[qos.dscp_to_tc[dscp]])
-                classes[cls] += 1
-                if other.name not in holders.setdefault(cls, []):
-                    holders[cls].append(other.name)
-        reference = classes.most_common(1)[0][0]
-        for port in cabled(spec, device):
-            qos = device.port(port.name)
-            tc = qos.dscp_to_tc[dscp]
-            if (tc, qos.tc_to_queue[tc]) == reference:
+    """Along RoCE's paths, each hop's ingress map (whichever the port uses) keeps RoCE in a
+    lossless TC, the same TC as the hop before (the one its PFC pauses there), and keeps
+    other DSCPs out of RoCE's TC where the hop before kept them out; CNPs change TC only
+    into a strict queue. Maps that differ elsewhere (dual-ToR's AZURE and AZURE_UPLINK) are
+    not findings."""
+    roce, cnp = spec.hosts.roce_dscp, spec.hosts.cnp_dscp
+    all_hops = hops(spec)
+    found: dict[tuple[int, int], Finding] = {}
+
+    def add(hop: Hop, dscp: int, what: str, required: str, upstream: tuple[Device, Port] | None) -> None:
+        qos = device.port(hop.ingress.name)
+        tc = qos.dscp_to_tc[dscp]
+        source = f"{device.origin.dscp_to_tc(qos, dscp)}; {device.origin.tc_to_queue(device.port(hop.egress.name), tc)}"
+        if upstream:
+            up_device, up_port = upstream
+            source += f"; {up_device.origin.dscp_to_tc(up_device.port(up_port.name), dscp)}"
+        found.setdefault((port_number(hop.ingress), dscp), Finding(
+            "dscp-maps", device.name, device.label(hop.ingress.name), tc, what,
+            _class(device, hop.ingress, hop.egress, dscp), required, source))
+
+    for hop in device_hops(spec, device):
+        qos = device.port(hop.ingress.name)
+        tc = qos.dscp_to_tc[roce]
+        toward = f"hop {peer_label(spec, hop.ingress)} → {device.name} → {peer_label(spec, hop.egress)}"
+        if tc not in qos.pfc_enable:
+            add(hop, roce, f"this port's map puts RoCE (DSCP {roce}) in TC {tc}, which is lossy here",
+                f"DSCP {roce} → a pfc_enable TC ({priorities_text(qos.pfc_enable)}) ({toward})", None)
+        for up_device, up_port in _upstream(spec, all_hops, hop):
+            up = up_device.port(up_port.name)
+            up_tc = up.dscp_to_tc[roce]
+            into = spec.fabric.peer(hop.ingress)  # the hop before's egress port
+            before = (f"as on {up_device.name} {up_device.label(up_port.name)}, the hop before "
+                      f"({peer_label(spec, hop.ingress)})")
+            if tc in qos.pfc_enable and up_tc in up.pfc_enable and tc != up_tc:
+                add(hop, roce, f"RoCE (DSCP {roce}) is TC {tc} here but TC {up_tc} on {up_device.name}: "
+                               f"this port's PFC pauses priority {tc}, which does not hold RoCE back there",
+                    f"{_class(up_device, up_port, into, roce)}, {before}", (up_device, up_port))
+            cnp_tc, up_cnp_tc = qos.dscp_to_tc[cnp], up.dscp_to_tc[cnp]
+            queue = device.port(hop.egress.name).queues.get(device.port(hop.egress.name).tc_to_queue[cnp_tc])
+            strict = queue is not None and queue.scheduler is not None and queue.scheduler.type == "STRICT"
+            if cnp_tc != up_cnp_tc and not strict:
+                add(hop, cnp, f"this port's map moves CNPs (DSCP {cnp}) from TC {up_cnp_tc} to TC {cnp_tc}, "
+                              "whose queue is not strict priority here",
+                    f"{_class(up_device, up_port, into, cnp)}, {before}", (up_device, up_port))
+            if tc not in qos.pfc_enable:
                 continue
-            ref_tc, ref_queue = reference
-            findings.append(Finding(
-                "dscp-maps", device.name, device.label(port.name), None,
-                f"DSCP {dscp} → TC → queue differs from the rest of the fabric",
-                f"DSCP {dscp} → TC {tc} → queue {qos.tc_to_queue[tc]}",
-                f"DSCP {dscp} → TC {ref_tc} → queue {ref_queue}, as on "
-                f"{', '.join(holders[reference])} ({classes[reference]} of "
-                f"{sum(classes.values())} ports)",
-                f"{device.origin.dscp_to_tc(qos, dscp)}; {device.origin.tc_to_queue(qos, tc)}"))
-    return findings
+            for dscp in range(len(qos.dscp_to_tc)):
+                if dscp != roce and qos.dscp_to_tc[dscp] == tc and up.dscp_to_tc[dscp] != up_tc:
+                    add(hop, dscp, f"DSCP {dscp} joins RoCE's lossless TC {tc} here though {up_device.name} keeps "
+                                   "it apart: it shares RoCE's PG and pauses",
+                        f"{_class(up_device, up_port, into, dscp)}, {before}", (up_device, up_port))
+    return [found[key] for key in sorted(found)]
 
 
 # ---------------------------------------------------------------- roce-lossless, cnp-strict
@@ -239,6 +277,11 @@ def _no_sized_lossless(spec: FabricSpec, device: Device) -> str | None:
     none = _no_lossless(spec, device)
     if none:
         return none
+    lossless = list(_lossless(device, cabled(spec, device)))
+    if device.unsized_pgs and not any(qos.lossless_pg(pg) for _, qos, _, pg in lossless):
+        return f"{device.name} has no lossless PG in its file: {device.unsized_pgs}"
+    if any(device.facts.cable_m(qos.port) is not None for _, qos, _, _ in lossless):
+        return None  # CABLE_LENGTH against the cables is checkable whatever sizes the PGs
     if not any(_sized(device.profile, qos, pg) or pg not in qos.dynamic_pgs
                for _, qos, _, pg in _lossless(device, cabled(spec, device))):
         return (f"every lossless PG of {device.name} is sized by SONiC's buffer manager at run time "
@@ -253,14 +296,36 @@ def _no_sized_pool(spec: FabricSpec, device: Device) -> str | None:
     return None
 
 
-def check_headroom(spec: FabricSpec, device: Device) -> list[Finding]:
+def _cable_lengths(spec: FabricSpec, device: Device) -> list[Finding]:
+    """CABLE_LENGTH shorter than the cable: the switch sized the port's headroom for less."""
     findings = []
+    for port in cabled(spec, device):
+        qos = device.port(port.name)
+        configured = device.facts.cable_m(qos.port)
+        if not qos.pfc_enable or configured is None:
+            continue
+        link = link_of(spec, port)
+        real = cable_m(link)
+        if real <= configured:
+            continue  # sized for a longer cable than there is: more than enough
+        findings.append(Finding(
+            "headroom", device.name, device.label(port.name), None,
+            f"headroom is sized for a {configured} m cable, but the link to {peer_label(spec, port)} is "
+            f"{real:g} m: more is in flight after XOFF than the switch reserved for",
+            f"CABLE_LENGTH {configured}m", f"CABLE_LENGTH ≥ {math.ceil(real)}m (the cable's length)",
+            f"{device.file}: {device.facts.ports[qos.port].cable_where}; {spec.fabric.source}: "
+            f"topology.links[{link.index}]"))
+    return findings
+
+
+def check_headroom(spec: FabricSpec, device: Device) -> list[Finding]:
+    findings = _cable_lengths(spec, device)
     seen = set()
     for port, qos, priority, pg in _lossless(device, cabled(spec, device)):
         if (port.name, pg) in seen:
             continue  # priorities sharing a PG share its headroom
         seen.add((port.name, pg))
-        if pg in qos.dynamic_pgs:
+        if pg in qos.dynamic_pgs or (device.unsized_pgs and not qos.lossless_pg(pg)):
             continue  # buffermgrd sizes it from this port's speed and cable at run time
         link = link_of(spec, port)
         try:
@@ -367,7 +432,8 @@ def check_pfc_watchdog(spec: FabricSpec, device: Device) -> list[Finding]:
 def builtin_checks() -> Registry[Check]:
     checks: Registry[Check] = Registry("static check")
     for check in (
-        Check("dscp-maps", "DSCP → TC → queue maps agree on every switch", check_dscp_maps),
+        Check("dscp-maps", "each hop's DSCP map keeps RoCE's and CNPs' class along their paths",
+              check_dscp_maps),
         Check("roce-lossless", "RoCE's DSCP is in a pfc_enable priority on every path",
               check_roce_lossless),
         Check("cnp-strict", "CNPs leave through a strict-priority queue on every path",

@@ -8,6 +8,14 @@ A description is a directory holding `fabric.yml`, or a YAML file of that form:
                                   # topology inline: {defaults: …, nodes: …, links: …}
     devices:                      # one entry per switch of the topology, by node name
       leaf1: {sonic: leaf1/config_db.json}     # a whole config_db.json saved on the switch
+      leaf2:
+        sonic: leaf2/config_db.json  # or a template rendering (sonic-cfggen's qos + buffers)
+        pg_profile_lookup: leaf2/pg_profile_lookup.ini  # optional: the platform's file; the
+                                  #   lossless PGs buffermgrd creates from it are checked too
+        default_pfcwd_status: enable  # optional: overrides DEVICE_METADATA's (pfcwd start_default)
+        ports: {Ethernet0: eth1, Ethernet4: eth2}  # optional: SONiC port → rocelab interface,
+                                  #   every cabled one; default: the PORT table's order
+        voq_host: lc1|asic0       # optional: a VOQ chassis line card whose keys are this device's
       spine1:
         eos: spine1.cfg           # an EOS running-config
         segment_bytes: 208        # bytes per EOS threshold "segment" on this platform: needed
@@ -32,7 +40,9 @@ A description is a directory holding `fabric.yml`, or a YAML file of that form:
 
 An EOS device's `buffer` becomes the profile's pool and, on every port, the buffer profile
 of the PG of each no-drop priority, so the checks and switchd treat EOS and SONiC devices
-alike. MTUs: a SONiC port's is PORT.<port>.mtu (default 9100), an EOS interface's its `mtu`
+alike. A SONiC device is what it runs (rocelab.qos.derived): buffermgrd's lossless PGs where
+`pg_profile_lookup` is given, pfcwd start_default's watchdogs where default_pfcwd_status is
+enable. MTUs: a SONiC port's is PORT.<port>.mtu (default 9100), an EOS interface's its `mtu`
 (default `interface defaults` `mtu`, else 1500); both are IP MTUs. An EOS device's latency
 ECN thresholds are converted at each cabled port's link rate where the interface sets no
 `speed`; a DSCP the hosts send (RoCE's, CNPs') whose class on a cabled EOS port depends on
@@ -51,20 +61,27 @@ raised once as an InputError; each names its file, the path or line, and what wa
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Mapping, Protocol
 
 from rocelab.errors import InputError, Problem, Problems
 from rocelab.paths import display
-from rocelab.qos import load_config_db
+from rocelab.qos.derived import (
+    SwitchFacts,
+    default_pfcwd,
+    default_pfcwd_ports,
+    derive_default_pfcwd,
+    derive_lossless_pgs,
+    parse_pg_profile_lookup,
+)
 from rocelab.qos.eos import EosConfig, lab_to_eos, load_eos
 from rocelab.qos.nic import IB_MTUS
 from rocelab.model.hostnics import HostNic, NicEntry, nic_entries, read_host_nics
 from rocelab.qos.model import BufferPool, BufferProfile, PortQos, QosProfile
-from rocelab.qos.ports import lab_to_sonic, sonic_to_lab
-from rocelab.model.topology import SAFE_NAME, SAFE_NAME_HINT, Fabric, load_topology, resolve, validate
+from rocelab.qos.ports import LAB_PORT, lab_to_sonic, port_number, sonic_to_lab
+from rocelab.qos.sonic import profile_from_config_db, read_config_db, switch_facts, voq_hosts
+from rocelab.model.topology import SAFE_NAME, SAFE_NAME_HINT, Fabric, Node, load_topology, resolve, validate
 from rocelab.units import parse_bytes, parse_delay
 from rocelab.yamlfile import YamlDoc, load_yaml
 from rocelab.yamlfile import at as _at
@@ -78,6 +95,7 @@ PLATFORM_PG_PROFILE = "platform_lossless_pg"
 _TOP_KEYS = ("name", "description", "topology", "devices", "hosts", "budgets")
 _HOST_KEYS = ("roce_dscp", "roce_priority", "cnp_dscp", "roce_mtu", "nics")
 _BUDGET_KEYS = ("allreduce_step_time_s", "allreduce_size")
+_SONIC_KEYS = ("pg_profile_lookup", "default_pfcwd_status", "ports", "voq_host")
 _BUFFER_KEYS = ("pool_size_bytes", "shared_headroom_bytes", "pg_size_bytes", "dynamic_th",
                 "static_th_bytes", "xoff_bytes", "xon_bytes", "xon_offset_bytes")
 # BUFFER_PROFILE / BUFFER_POOL field → the `buffer` key that stands for it on an EOS device
@@ -128,19 +146,23 @@ class Device:
     default_mtu_bytes: int
     unlisted: PortQos  # what a port the file does not mention gets
     port_names: Mapping[str, str] = field(default_factory=dict)  # SONiC name → the file's
+    # PORT, CABLE_LENGTH, DEVICE_METADATA… of a SONiC device (empty for EOS)
+    facts: SwitchFacts = field(default_factory=SwitchFacts)
+    # Why lossless PGs the switch creates at run time are missing from the profile; None: none are.
+    unsized_pgs: str | None = None
 
     def port(self, lab_port: str) -> PortQos:
-        sonic = lab_to_sonic(lab_port)
+        sonic = self.profile.sonic_name(lab_port)
         return self.profile.ports.get(sonic) or replace(self.unlisted, port=sonic)
 
     def mtu_bytes(self, lab_port: str) -> int:
-        return self.configured_mtu_bytes.get(lab_to_sonic(lab_port), self.default_mtu_bytes)
+        return self.configured_mtu_bytes.get(self.profile.sonic_name(lab_port), self.default_mtu_bytes)
 
     def port_name(self, lab_port: str) -> str:
         """The port as this device's config names it."""
         if self.format == "sonic":
-            return lab_to_sonic(lab_port)
-        return self.port_names.get(lab_to_sonic(lab_port)) or lab_to_eos(lab_port)
+            return self.profile.sonic_name(lab_port)
+        return self.port_names.get(self.profile.sonic_name(lab_port)) or lab_to_eos(lab_port)
 
     def label(self, lab_port: str) -> str:
         return f"{self.port_name(lab_port)} ({lab_port})"
@@ -182,6 +204,10 @@ def _quote(key: object) -> str:
 class SonicOrigin:
     file: str
     configured_mtu_bytes: Mapping[str, int]
+    derived_pgs: Mapping[str, str] = field(default_factory=dict)  # BUFFER_PROFILE → its source
+    unsized_pgs: str | None = None  # Device.unsized_pgs
+    default_pfcwd: str | None = None  # what turned pfcwd start_default on; None: off
+    default_pfcwd_ports: frozenset[str] = frozenset()
 
     def _map(self, table: str, name: str | None, port: str, field_name: str, key: int) -> str:
         if name is None:
@@ -207,7 +233,11 @@ class SonicOrigin:
     def pg_buffer(self, port: PortQos, pg: int, field: str) -> str:
         profile = port.pgs.get(pg)
         if profile is None:
-            return f"{self.file}: no BUFFER_PG entry for {port.port} PG {pg}"
+            return f"{self.file}: no BUFFER_PG entry for {port.port} PG {pg}" + (
+                f" ({self.unsized_pgs})" if self.unsized_pgs else "")
+        if profile.name in self.derived_pgs:
+            return (f"{self.derived_pgs[profile.name]}: {field} of BUFFER_PROFILE.{profile.name}, which "
+                    f"buffermgrd creates for BUFFER_PG {port.port} PG {pg}")
         return f"{self.file}: BUFFER_PROFILE.{profile.name}.{field} (BUFFER_PG {port.port} PG {pg})"
 
     def wred(self, port: PortQos, queue: int, field: str) -> str:
@@ -224,8 +254,13 @@ class SonicOrigin:
         return f"{self.file}: SCHEDULER.{qos.scheduler.name} (QUEUE {port.port} queue {queue})"
 
     def pfc_wd(self, port: PortQos) -> str:
+        if port.port in self.default_pfcwd_ports:
+            return (f"pfcwd start_default ({self.default_pfcwd}) guards {port.port}; "
+                    f"{self.file}: PORT_QOS_MAP.{port.port}.pfcwd_sw_enable")
         if port.pfc_wd is None:
-            return f"{self.file}: PFC_WD has no entry for {port.port}"
+            return f"{self.file}: PFC_WD has no entry for {port.port}" + (
+                f", and pfcwd start_default ({self.default_pfcwd}) guards only DEVICE_NEIGHBOR ports"
+                if self.default_pfcwd else "")
         return f"{self.file}: PORT_QOS_MAP.{port.port}.pfcwd_sw_enable"
 
     def mtu(self, port: PortQos) -> str:
@@ -321,6 +356,11 @@ class _DeviceEntry:
     segment_bytes: int | None
     buffer: tuple[BufferPool, BufferProfile] | None
     buffer_lines: Mapping[str, int]
+    # SONiC only: what the switch derives at run time, and how its ports and line card are named
+    pg_profile_lookup: Path | None = None
+    default_pfcwd_status: str | None = None  # overrides DEVICE_METADATA's
+    ports: Mapping[str, str] | None = None  # SONiC port → rocelab interface; None: PORT's order
+    voq_host: str | None = None
 
 
 class _Reader:
@@ -401,6 +441,27 @@ def _buffer(reader: _Reader, raw: Any, path: tuple[str | int, ...]
     return (pool, profile), lines
 
 
+def _port_map(reader: _Reader, raw: Any, path: tuple[str | int, ...]) -> dict[str, str] | None:
+    """`ports: {Ethernet0: eth1, …}`: SONiC port → rocelab interface, one interface each."""
+    if not isinstance(raw, dict) or not raw:
+        reader.bad(path, "is not a mapping of SONiC ports to rocelab interfaces",
+                   "like {Ethernet0: eth1, Ethernet4: eth2}")
+        return None
+    mapping: dict[str, str] = {}
+    taken: dict[str, str] = {}
+    for port, iface in raw.items():
+        if not isinstance(iface, str) or not LAB_PORT.fullmatch(iface):
+            reader.bad((*path, str(port)), f"{iface!r} is not a rocelab interface",
+                       "eth1, eth2, … as the topology names them")
+        elif iface in taken:
+            reader.bad((*path, str(port)), f"{iface} is already {taken[iface]}'s",
+                       "each interface is one port")
+        else:
+            taken[iface] = str(port)
+            mapping[str(port)] = iface
+    return mapping
+
+
 def _device_entries(reader: _Reader, raw: Any, base: Path) -> list[_DeviceEntry]:
     if not isinstance(raw, dict):
         reader.bad(("devices",), "is not a mapping of switch names to their QoS config")
@@ -408,7 +469,7 @@ def _device_entries(reader: _Reader, raw: Any, base: Path) -> list[_DeviceEntry]
     entries = []
     for name, spec in raw.items():
         path = ("devices", str(name))
-        keys = ("sonic", "eos", "segment_bytes", "buffer")
+        keys = ("sonic", "eos", "segment_bytes", "buffer", *_SONIC_KEYS)
         if not reader.mapping(spec, path, keys, "`sonic: FILE` or `eos: FILE`"):
             continue
         formats = [f for f in FORMATS if f in spec]
@@ -425,10 +486,30 @@ def _device_entries(reader: _Reader, raw: Any, base: Path) -> list[_DeviceEntry]
         if fmt == "sonic" and ({"segment_bytes", "buffer"} & set(spec)):
             reader.bad(path, "`segment_bytes` and `buffer` are for EOS devices",
                        "a config_db.json holds its own buffer model")
+        if fmt == "eos" and (set(_SONIC_KEYS) & set(spec)):
+            reader.bad(path, f"sets `{'`, `'.join(k for k in _SONIC_KEYS if k in spec)}`, which SONiC devices take",
+                       "an EOS device's platform buffers are its `buffer`")
         segment_bytes = reader.integer(spec, (*path, "segment_bytes"), 1, 65536, required=False)
         buffer, lines = _buffer(reader, spec["buffer"], (*path, "buffer")) \
             if "buffer" in spec else (None, {})
-        entries.append(_DeviceEntry(str(name), fmt, base / file, segment_bytes, buffer, lines))
+        lookup = spec.get("pg_profile_lookup")
+        if lookup is not None and (not isinstance(lookup, str) or not (base / lookup).is_file()):
+            reader.bad((*path, "pg_profile_lookup"), f"{lookup!r} is not a file",
+                       f"paths are relative to {display(base)}/")
+            lookup = None
+        pfcwd = spec.get("default_pfcwd_status")
+        if pfcwd is not None and pfcwd not in ("enable", "disable"):
+            reader.bad((*path, "default_pfcwd_status"), f"{pfcwd!r} is not valid (expected enable or disable)")
+            pfcwd = None
+        voq_host = spec.get("voq_host")
+        if voq_host is not None and not (isinstance(voq_host, str) and voq_host.count("|") == 1):
+            reader.bad((*path, "voq_host"), f"{voq_host!r} is not a line card",
+                       'the "<host>|<asic>" its VOQ keys start with, like "lc1|asic0"')
+            voq_host = None
+        ports = _port_map(reader, spec["ports"], (*path, "ports")) if "ports" in spec else None
+        entries.append(_DeviceEntry(str(name), fmt, base / file,
+                                    segment_bytes, buffer, lines,
+                                    base / lookup if lookup else None, pfcwd, ports, voq_host))
     return entries
 
 
@@ -465,26 +546,6 @@ def _budgets(reader: _Reader, raw: Any) -> Budgets:
 # ---------------------------------------------------------------- device files
 
 
-def _sonic_port_mtus(path: Path, problems: Problems) -> dict[str, int]:
-    """PORT.<port>.mtu of a config_db.json that load_config_db has already read."""
-    ports = json.loads(path.read_text(encoding="utf-8")).get("PORT", {})
-    mtus = {}
-    for name, fields in ports.items() if isinstance(ports, dict) else ():
-        value = fields.get("mtu") if isinstance(fields, dict) else None
-        try:
-            sonic_to_lab(name)
-        except ValueError:
-            continue  # a port rocelab has no interface for
-        if value is None:
-            continue
-        if isinstance(value, str) and value.isdigit() and 68 <= int(value) <= 65535:
-            mtus[name] = int(value)
-        else:
-            problems.add(f"PORT.{name}.mtu", f"{value!r} is not an MTU (expected a byte count "
-                                             'string like "9100")')
-    return mtus
-
-
 def _with_platform_buffers(profile: QosProfile, pool: BufferPool, pg: BufferProfile
                            ) -> QosProfile:
     """Give each port's no-drop priorities' PGs the platform's lossless buffer profile."""
@@ -493,23 +554,78 @@ def _with_platform_buffers(profile: QosProfile, pool: BufferPool, pg: BufferProf
     return replace(profile, pools={pool.name: pool}, ports=ports)
 
 
-def _load_device(entry: _DeviceEntry, fabric_file: str, fabric: Fabric | None) -> Device:
+def _load_sonic(entry: _DeviceEntry, reader: _Reader, cabled: list[str] | None) -> Device:
+    """A SONiC device as it runs: its config_db, the port map and line card fabric.yml names,
+    and what buffermgrd and pfcwd start_default derive (rocelab.qos.derived)."""
     source = display(entry.path)
+    path = ("devices", entry.name)
+    doc = read_config_db(source)
+    if entry.voq_host is not None and entry.voq_host not in (hosts := voq_hosts(doc)):
+        reader.bad((*path, "voq_host"), f"{entry.voq_host!r} is not a line card of {source}'s VOQ keys",
+                   f"its QUEUE and BUFFER_QUEUE keys name: {', '.join(hosts) or 'none'}")
+    profile = profile_from_config_db(doc, source, entry.voq_host)
+    facts = switch_facts(doc, source)
+    if entry.ports is not None:
+        named = set(profile.ports) | {p for p, f in facts.ports.items() if f.speed or f.mtu_bytes}
+        for port in entry.ports:
+            if port not in named:
+                reader.bad((*path, "ports", port), f"{port!r} is not a port of {source}",
+                           f"its PORT and QoS tables name: {', '.join(sorted(named, key=port_number))}")
+        profile = replace(profile, lab_ports={iface: port for port, iface in entry.ports.items()})
+    mtus = {name: port.mtu_bytes for name, port in facts.ports.items() if port.mtu_bytes is not None}
+
+    origins: dict[str, str] = {}
+    unsized = None
+    if entry.pg_profile_lookup is not None:
+        if facts.buffer_model == "dynamic":
+            reader.bad((*path, "pg_profile_lookup"), f"{source} uses the dynamic buffer model "
+                       "(DEVICE_METADATA.localhost.buffer_model), which sizes PGs without pg_profile_lookup.ini")
+        else:
+            lookup_source = display(entry.pg_profile_lookup)
+            lookup = parse_pg_profile_lookup(entry.pg_profile_lookup.read_text(encoding="utf-8"), lookup_source)
+            derived = derive_lossless_pgs(profile, facts, lookup, lookup_source, source)
+            profile, origins = derived.profile, dict(derived.origins)
+    elif facts.buffer_model == "traditional" and any(
+            not qos.lossless_pg(pg) and facts.cable_m(name) for name, qos in profile.ports.items()
+            for pg in qos.pfc_enable):
+        unsized = (f"buffermgrd creates the lossless PGs at run time from the platform's pg_profile_lookup.ini "
+                   f"and CABLE_LENGTH: name it in devices.{entry.name}.pg_profile_lookup")
+
+    status = entry.default_pfcwd_status or facts.default_pfcwd_status
+    why, guarded = None, frozenset[str]()
+    if status == "enable":
+        why = (f"devices.{entry.name}.default_pfcwd_status enable" if entry.default_pfcwd_status
+               else f"{source}: DEVICE_METADATA.localhost.default_pfcwd_status enable")
+        watchdog = default_pfcwd(facts.port_entries)
+        why += (f": action {watchdog.action}, detection {watchdog.detection_time_ms} ms, "
+                f"restoration {watchdog.restoration_time_ms} ms")
+        neighbours = facts.neighbours
+        if neighbours is None:  # a hand-written config_db: the topology's cables are its neighbours
+            neighbours = frozenset(profile.sonic_name(p) for p in cabled or ())
+            why += "; no DEVICE_NEIGHBOR table, so the topology's cabled ports"
+        profile = derive_default_pfcwd(profile, facts, neighbours)
+        guarded = default_pfcwd_ports(facts, neighbours) & set(profile.ports)
+    origin = SonicOrigin(source, mtus, origins, unsized, why, guarded)
+    return Device(entry.name, "sonic", source, profile, origin, mtus, SONIC_DEFAULT_MTU_BYTES,
+                  PortQos(port=""), facts=facts, unsized_pgs=unsized)
+
+
+def _switch(fabric: Fabric | None, name: str) -> Node | None:
+    """The topology's switch of that name; None without a topology or such a switch."""
+    return fabric.node(name) if fabric is not None and name in {n.name for n in fabric.switches} else None
+
+
+def _load_device(entry: _DeviceEntry, reader: _Reader, fabric: Fabric | None) -> Device:
+    node = _switch(fabric, entry.name)
     if entry.format == "sonic":
-        profile = load_config_db(source)
-        problems = Problems(source)
-        mtus = _sonic_port_mtus(entry.path, problems)
-        problems.raise_if_any()
-        return Device(entry.name, "sonic", source, profile, SonicOrigin(source, mtus), mtus,
-                      SONIC_DEFAULT_MTU_BYTES, PortQos(port=""))
-    speeds = {}
-    if fabric is not None and entry.name in {n.name for n in fabric.switches}:
-        speeds = {p.name: int(fabric.links[p.link].rate_bps) for p in fabric.node(entry.name).ports}
+        return _load_sonic(entry, reader, [p.name for p in node.ports] if node else None)
+    source = display(entry.path)
+    speeds = {p.name: int(fabric.links[p.link].rate_bps) for p in node.ports} if node else {}
     config = load_eos(source, segment_bytes=entry.segment_bytes, port_speeds_bps=speeds)
     profile = config.profile
     if entry.buffer:
         profile = _with_platform_buffers(profile, *entry.buffer)
-    origin = EosOrigin(source, config, entry.name, fabric_file, entry.buffer_lines)
+    origin = EosOrigin(source, config, entry.name, reader.doc.name, entry.buffer_lines)
     return Device(entry.name, "eos", source, profile, origin, config.mtu_bytes,
                   config.default_mtu_bytes, config.default_port, config.eos_names)
 
@@ -587,10 +703,17 @@ def load_fabric_spec(path: Path) -> FabricSpec:
 
     devices: dict[str, Device] = {}
     for entry in entries:
+        node = _switch(fabric, entry.name)
+        cabled = [p.name for p in node.ports] if node else None
         try:
-            devices[entry.name] = _load_device(entry, doc.name, fabric)
+            devices[entry.name] = _load_device(entry, reader, fabric)
         except InputError as e:
             problems += e.problems
+        if entry.ports is not None and cabled is not None:
+            unmapped = [p for p in cabled if p not in entry.ports.values()]
+            if unmapped:
+                reader.bad(("devices", entry.name, "ports"), f"maps no port to {', '.join(unmapped)}, "
+                           f"which the topology cables to {entry.name}", "every cabled interface needs its port")
     if fabric is not None and isinstance(data.get("devices"), dict):
         _match_devices(reader, fabric, [str(n) for n in data["devices"]])
         if hosts is not None:

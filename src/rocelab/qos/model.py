@@ -15,6 +15,7 @@ from rocelab.qos.ports import to_sonic
 
 DSCP_VALUES = 64
 TRAFFIC_CLASSES = 16  # SONiC's tc_type is 0..15; only 0..7 can be PFC priorities
+DYNAMIC_TH_MIN, DYNAMIC_TH_MAX = -8, 7  # a dynamic_th exponent, as sonic-buffer-profile YANG bounds it
 
 PoolType = Literal["ingress", "egress", "both"]
 PoolMode = Literal["static", "dynamic"]

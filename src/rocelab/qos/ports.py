@@ -13,6 +13,7 @@ import re
 LANES_PER_PORT = 4
 _SONIC = re.compile(r"^Ethernet(\d+)$")
 _LAB = re.compile(r"^eth(\d+)$")
+LAB_PORT = re.compile(r"eth[1-9][0-9]*")  # a rocelab interface name: eth1, eth2, …
 
 
 def sonic_to_lab(name: str) -> str:
@@ -27,6 +28,11 @@ def lab_to_sonic(name: str) -> str:
     if not m or int(m.group(1)) < 1:
         raise ValueError(f"{name!r} is not a rocelab port name like eth1, eth2, …")
     return f"Ethernet{(int(m.group(1)) - 1) * LANES_PER_PORT}"
+
+
+def port_number(name: str) -> int:
+    """The number of a SONiC port name: Ethernet12 → 12, for ordering ports as SONiC does."""
+    return int(name.removeprefix("Ethernet"))
 
 
 def to_sonic(name: str) -> str:

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping, TypeVar, get_args
 
 from rocelab.errors import InputError, Problem, Problems
+from rocelab.qos.derived import PortFacts, SwitchFacts
 from rocelab.qos.model import (
     BufferPool,
     BufferProfile,
@@ -48,8 +49,8 @@ from rocelab.qos.model import (
     Scheduler,
     WredProfile,
 )
-from rocelab.qos.model import PRIORITIES, TRAFFIC_CLASSES
-from rocelab.qos.ports import LANES_PER_PORT, lab_to_sonic
+from rocelab.qos.model import DYNAMIC_TH_MAX, DYNAMIC_TH_MIN, PRIORITIES, TRAFFIC_CLASSES
+from rocelab.qos.ports import LAB_PORT, LANES_PER_PORT, lab_to_sonic, port_number
 
 T = TypeVar("T")
 
@@ -125,7 +126,7 @@ _Kind = _Int | _Choice | _Bool | _Priorities
 # Ranges are those of SONiC's YANG models (sonic-buffer-profile, sonic-pfcwd, …).
 _BYTES = _Int("a byte count", "38816")
 _POOL_BYTES = _Int("a byte count", "12582912")
-_DYNAMIC_TH = _Int("a dynamic_th exponent", "-5", lo=-8, hi=7)
+_DYNAMIC_TH = _Int("a dynamic_th exponent", "-5", lo=DYNAMIC_TH_MIN, hi=DYNAMIC_TH_MAX)
 _PERCENT = _Int("a percentage", "20", hi=100)
 _WEIGHT = _Int("a scheduler weight", "60", lo=1, hi=100)
 _DETECTION_MS = _Int("a detection time in ms", "200", lo=100, hi=5000)
@@ -296,7 +297,7 @@ class _PortMaps:
 
 
 class _Reader:
-    def __init__(self, doc: Mapping[str, Any], problems: Problems):
+    def __init__(self, doc: Mapping[str, Any], problems: Problems, voq_host: str | None = None):
         self.doc = doc
         self.problems = problems
         self.tables = frozenset(doc)
@@ -308,6 +309,8 @@ class _Reader:
             doc.get("DEVICE_METADATA"), dict) else {}
         self.hostname = metadata.get("hostname") if isinstance(metadata, dict) else None
         self.asic = metadata.get("asic_name") if isinstance(metadata, dict) else None
+        if voq_host is not None:  # the user names this device's own line card
+            self.hostname, _, self.asic = voq_host.partition("|")
 
     def entries(self, table: str) -> Iterator[_Entry]:
         entries = self.doc.get(table, {})
@@ -595,10 +598,6 @@ class _Reader:
         return watchdogs
 
 
-def _port_number(name: str) -> int:
-    return int(name.removeprefix("Ethernet"))
-
-
 def _lanes(fields: object) -> int:
     lanes = fields.get("lanes", "") if isinstance(fields, dict) else ""
     first = str(lanes).split(",")[0]
@@ -613,22 +612,42 @@ def _index(fields: object) -> int:
 def lab_ports(doc: Mapping[str, Any], named: Iterable[str]) -> dict[str, str]:
     """rocelab interface → SONiC port name: the PORT table's order (index, first lane,
     number) where the file has one; else the four-lane convention where every name fits it
-    (none is written: rocelab.qos.ports computes it); else the names' numeric order."""
+    (none is written: rocelab.qos.ports computes it); else the names' numeric order. A PORT
+    table whose every alias is a rocelab interface is rocelab's own rendering of a port map
+    (render_config_db): the aliases are the interfaces."""
     table = doc.get("PORT")
-    if isinstance(table, dict) and table:
+    aliases = {n: f.get("alias") for n, f in table.items() if isinstance(f, dict)} \
+        if isinstance(table, dict) else {}
+    if aliases and all(isinstance(a, str) and LAB_PORT.fullmatch(a) for a in aliases.values()) \
+            and len(set(aliases.values())) == len(aliases):
+        mapping = {alias: name for name, alias in aliases.items()}
+    elif isinstance(table, dict) and table:
         order = sorted((n for n in table if _PORT_NAME.fullmatch(n)),
-                       key=lambda n: (_index(table[n]), _lanes(table[n]), _port_number(n)))
+                       key=lambda n: (_index(table[n]), _lanes(table[n]), port_number(n)))
+        mapping = {f"eth{i}": name for i, name in enumerate(order, start=1)}
     else:
-        order = sorted(set(named), key=_port_number)
-    mapping = {f"eth{i}": name for i, name in enumerate(order, start=1)}
+        mapping = {f"eth{i}": name for i, name in enumerate(sorted(set(named), key=port_number), start=1)}
     if all(lab_to_sonic(lab) == name for lab, name in mapping.items()) or (
-            "PORT" not in doc and all(_port_number(n) % LANES_PER_PORT == 0 for n in order)):
+            "PORT" not in doc and all(port_number(n) % LANES_PER_PORT == 0 for n in mapping.values())):
         return {}  # the four-lane convention: rocelab.qos.ports computes it
     return mapping
 
 
-def profile_from_config_db(doc: dict[str, Any], source: str) -> QosProfile:
-    """The QoS profile a config_db document describes. Raises InputError naming `source`."""
+def voq_hosts(doc: Mapping[str, Any]) -> list[str]:
+    """The "<host>|<asic>" line cards a file's VOQ keys (QUEUE, BUFFER_QUEUE) name, in order."""
+    found: dict[str, None] = {}
+    for table in ("QUEUE", "BUFFER_QUEUE"):
+        entries = doc.get(table)
+        for key in entries if isinstance(entries, dict) else ():
+            parts = key.split("|")
+            if len(parts) == 4:
+                found.setdefault(f"{parts[0]}|{parts[1]}")
+    return list(found)
+
+
+def profile_from_config_db(doc: dict[str, Any], source: str, voq_host: str | None = None) -> QosProfile:
+    """The QoS profile a config_db document describes; `voq_host` ("<host>|<asic>") picks the
+    line card whose VOQ keys are this device's own. Raises InputError naming `source`."""
     problems = Problems(source)
     if not isinstance(doc, dict):
         problems.add("", f"the document is {_json_kind(doc)} (expected a config_db object of "
@@ -638,7 +657,7 @@ def profile_from_config_db(doc: dict[str, Any], source: str) -> QosProfile:
         problems.add("", f"holds no QoS table (expected at least one of {', '.join(QOS_TABLES)}); "
                          f"tables present: {', '.join(sorted(doc)) or 'none'}")
         problems.raise_if_any()
-    reader = _Reader(doc, problems)
+    reader = _Reader(doc, problems, voq_host)
 
     pools = reader.pools()
     buffer_profiles = reader.buffer_profiles(pools)
@@ -658,7 +677,7 @@ def profile_from_config_db(doc: dict[str, Any], source: str) -> QosProfile:
     names = set(port_maps) | set(pgs) | set(queue_buffers) | set(queue_settings) | set(watchdogs) | \
         set(reader.dynamic)
     ports = {}
-    for port in sorted(names, key=_port_number):
+    for port in sorted(names, key=port_number):
         settings = port_maps.get(port, _PortMaps())
         resolved, map_names = {}, {}
         for spec in _MAPS:
@@ -683,8 +702,74 @@ def profile_from_config_db(doc: dict[str, Any], source: str) -> QosProfile:
                       notes=tuple(sorted(reader.notes)))
 
 
+def _table(doc: Mapping[str, Any], name: str) -> dict[str, Any]:
+    table = doc.get(name)
+    return table if isinstance(table, dict) else {}
+
+
+def _setting(doc: Mapping[str, Any], field_name: str, kind: _Choice, default: str, problems: Problems) -> str:
+    metadata = _table(doc, "DEVICE_METADATA").get("localhost")
+    value = metadata.get(field_name, default) if isinstance(metadata, dict) else default
+    if value not in kind.choices:
+        problems.add(f"DEVICE_METADATA.localhost.{field_name}", f"{value!r} is not {kind.what} "
+                                                                 f"(expected {kind.expected})")
+        return default
+    return value
+
+
+_MTU = _Int("an MTU", "9100", lo=68, hi=65535)
+_SPEED = _Int("a speed in Mb/s", "100000", lo=1)
+_CABLE_LENGTH = re.compile(r"[0-9]+m")
+
+
+def switch_facts(doc: Mapping[str, Any], source: str) -> SwitchFacts:
+    """What buffermgrd and pfcwd read besides the QoS tables: PORT (speed, mtu, admin_status,
+    role), CABLE_LENGTH, DEVICE_METADATA (buffer_model, default_pfcwd_status), DEVICE_NEIGHBOR,
+    which PORT_QOS_MAP entries set pfc_enable, and the BUFFER_PROFILE entries. Raises
+    InputError naming the table, key and field of a malformed value."""
+    problems = Problems(source)
+    ports: dict[str, dict[str, Any]] = {}
+    for name, fields in _table(doc, "PORT").items():
+        if not _PORT_NAME.fullmatch(name) or not isinstance(fields, dict):
+            continue
+        entry = _Entry("PORT", name, fields, problems)
+        speed = entry.get("speed", _SPEED, default=None)  # canonical digits: str() gives it back
+        ports[name] = {"speed": None if speed is None else str(speed),
+                       "mtu_bytes": entry.get("mtu", _MTU, default=None),
+                       "admin_up": fields.get("admin_status") == "up",
+                       "internal": fields.get("role") == "Int"}
+    for group, lengths in _table(doc, "CABLE_LENGTH").items():
+        for name, length in lengths.items() if isinstance(lengths, dict) else ():
+            where = f"CABLE_LENGTH.{_quote(group)}.{_quote(name)}"
+            if not isinstance(length, str) or not _CABLE_LENGTH.fullmatch(length):
+                problems.add(where, f"{length!r} is not a cable length (expected metres like \"40m\")")
+                continue
+            ports.setdefault(name, {}).update(cable=length, cable_where=where)
+    neighbours = doc.get("DEVICE_NEIGHBOR")
+    pfc_enable = {port for key, fields in _table(doc, "PORT_QOS_MAP").items()
+                  if isinstance(fields, dict) and "pfc_enable" in fields for port in key.split(",")}
+    buffer_model = _setting(doc, "buffer_model", _Choice("a buffer model", ("traditional", "dynamic")),
+                            "traditional", problems)
+    pfcwd = _setting(doc, "default_pfcwd_status", _Choice("a PFC watchdog status", ("enable", "disable")),
+                     "disable", problems)
+    problems.raise_if_any()
+    reader = _Reader(doc, Problems(source))  # the loader has reported its problems already
+    return SwitchFacts(ports={name: PortFacts(**facts) for name, facts in ports.items()},
+                       port_entries=len(_table(doc, "PORT")), buffer_model=buffer_model,
+                       default_pfcwd_status=pfcwd,
+                       neighbours=frozenset(neighbours) if isinstance(neighbours, dict) else None,
+                       pfc_enable_ports=frozenset(pfc_enable),
+                       buffer_profiles=reader.buffer_profiles(reader.pools()))
+
+
 def load_config_db(path: str | os.PathLike[str]) -> QosProfile:
     """Load a config_db.json (whole, or only its QoS tables). Raises InputError."""
+    source = os.fspath(path)
+    return profile_from_config_db(read_config_db(source), source)
+
+
+def read_config_db(path: str | os.PathLike[str]) -> Any:
+    """A config_db.json's JSON document. Raises InputError naming line and column."""
     source = os.fspath(path)
     try:
         with open(source, encoding="utf-8") as f:
@@ -697,7 +782,7 @@ def load_config_db(path: str | os.PathLike[str]) -> QosProfile:
     except json.JSONDecodeError as e:
         raise InputError([Problem(source, f"line {e.lineno} column {e.colno}",
                                   f"invalid JSON: {e.msg}")]) from e
-    return profile_from_config_db(doc, source)
+    return doc
 
 
 # --- rendering
@@ -805,11 +890,13 @@ def render_config_db(profile: QosProfile) -> _Doc:
     profile has.
     """
     doc: _Doc = {table: {} for table in (
-        "BUFFER_POOL", "BUFFER_PROFILE", "DSCP_TO_TC_MAP", "TC_TO_QUEUE_MAP",
+        "PORT", "BUFFER_POOL", "BUFFER_PROFILE", "DSCP_TO_TC_MAP", "TC_TO_QUEUE_MAP",
         "TC_TO_PRIORITY_GROUP_MAP", "MAP_PFC_PRIORITY_TO_QUEUE", "PORT_QOS_MAP", "BUFFER_PG",
         "BUFFER_QUEUE", "WRED_PROFILE", "SCHEDULER", "QUEUE", "PFC_WD")}
     for name, pool in profile.pools.items():
         doc["BUFFER_POOL"][name] = _pool_fields(pool)
+    # A port map other than the four-lane convention, as PORT aliases lab_ports() reads back.
+    doc["PORT"] = {port: {"alias": lab} for lab, port in profile.lab_ports.items()}
     map_references = _render_maps(doc, profile)
     for port, qos in profile.ports.items():
         qos_map = map_references[port]
