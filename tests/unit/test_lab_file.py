@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+
+from rocelab import paths
 
 from rocelab.errors import InputError
 from rocelab.model.lab import load_lab
@@ -34,3 +37,48 @@ def test_switchd_dilates_detection_and_restoration_by_the_watchdog_tdf():
     profile = load_profile(str(ROOT / "profiles" / "roce-lossless.json"), 10)
     wd = profile.ports["Ethernet0"].pfc_wd
     assert (wd.detection_time_ms, wd.restoration_time_ms, wd.action) == (2000, 2000, "drop")
+
+
+# ---- `nics:` a lab's hosts run the NIC their own tools describe --------------------------------
+
+NIC_FILES = ROOT / "examples" / "fabric-good" / "hosts"  # hand-written mlnx_qos and sysfs output
+
+
+def _with_nic_files(lab_home: Path, **edits: str) -> None:
+    """h1..h4's NIC files beside lab.yml; `edits`: host → (old, new) text swaps in its sysfs file."""
+    for f in NIC_FILES.iterdir():
+        text = f.read_text()
+        for old, new in [edits[f.name.split(".")[0]]] if f.name.split(".")[0] in edits and "sysfs" in f.name else []:
+            assert old in text
+            text = text.replace(old, new)
+        (lab_home.parent / f.name).write_text(text)
+
+
+def test_a_labs_nics_set_each_hosts_emulated_nic(lab_home, tmp_path, monkeypatch):
+    from rocelab.engines.netns import write_agent_config
+    from rocelab.roce.config import roce_config
+    from rocelab.roce.dcqcn import DCQCN_SETS
+
+    _with_nic_files(lab_home, h2=("roce_rp/enable/3=1", "roce_rp/enable/3=0"))
+    lab_home.write_text("topology: leaf-spine-2x2\ntdf: 1000\nnic: emulated\nroce: {pmtu_bytes: 1024}\n"
+                        'nics:\n  "h*": {mlnx_qos: "{host}.mlnx_qos.txt", sysfs: "{host}.sysfs.txt"}\n')
+    lab = load_lab("l1")
+    h1 = roce_config(lab.roce_of("h1"))
+    assert h1.cc.dcqcn == DCQCN_SETS["connectx"].rp  # the file holds NVIDIA's defaults
+    assert (h1.dscp, h1.cnp_dscp, h1.cnp_interval_s) == (26, 48, 4e-6)  # ToS 106 = DSCP 26 | ECT(0); roce_np
+    assert h1.priority_of(26) == 3 and h1.cc_algorithm == "dcqcn"
+    assert h1.pmtu_bytes == 4096  # the NIC's MTU 9000 leaves RoCE 4096: over the lab's 1024
+    assert roce_config(lab.roce_of("h2")).cc_algorithm == "none"  # DCQCN off on RoCE's priority
+    monkeypatch.setattr(paths, "STATE_DIR", tmp_path / "state")
+    h2 = next(n for n in lab.fabric.hosts if n.name == "h2")
+    assert json.loads(write_agent_config(lab, h2).read_text())["roce"]["cc_algorithm"] == "none"  # what nicd reads
+
+
+def test_a_labs_nic_file_that_is_not_there_is_named(lab_home):
+    lab_home.write_text('topology: leaf-spine-2x2\nnics:\n  h1: {sysfs: missing.txt}\n  h9: {sysfs: x.txt}\n')
+    with pytest.raises(InputError) as exc:
+        load_lab("l1")
+    said = [(p.file, p.path.split(" ")[0], p.message) for p in exc.value.problems]
+    assert any(f.endswith("lab.yml") and w == "nics.h1.sysfs" and m.endswith("missing.txt' is not a file")
+               for f, w, m in said), said
+    assert any(w == "nics.h9" and m == "'h9' matches no host of the topology" for _, w, m in said), said

@@ -268,3 +268,19 @@ def test_a_lab_names_a_parameter_set_and_may_change_single_parameters():
         roce_config({"dcqcn": "cx7"})
     slowed = dilate(connectx, 1000).cc.dcqcn
     assert (slowed.rate_reduce_period_s, slowed.alpha_period_s) == pytest.approx((4e-3, 1e-3))
+
+
+def test_a_connectx_sysfs_reading_maps_onto_the_connectx_set():
+    """NVIDIA's documented defaults, as `roce_rp` files, give back exactly the `connectx` set;
+    a changed file changes its one parameter, in the core's units."""
+    from rocelab.roce.dcqcn import TARGET_ALWAYS, TARGET_NEVER, connectx_rp
+
+    defaults = {"dce_tcp_g": 1019, "dce_tcp_rtt": 1, "initial_alpha_value": 1023, "rate_reduce_monitor_period": 4,
+                "rpg_gd": 11, "rpg_min_dec_fac": 50, "rpg_min_rate": 1, "rate_to_set_on_first_cnp": 0,
+                "rpg_time_reset": 300, "rpg_byte_reset": 32767, "rpg_threshold": 1, "rpg_ai_rate": 5,
+                "rpg_hai_rate": 50, "clamp_tgt_rate": 0, "clamp_tgt_rate_after_time_inc": 1}
+    assert dataclasses.replace(CX, **connectx_rp(defaults)) == CX
+    tuned = connectx_rp({**defaults, "rpg_ai_rate": 20, "rpg_time_reset": 55, "rate_to_set_on_first_cnp": 40000})
+    assert (tuned["rate_ai_bps"], tuned["rate_increase_period_s"], tuned["rate_on_first_cnp_bps"]) == (20e6, 55e-6, 40e9)
+    assert connectx_rp({"clamp_tgt_rate": 1})["target_on_cnp"] == TARGET_ALWAYS
+    assert connectx_rp({"clamp_tgt_rate": 0, "clamp_tgt_rate_after_time_inc": 0})["target_on_cnp"] == TARGET_NEVER
