@@ -281,6 +281,7 @@ def test_a_connectx_sysfs_reading_maps_onto_the_connectx_set():
                 "rpg_hai_rate": 50, "clamp_tgt_rate": 0, "clamp_tgt_rate_after_time_inc": 1}
     assert dataclasses.replace(CX, **connectx_rp(defaults)) == CX
     tuned = connectx_rp({**defaults, "rpg_ai_rate": 20, "rpg_time_reset": 55, "rate_to_set_on_first_cnp": 40000})
-    assert (tuned["rate_ai_bps"], tuned["rate_increase_period_s"], tuned["rate_on_first_cnp_bps"]) == (20e6, 55e-6, 40e9)
+    assert (tuned["rate_ai_bps"], tuned["rate_increase_period_s"], tuned["rate_on_first_cnp_bps"]) == pytest.approx(
+        (20e6, 55e-6, 40e9))
     assert connectx_rp({"clamp_tgt_rate": 1})["target_on_cnp"] == TARGET_ALWAYS
     assert connectx_rp({"clamp_tgt_rate": 0, "clamp_tgt_rate_after_time_inc": 0})["target_on_cnp"] == TARGET_NEVER
