@@ -103,6 +103,8 @@ def up(c, lab, engine="netns", tdf=""):
             err_console.print(f"[red]up failed:[/red] {exc}", highlight=False, soft_wrap=True)
             raise Exit(code=1) from None
     console.print(report.status_table(record, builtin_engines()))
+    for note in spec.host_notes:  # what the hosts' NIC files hold that nicd cannot carry
+        err_console.print(f"note: {note}", highlight=False, soft_wrap=True)
 
 
 @task(positional=["lab"], optional=["lab"], help={"lab": "the lab to tear down (default: every lab that is up)"})

@@ -259,9 +259,10 @@ def test_a_paced_qp_speeds_up_when_the_rate_rises_mid_gap():
 def test_a_lab_names_a_parameter_set_and_may_change_single_parameters():
     from rocelab.roce.config import roce_config
 
-    assert roce_config({}).cc.dcqcn == DcqcnConfig() and roce_config({}).cnp_interval_s == 50e-6
-    connectx = roce_config({"dcqcn": "connectx"})
+    connectx = roce_config({})  # a lab's default: the NIC people own
     assert connectx.cc.dcqcn == CX and connectx.cnp_interval_s == 0.0  # the set's NP side too
+    paper = roce_config({"dcqcn": "paper"})
+    assert paper.cc.dcqcn == DcqcnConfig() and paper.cnp_interval_s == 50e-6
     tuned = roce_config({"dcqcn": {"parameters": "connectx", "rate_ai_bps": 20e6}, "cnp_interval_s": 4e-6})
     assert tuned.cc.dcqcn == dataclasses.replace(CX, rate_ai_bps=20e6) and tuned.cnp_interval_s == 4e-6
     with pytest.raises(ValueError, match="'cx7' is not a DCQCN parameter set; expected one of: paper, connectx"):

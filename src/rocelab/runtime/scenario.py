@@ -189,7 +189,7 @@ def wait_quiet(seconds: float = 0.2) -> None:
 
 
 # Shown for every lab beside the observations its checks name; --json carries them all.
-HEADLINE = ("job_time_s", "busbw_gbps", "fct_max_s", "drops", "pfc_tx_frames", "pfc_tx_frames_to_switches",
+HEADLINE = ("job_time_s", "busbw_gbps", "fct_max_s", "flow_jain", "drops", "pfc_tx_frames", "pfc_tx_frames_to_switches",
             "ecn_marked_packets", "cnps_received", "retransmitted_packets", "max_queue_depth_bytes",
             "host_paused_s")
 
