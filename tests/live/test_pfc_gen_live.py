@@ -93,3 +93,26 @@ def test_pfc_gen_global_pause_is_counted_and_dropped(bring_up):
     port = eth2()
     assert port["drops"] == {"flow_control_disabled": {"packets": 1, "bytes": len(pause)}}
     assert port["pfc_rx_frames"] == [0] * 8 and port["paused_time_s"] == [0.0] * 8
+
+
+def test_a_port_configured_for_flow_control_holds_every_queue_for_the_pause(bring_up):
+    spec, record = bring_up("incast-1x5", dataplane="switchd", profile=PROFILES / "roce-lossless.json", tdf=TDF,
+                            flow_control_rx=frozenset({"leaf1:eth2"}))
+    h1, h2 = record.node("h1").netns, record.node("h2").netns
+    hold_s = 0xFFFF * 512 / rate_bps(record)
+
+    def eth2() -> dict:
+        return counters(spec.name, "leaf1")["ports"]["eth2"]
+
+    paused_at = send(h2, [pfc_gen_pause(0xFFFF)])
+    wait_for(lambda: eth2()["pause_rx_frames"] == 1, 0.1, "switchd counted the 802.3x PAUSE")
+    send(h1, [udp_frame(spec, "h1", "h2", dscp, 1024, sport=5000 + dscp) for dscp in (LOSSLESS_DSCP, LOSSY_DSCP)]
+         * FRAMES)
+    time.sleep(0.1)
+    during = eth2()
+    assert time.monotonic() < paused_at + hold_s - 0.05, "looked too late to see the pause"
+    # The whole link pauses: lossy queue 0 as well as lossless queue 3, nothing dropped.
+    assert [during["queues"][q]["tx_packets"] for q in (0, PRIORITY)] == [0, 0]
+    assert during["drops"] == {}
+    wait_for(lambda: all(eth2()["queues"][q]["tx_packets"] == FRAMES for q in (0, PRIORITY)), hold_s + 0.5,
+             "the held frames left when the pause ran out")

@@ -82,3 +82,13 @@ def test_a_labs_nic_file_that_is_not_there_is_named(lab_home):
     assert any(f.endswith("lab.yml") and w == "nics.h1.sysfs" and m.endswith("missing.txt' is not a file")
                for f, w, m in said), said
     assert any(w == "nics.h9" and m == "'h9' matches no host of the topology" for _, w, m in said), said
+
+
+def test_flow_control_rx_names_switch_ports_of_the_lab(lab_home):
+    lab_home.write_text("topology: leaf-spine-2x2\nflow_control_rx: [leaf1:eth1]\n")
+    assert load_lab("l1").flow_control_rx == {"leaf1:eth1"}
+    lab_home.write_text("topology: leaf-spine-2x2\nflow_control_rx: [h1:eth1]\n")  # a host's port
+    with pytest.raises(InputError) as exc:
+        load_lab("l1")
+    (problem,) = exc.value.problems
+    assert problem.path.startswith("flow_control_rx") and "is not a list of this lab's switch ports" in problem.message

@@ -132,7 +132,8 @@ def write_agent_config(lab: Lab, node: Node) -> Path:
         "ports": [{"name": p.name, "mac": p.mac, "address": str(p.address),
                    "peer_mac": lab.fabric.peer(p).mac,
                    "rate_bps": lab.fabric.links[p.link].rate_bps / lab.tdf,
-                   "delay_s": lab.fabric.links[p.link].delay_s * lab.tdf} for p in node.ports],
+                   "delay_s": lab.fabric.links[p.link].delay_s * lab.tdf,
+                   "global_flow_control_rx": f"{node.name}:{p.name}" in lab.flow_control_rx} for p in node.ports],
     }
     config_file = folder / f"{node.name}.json"
     config_file.write_text(json.dumps(config, indent=1))

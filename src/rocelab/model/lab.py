@@ -24,7 +24,7 @@ from rocelab.model.hostnics import nic_entries, nicd_roce, read_host_nics
 DEFAULT_DATAPLANE = "switchd"
 DEFAULT_PROFILE = "roce-lossless"  # for a bare topology on switchd: rocelab is about lossless RoCE
 LAB_KEYS = frozenset({"name", "description", "topology", "dataplane", "tdf", "pfc_wd_tdf", "fidelity_bound", "profile", "nic",
-                      "roce", "nics", "scenario", "checks"})
+                      "roce", "nics", "flow_control_rx", "scenario", "checks"})
 # `roce:` keys: NicConfig's fields (production units; nicd dilates them by the TDF), with
 # DCQCN's parameters under `dcqcn:`.
 
@@ -53,6 +53,9 @@ class Lab:
     # rocelab.model.hostnics); and what those files held that nicd cannot carry.
     host_roce: Mapping[str, Mapping] = field(default_factory=dict)
     host_notes: tuple[str, ...] = ()
+    # Switch ports ("leaf1:eth2") that honour 802.3x PAUSE (SAI's global flow control, rx);
+    # every other port counts it and drops it, as SONiC leaves the setting off.
+    flow_control_rx: frozenset[str] = frozenset()
 
     def roce_of(self, host: str) -> dict:
         """The `roce:` settings of one host's NIC."""
@@ -165,7 +168,14 @@ def _load_lab_file(path: Path) -> Lab:
                 problems.add(_at(doc, "nics"), f"{host}: what {nic.sysfs or nic.mlnx_qos} says makes no NIC: {exc}")
         problems.raise_if_any()
     switch_ports = {(n.name, p.name) for n in fabric.switches for p in n.ports}
+    flow_control_rx = data.get("flow_control_rx") or []
+    if not isinstance(flow_control_rx, list) or any(
+            not isinstance(x, str) or tuple(x.partition(":")[::2]) not in switch_ports for x in flow_control_rx):
+        problems.add(_at(doc, "flow_control_rx"), f"{flow_control_rx!r} is not a list of this lab's switch ports",
+                     "like [leaf1:eth2]: the ports that act on 802.3x PAUSE")
+        problems.raise_if_any()
     scenario = load_scenario(doc, path.parent, {h.name for h in fabric.hosts}, switch_ports,
                              {(n.name, p.name) for n in fabric.nodes for p in n.ports})
     return Lab(name, doc.name, fabric, dataplane, tdf, profile, nic, roce, scenario, pfc_wd_tdf=pfc_wd_tdf,
-               fidelity_bound_s=fidelity_bound_s, host_roce=host_roce, host_notes=tuple(host_notes))
+               fidelity_bound_s=fidelity_bound_s, host_roce=host_roce, host_notes=tuple(host_notes),
+               flow_control_rx=frozenset(flow_control_rx))

@@ -113,7 +113,8 @@ def load_profile(path: str | None, tdf: int) -> QosProfile:
 class Switchd:
     def __init__(self, config: dict):
         self.config = config
-        # A port's "global_flow_control_rx" (optional, default false as on SONiC) makes it honour 802.3x PAUSE.
+        # A port's "global_flow_control_rx" (lab.yml's flow_control_rx; default false, as SONiC
+        # leaves it) makes it honour 802.3x PAUSE.
         self.specs = [PortSpec(p["name"], p["mac"], p["rate_bps"], p["delay_s"],
                                global_flow_control_rx=bool(p.get("global_flow_control_rx", False)))
                       for p in config["ports"]]
