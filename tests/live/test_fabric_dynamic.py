@@ -8,11 +8,15 @@ from pathlib import Path
 
 import pytest
 
+from rocelab.fabric.lint import builtin_checks
+
 pytest_plugins = ["pytester"]
 pytestmark = pytest.mark.root
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 DYNAMIC = ("pfc-threshold[spine1:p3]", "pfc-threshold[spine2:p3]", "pfc-threshold[leaf1:p3]", "pfc-threshold[leaf2:p3]",
            "incast-lossless", "ecn-before-pfc", "allreduce-budget")
+STATIC = len(builtin_checks().names()) * 4  # each static check on each of the examples' four switches
+NOT_PFC_THRESHOLD = STATIC + len(DYNAMIC) - 4  # what `-k pfc-threshold` deselects
 
 
 @pytest.fixture
@@ -24,7 +28,7 @@ def fabrics(pytester: pytest.Pytester) -> Path:
 
 def test_the_good_fabric_passes_every_dynamic_check(pytester: pytest.Pytester, fabrics: Path):
     result = pytester.runpytest_subprocess("--fabric", "fabric-good", "-m", "rocelab_dynamic", "-v")
-    result.assert_outcomes(passed=len(DYNAMIC), deselected=32)
+    result.assert_outcomes(passed=len(DYNAMIC), deselected=STATIC)
     for name in DYNAMIC:
         assert f"::{name} PASSED" in result.stdout.str()
 
@@ -32,7 +36,7 @@ def test_the_good_fabric_passes_every_dynamic_check(pytester: pytest.Pytester, f
 def test_a_lossy_map_fails_the_pfc_threshold_probe_and_leaves_nothing_up(pytester: pytest.Pytester, fabrics: Path):
     result = pytester.runpytest_subprocess("--fabric", "fabric-broken", "-m", "rocelab_dynamic", "-k",
                                            "pfc-threshold")
-    result.assert_outcomes(passed=3, failed=1, deselected=35)
+    result.assert_outcomes(passed=3, failed=1, deselected=NOT_PFC_THRESHOLD)
     result.stdout.fnmatch_lines(["*leaf2 eth1: DSCP 26 lands in PG0, which is not lossless*"])
     netns = Path("/run/netns")
     assert not [p for p in netns.iterdir() if p.name.startswith("fab")] if netns.is_dir() else True
@@ -50,7 +54,7 @@ def test_users_own_tests_get_a_running_fabric(pytester: pytest.Pytester, fabrics
         """)
     result = pytester.runpytest_subprocess("--fabric", "fabric-good", "-m", "not rocelab_static and not rocelab_dynamic",
                                            "test_mine.py")
-    result.assert_outcomes(passed=1, deselected=39)
+    result.assert_outcomes(passed=1, deselected=STATIC + len(DYNAMIC))
 
 
 def test_a_spine_that_pauses_the_wrong_queue_fails_its_probe(pytester: pytest.Pytester, fabrics: Path):
@@ -62,6 +66,6 @@ def test_a_spine_that_pauses_the_wrong_queue_fails_its_probe(pytester: pytest.Py
     doc["MAP_PFC_PRIORITY_TO_QUEUE"]["ROCE"]["3"] = "4"
     config.write_text(json.dumps(doc, indent=4))
     result = pytester.runpytest_subprocess("--fabric", "fabric-good", "-m", "rocelab_dynamic", "-k", "pfc-threshold")
-    result.assert_outcomes(passed=3, failed=1, deselected=35)
+    result.assert_outcomes(passed=3, failed=1, deselected=NOT_PFC_THRESHOLD)
     result.stdout.fnmatch_lines(["*spine2 Ethernet0 (eth1) priority 3 (PG3, BUFFER_PROFILE *): no PFC after *"
                                  "expected XOFF at 381,300 B*"])

@@ -70,7 +70,7 @@ def scenario(lab):
         current[:] = [case.name]
         seen.case_started[case.name] = time.monotonic()
 
-    result = run(record, spec.scenario, spec.profile, "dcqcn", spec.fabric, on_case=on_case,
+    result = run(record, spec.scenario, spec.profile, spec.fabric, on_case=on_case,
                  on_step=lambda step, workers: seen.streamed.append((time.monotonic(), current[0], step.step)))
     seen.cases = {c.case.name: c for c in result.cases}
     return seen
