@@ -9,9 +9,10 @@ request never races the data plane.
 The loop also measures how well it keeps the emulated schedule, in one `Lateness` histogram:
 every time it runs the core for an event that was due (a frame's departure from its shaper,
 a pause expiring, a DCQCN or retransmission timer), how late it ran it; for every batch of
-frames it reads, how long the oldest waited in the kernel since it arrived (its receive
-timestamp, SIOCGSTAMPNS). It also counts the frames the kernel dropped because the loop did
-not read them in time (PACKET_STATISTICS). Time dilation is faithful only while these stay
+frames it reads from a port at one wake-up, how long the oldest waited in the kernel since
+it arrived (the receive time the kernel writes beside it in the port's ring, rocelab.kernel.ring).
+It also counts the frames the kernel dropped because the loop did not read them in time: a
+full ring (PACKET_STATISTICS). Time dilation is faithful only while these stay
 small: rocelab.runtime.fidelity judges them.
 """
 
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import bisect
 import errno
-import fcntl
 import os
 import select
 import signal
@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Protocol
 
 from rocelab.kernel.control import ControlServer
+from rocelab.ethernet import ETH_P_ALL
 from rocelab.kernel.netns import PACKET_IGNORE_OUTGOING, PACKET_STATISTICS, SOL_PACKET, packet_socket
+from rocelab.kernel.ring import RxRing
 
-RCVBUF_BYTES = 8 << 20
-MAX_FRAME = 65536
 ROUND = 8  # frames read from one port before the others get a turn and the core runs
 DRAIN_ROUNDS = 16  # rounds per wake-up before the loop looks at control requests again
 IDLE_WAIT_S = 0.05  # the longest sleep with nothing due: bounds how late a stop is seen
@@ -50,11 +50,29 @@ class Core(Protocol):
     def next_event(self, now: float) -> float | None: ...
 
 
-def open_port(ifname: str) -> socket.socket:
-    sock = packet_socket(ifname, rcvbuf_bytes=RCVBUF_BYTES)
-    sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+@dataclass
+class Port:
+    """A port the loop reads through its receive ring and writes through its socket."""
+
+    sock: socket.socket
+    ring: RxRing
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+
+def open_port(ifname: str) -> Port:
+    # Bound to no protocol until its ring is set up, so no frame queues outside the ring.
+    sock = packet_socket(ifname, protocol=0)
+    try:
+        sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+        ring = RxRing(sock)
+        sock.bind((ifname, ETH_P_ALL))
+    except BaseException:
+        sock.close()
+        raise
     sock.setblocking(False)
-    return sock
+    return Port(sock, ring)
 
 
 def claim_cpu() -> str:
@@ -82,8 +100,6 @@ def claim_cpu() -> str:
 # so two readings subtract, and fine where a frame's time on a dilated link lies (0.1–10 ms).
 LATENESS_BOUNDS_S = (1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 1e-1, 2e-1, 5e-1, 1.0)
 TPACKET_STATS = struct.Struct("=II")  # tp_packets, tp_drops
-SIOCGSTAMPNS = 0x8907  # the receive time of the last frame read from a socket, as a timespec
-TIMESPEC = struct.Struct("=qq")
 
 
 @dataclass
@@ -115,22 +131,20 @@ class LoopStats:
 @dataclass
 class Loop:
     core: Core
-    ports: dict[str, socket.socket]
+    ports: dict[str, Port]
     control: ControlServer
     watchers: dict[int, Callable[[], None]] = field(default_factory=dict)  # fd → callback
     clock: Callable[[], float] = time.monotonic
     stats: LoopStats = field(default_factory=LoopStats)
     stopping: bool = False
-    # One receive buffer for every frame: the core copies what it keeps.
-    _buffer: bytearray = field(default_factory=lambda: bytearray(MAX_FRAME), init=False, repr=False)
 
     def stop(self, *_: object) -> None:
         self.stopping = True
 
     def read_drops(self) -> LoopStats:
         """The stats, with the kernel's receive-queue drops added up (reading them resets them)."""
-        for sock in self.ports.values():
-            self.stats.rx_dropped += TPACKET_STATS.unpack(sock.getsockopt(SOL_PACKET, PACKET_STATISTICS,
+        for port in self.ports.values():
+            self.stats.rx_dropped += TPACKET_STATS.unpack(port.sock.getsockopt(SOL_PACKET, PACKET_STATISTICS,
                                                                           TPACKET_STATS.size))[1]
         return self.stats
 
@@ -170,37 +184,23 @@ class Loop:
         that wakes late does not catch up past its bucket), so reading a long batch before
         running it would overfill its queues. At most DRAIN_ROUNDS rounds, so control
         requests and watchers are seen between floods."""
-        ports, stats, receive, buffer = self.ports, self.stats, self.core.receive, self._buffer
-        view = memoryview(buffer)
+        ports, stats, receive = self.ports, self.stats, self.core.receive
         unmeasured = set(ready)
         for rnd in range(DRAIN_ROUNDS):
             now = self.clock()  # one timestamp per round: these frames arrived together
             if rnd:
                 due = self.core.next_event(now)
             for name in tuple(ready):
-                sock = ports[name]
-                recv_into = sock.recv_into
-                for _ in range(ROUND):
-                    try:
-                        size = recv_into(buffer)
-                    except BlockingIOError:
-                        ready.remove(name)
-                        break
-                    if name in unmeasured:  # the port's oldest frame: how long it waited to be read
-                        unmeasured.discard(name)
-                        self._record_wait(sock)
-                    stats.rx_frames += 1
-                    receive(name, view[:size], now)
+                n, first_s = ports[name].ring.read(name, receive, now, ROUND)
+                stats.rx_frames += n
+                if n < ROUND:
+                    ready.remove(name)
+                if n and name in unmeasured:  # the port's oldest frame: how long it waited to be read
+                    unmeasured.discard(name)
+                    self.stats.lateness.record(max(time.time() - first_s, 0.0))
             self._transmit(due)
             if not ready:
                 return
-
-    def _record_wait(self, sock: socket.socket) -> None:
-        try:
-            sec, nsec = TIMESPEC.unpack(fcntl.ioctl(sock.fileno(), SIOCGSTAMPNS, bytes(TIMESPEC.size)))
-        except OSError:  # no timestamp yet (the kernel turns them on at the first request)
-            return
-        self.stats.lateness.record(max(time.time() - (sec + nsec * 1e-9), 0.0))
 
     def _transmit(self, due: float | None) -> None:
         now = self.clock()
@@ -208,7 +208,7 @@ class Loop:
             self.stats.lateness.record(now - due)
         for name, frame in self.core.poll(now):
             try:
-                self.ports[name].send(frame)
+                self.ports[name].sock.send(frame)
                 self.stats.tx_frames += 1
             except OSError as exc:  # a full peer backlog or a downed link: count, never stop
                 key = errno.errorcode.get(exc.errno, str(exc.errno))
