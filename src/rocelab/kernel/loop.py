@@ -50,12 +50,15 @@ class Core(Protocol):
     def next_event(self, now: float) -> float | None: ...
 
 
-@dataclass
 class Port:
     """A port the loop reads through its receive ring and writes through its socket."""
 
-    sock: socket.socket
-    ring: RxRing
+    __slots__ = ("sock", "ring", "send")
+
+    def __init__(self, sock: socket.socket, ring: RxRing):
+        self.sock = sock
+        self.ring = ring
+        self.send = sock.send
 
     def fileno(self) -> int:
         return self.sock.fileno()
@@ -206,10 +209,12 @@ class Loop:
         now = self.clock()
         if due is not None and due <= now:
             self.stats.lateness.record(now - due)
+        ports, sent = self.ports, 0
         for name, frame in self.core.poll(now):
             try:
-                self.ports[name].sock.send(frame)
-                self.stats.tx_frames += 1
+                ports[name].send(frame)
+                sent += 1
             except OSError as exc:  # a full peer backlog or a downed link: count, never stop
                 key = errno.errorcode.get(exc.errno, str(exc.errno))
                 self.stats.tx_errors[key] = self.stats.tx_errors.get(key, 0) + 1
+        self.stats.tx_frames += sent
