@@ -30,7 +30,7 @@ TPACKET_ALIGNMENT = 16
 # struct tpacket2_hdr: tp_status, tp_len, tp_snaplen, tp_mac, tp_net, tp_sec, tp_nsec (then VLAN fields);
 # read per frame: its length and where it starts; per batch: the receive time
 TPACKET2_FRAME = struct.Struct("=8xIH")
-TPACKET2_TIME = struct.Struct("=20xII")
+TPACKET2_TIME = struct.Struct("=16xII")
 TPACKET_REQ = struct.Struct("=IIII")  # block size, block count, frame size, frame count
 # Where a SOCK_RAW frame starts in its slot: TPACKET_ALIGN(TPACKET2_HDRLEN) + 16 (af_packet.c).
 FRAME_OFFSET = 80
