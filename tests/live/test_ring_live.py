@@ -57,8 +57,8 @@ def frame(n: int, size: int) -> bytes:
 
 def read_all(port, limit: int = 1000) -> tuple[list[bytes], float]:
     got: list[bytes] = []
-    n, first_s = port.ring.read("eth1", lambda _port, f, _now: got.append(bytes(f)), 0.0, limit)
-    assert n == len(got)
+    n, first_s, empty = port.ring.read("eth1", lambda _port, f, _now: got.append(bytes(f)), 0.0, limit, 1 << 30)
+    assert n == len(got) and (empty or n == limit)
     return got, first_s
 
 

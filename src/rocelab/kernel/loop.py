@@ -34,7 +34,12 @@ from rocelab.ethernet import ETH_P_ALL
 from rocelab.kernel.netns import PACKET_IGNORE_OUTGOING, PACKET_STATISTICS, SOL_PACKET, packet_socket
 from rocelab.kernel.ring import RxRing
 
-ROUND = 8  # frames read from one port before the others get a turn and the core runs
+# What the loop reads from one port before the others get a turn and the core runs: at most
+# an egress shaper's bucket (rocelab.switch.shaper.DEFAULT_BURST_BYTES, 4 jumbo frames), which
+# is all a port may send per run of the core when it runs late. Read more between runs and a
+# flood the line could carry backs up in the queues.
+ROUND_FRAMES = 64
+ROUND_BYTES = 32 << 10
 DRAIN_ROUNDS = 16  # rounds per wake-up before the loop looks at control requests again
 IDLE_WAIT_S = 0.05  # the longest sleep with nothing due: bounds how late a stop is seen
 RT_PRIORITY = 1  # the lowest real-time priority: ahead of every ordinary process, behind the kernel's RT threads
@@ -182,11 +187,11 @@ class Loop:
                 self._transmit(due)
 
     def _drain(self, ready: list[str], due: float | None) -> None:
-        """Read the readable ports until they are empty, ROUND frames from each in turn, and
-        run the core after every round: its egress may send only a burst per run (a shaper
-        that wakes late does not catch up past its bucket), so reading a long batch before
-        running it would overfill its queues. At most DRAIN_ROUNDS rounds, so control
-        requests and watchers are seen between floods."""
+        """Read the readable ports until they are empty, a round (ROUND_FRAMES or ROUND_BYTES)
+        from each in turn, and run the core after every round: its egress may send only a
+        burst per run (a shaper that wakes late does not catch up past its bucket), so reading
+        a long batch before running it would overfill its queues. At most DRAIN_ROUNDS
+        rounds, so control requests and watchers are seen between floods."""
         ports, stats, receive = self.ports, self.stats, self.core.receive
         unmeasured = set(ready)
         for rnd in range(DRAIN_ROUNDS):
@@ -194,9 +199,9 @@ class Loop:
             if rnd:
                 due = self.core.next_event(now)
             for name in tuple(ready):
-                n, first_s = ports[name].ring.read(name, receive, now, ROUND)
+                n, first_s, empty = ports[name].ring.read(name, receive, now, ROUND_FRAMES, ROUND_BYTES)
                 stats.rx_frames += n
-                if n < ROUND:
+                if empty:
                     ready.remove(name)
                 if n and name in unmeasured:  # the port's oldest frame: how long it waited to be read
                     unmeasured.discard(name)

@@ -55,32 +55,38 @@ class RxRing:
         self.slots = [block * BLOCK_BYTES + i * SLOT_BYTES for block in range(blocks) for i in range(SLOTS_PER_BLOCK)]
         self.head = 0  # index of the next slot to read
 
-    def read(self, port: str, receive, now: float, limit: int) -> tuple[int, float]:
-        """Hand up to `limit` frames to receive(port, frame, now), oldest first, giving each
-        slot back once it returns; (frames read, the first one's receive time in seconds
-        since the epoch, 0.0 when none). Fewer than `limit`: the ring is empty."""
+    def read(self, port: str, receive, now: float, max_frames: int, max_bytes: int) -> tuple[int, float, bool]:
+        """Hand frames to receive(port, frame, now), oldest first, giving each slot back once
+        it returns, until `max_frames` frames or at least `max_bytes` bytes are read or the
+        ring is empty: (frames read, the first one's receive time in seconds since the epoch
+        or 0.0 when none, whether the ring is empty)."""
         view, slots, head = self.view, self.slots, self.head
         offset = slots[head]
         if not view[offset] & TP_STATUS_USER:
-            return 0, 0.0
+            return 0, 0.0, True
         sec, nsec = TPACKET2_TIME.unpack_from(view, offset)
         frame_at = TPACKET2_FRAME.unpack_from
         n_slots = len(slots)
-        n = 0
+        n = nbytes = 0
         while True:
             snaplen, mac = frame_at(view, offset)
             start = offset + mac
             receive(port, view[start:start + snaplen], now)
             view[offset:offset + 4] = _KERNEL
             n += 1
+            nbytes += snaplen
             head += 1
             if head == n_slots:
                 head = 0
             offset = slots[head]
-            if n == limit or not view[offset] & TP_STATUS_USER:
+            if not view[offset] & TP_STATUS_USER:
+                empty = True
+                break
+            if n == max_frames or nbytes >= max_bytes:
+                empty = False
                 break
         self.head = head
-        return n, sec + nsec * 1e-9
+        return n, sec + nsec * 1e-9, empty
 
     def close(self) -> None:
         self.view.release()
