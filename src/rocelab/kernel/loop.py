@@ -65,9 +65,6 @@ class Port:
         self.ring = ring
         self.send = sock.send
 
-    def fileno(self) -> int:
-        return self.sock.fileno()
-
 
 def open_port(ifname: str) -> Port:
     # Bound to no protocol until its ring is set up, so no frame queues outside the ring.
@@ -160,27 +157,28 @@ class Loop:
         self.stats.scheduling = claim_cpu()
         signal.signal(signal.SIGTERM, self.stop)
         signal.signal(signal.SIGINT, self.stop)
-        by_fd = {s.fileno(): name for name, s in self.ports.items()}
-        core, ports, control = self.core, self.ports, self.control
-        listener = control.listener
+        core, control, watchers = self.core, self.control, self.watchers
+        # Plain descriptors, looked up once: select() calls no Python fileno() per wake-up.
+        port_fds = {port.sock.fileno(): name for name, port in self.ports.items()}
+        listener_fd = control.listener.fileno()
+        fixed = [*port_fds, listener_fd]
         while not self.stopping:
             now = self.clock()
             due = core.next_event(now)
             wait_s = IDLE_WAIT_S if due is None else min(max(due - now, 0.0), IDLE_WAIT_S)
-            readable, _, _ = select.select([*ports.values(), listener, *control.clients, *self.watchers],
-                                           [], [], wait_s)
+            clients = {conn.fileno(): conn for conn in control.clients} if control.clients else {}
+            readable, _, _ = select.select([*fixed, *clients, *watchers], [], [], wait_s)
             ready = []
-            for item in readable:
-                fd = item if isinstance(item, int) else item.fileno()
-                name = by_fd.get(fd)
+            for fd in readable:
+                name = port_fds.get(fd)
                 if name is not None:
                     ready.append(name)
-                elif item is listener:
+                elif fd == listener_fd:
                     control.accept()
-                elif fd in self.watchers:
-                    self.watchers[fd]()
-                elif item in control.clients:
-                    control.serve(item)
+                elif fd in watchers:
+                    watchers[fd]()
+                elif fd in clients:
+                    control.serve(clients[fd])
             if ready:
                 self._drain(ready, due)
             else:
