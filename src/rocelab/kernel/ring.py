@@ -8,9 +8,9 @@ hands over every frame as it lands, and select() says readable as soon as one ha
 
 A slot is the agent's until it sets the slot's status back to TP_STATUS_KERNEL, which `read`
 does as soon as the frame's receiver returns: the frame is a view into the ring, and whoever
-keeps it copies it.
-A frame longer than a slot arrives cut to the slot (its status says TP_STATUS_COPY); slots hold
-a 9216-byte jumbo frame with its Ethernet header and a VLAN tag.
+keeps it copies it. Slots hold a 9216-byte jumbo frame with its Ethernet header and a VLAN
+tag; a longer frame would arrive cut to its slot (tp_snaplen < tp_len), and the core would
+count it as truncated.
 """
 
 from __future__ import annotations
@@ -87,7 +87,3 @@ class RxRing:
                 break
         self.head = head
         return n, sec + nsec * 1e-9, empty
-
-    def close(self) -> None:
-        self.view.release()
-        self.map.close()
