@@ -8,9 +8,10 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Dot1Q, Ether
 
+from rocelab.kernel.loop import ROUND_BYTES, ROUND_FRAMES
 from rocelab.switch import Fib, NextHop
 from test_switch_support import (
-    PORTS, fib, host_ip, host_mac, make_switch, qos_profile, roce, run, switch_mac,
+    PORTS, RATE_BPS, fib, host_ip, host_mac, make_switch, qos_profile, roce, run, switch_mac,
 )
 
 SPINE_MACS = {"eth2": "02:00:00:00:02:02", "eth3": "02:00:00:00:02:03",
@@ -124,3 +125,33 @@ def test_every_port_forwards():
     out = run(switch, 0.0, 1.0)
     assert len(out) == len(frames)
     assert switch.counters(1.0)["drops"] == {}
+
+
+def rounds_forwarded(switch, frame: bytes, per_round: int, rounds: int, round_s: float) -> int:
+    """Drive the switch as the agents' loop does behind a flood: each round hands it
+    `per_round` frames at the round's start and runs it once the round's reading is done,
+    `round_s` later; frames sent by the end."""
+    sent = 0
+    for k in range(rounds):
+        for _ in range(per_round):
+            switch.receive("eth1", frame, k * round_s)
+        sent += len(switch.poll((k + 1) * round_s))
+    return sent
+
+
+@pytest.mark.parametrize("size_bytes", [4096, 9000])
+def test_a_loop_that_reads_a_round_then_runs_the_core_loses_nothing_the_line_could_carry(size_bytes):
+    """However late each run of the core comes, its egress sends a bucket's worth (it does
+    not catch up past its bucket); the loop reads at most that between runs
+    (rocelab.kernel.loop.ROUND_BYTES), so a flood the line could carry is never tail-dropped."""
+    frame = roce("eth1", "eth2", size_bytes=size_bytes, dscp=0)
+    round_s = 20 * ROUND_BYTES * 8 / RATE_BPS  # the line could carry twenty rounds in one
+    per_round = min(ROUND_FRAMES, -(-ROUND_BYTES // size_bytes))
+    switch = make_switch(qos_profile({}))
+    assert rounds_forwarded(switch, frame, per_round, 300, round_s) == 300 * per_round
+    assert "tail_drop" not in switch.counters(1.0)["drops"]
+    # Reading 64 frames a port between runs, as the loop once did (less than the line could
+    # carry meanwhile), backs the queue up.
+    switch = make_switch(qos_profile({}))
+    rounds_forwarded(switch, frame, 64, 300, round_s)
+    assert "tail_drop" in switch.counters(1.0)["drops"]

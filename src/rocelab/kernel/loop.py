@@ -9,9 +9,10 @@ request never races the data plane.
 The loop also measures how well it keeps the emulated schedule, in one `Lateness` histogram:
 every time it runs the core for an event that was due (a frame's departure from its shaper,
 a pause expiring, a DCQCN or retransmission timer), how late it ran it; for every batch of
-frames it reads, how long the oldest waited in the kernel since it arrived (its receive
-timestamp, SIOCGSTAMPNS). It also counts the frames the kernel dropped because the loop did
-not read them in time (PACKET_STATISTICS). Time dilation is faithful only while these stay
+frames it reads from a port at one wake-up, how long the oldest waited in the kernel since
+it arrived (the receive time the kernel writes beside it in the port's ring, rocelab.kernel.ring).
+It also counts the frames the kernel dropped because the loop did not read them in time: a
+full ring (PACKET_STATISTICS). Time dilation is faithful only while these stay
 small: rocelab.runtime.fidelity judges them.
 """
 
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import bisect
 import errno
-import fcntl
 import os
 import select
 import signal
@@ -30,11 +30,17 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Protocol
 
 from rocelab.kernel.control import ControlServer
+from rocelab.ethernet import ETH_P_ALL
 from rocelab.kernel.netns import PACKET_IGNORE_OUTGOING, PACKET_STATISTICS, SOL_PACKET, packet_socket
+from rocelab.kernel.ring import RxRing
 
-RCVBUF_BYTES = 8 << 20
-MAX_FRAME = 65536
-BATCH = 64  # frames read from one port before the others get a turn
+# What the loop reads from one port before the others get a turn and the core runs: at most
+# an egress shaper's bucket (rocelab.switch.shaper.DEFAULT_BURST_BYTES, 4 jumbo frames), which
+# is all a port may send per run of the core when it runs late. Read more between runs and a
+# flood the line could carry backs up in the queues.
+ROUND_FRAMES = 64
+ROUND_BYTES = 32 << 10
+DRAIN_ROUNDS = 16  # rounds per wake-up before the loop looks at control requests again
 IDLE_WAIT_S = 0.05  # the longest sleep with nothing due: bounds how late a stop is seen
 RT_PRIORITY = 1  # the lowest real-time priority: ahead of every ordinary process, behind the kernel's RT threads
 NICE_FALLBACK = -10
@@ -49,11 +55,29 @@ class Core(Protocol):
     def next_event(self, now: float) -> float | None: ...
 
 
-def open_port(ifname: str) -> socket.socket:
-    sock = packet_socket(ifname, rcvbuf_bytes=RCVBUF_BYTES)
-    sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+class Port:
+    """A port the loop reads through its receive ring and writes through its socket."""
+
+    __slots__ = ("sock", "ring", "send")
+
+    def __init__(self, sock: socket.socket, ring: RxRing):
+        self.sock = sock
+        self.ring = ring
+        self.send = sock.send
+
+
+def open_port(ifname: str) -> Port:
+    # Bound to no protocol until its ring is set up, so no frame queues outside the ring.
+    sock = packet_socket(ifname, protocol=0)
+    try:
+        sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+        ring = RxRing(sock)
+        sock.bind((ifname, ETH_P_ALL))
+    except BaseException:
+        sock.close()
+        raise
     sock.setblocking(False)
-    return sock
+    return Port(sock, ring)
 
 
 def claim_cpu() -> str:
@@ -81,8 +105,6 @@ def claim_cpu() -> str:
 # so two readings subtract, and fine where a frame's time on a dilated link lies (0.1–10 ms).
 LATENESS_BOUNDS_S = (1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 1e-1, 2e-1, 5e-1, 1.0)
 TPACKET_STATS = struct.Struct("=II")  # tp_packets, tp_drops
-SIOCGSTAMPNS = 0x8907  # the receive time of the last frame read from a socket, as a timespec
-TIMESPEC = struct.Struct("=qq")
 
 
 @dataclass
@@ -114,7 +136,7 @@ class LoopStats:
 @dataclass
 class Loop:
     core: Core
-    ports: dict[str, socket.socket]
+    ports: dict[str, Port]
     control: ControlServer
     watchers: dict[int, Callable[[], None]] = field(default_factory=dict)  # fd → callback
     clock: Callable[[], float] = time.monotonic
@@ -126,8 +148,8 @@ class Loop:
 
     def read_drops(self) -> LoopStats:
         """The stats, with the kernel's receive-queue drops added up (reading them resets them)."""
-        for sock in self.ports.values():
-            self.stats.rx_dropped += TPACKET_STATS.unpack(sock.getsockopt(SOL_PACKET, PACKET_STATISTICS,
+        for port in self.ports.values():
+            self.stats.rx_dropped += TPACKET_STATS.unpack(port.sock.getsockopt(SOL_PACKET, PACKET_STATISTICS,
                                                                           TPACKET_STATS.size))[1]
         return self.stats
 
@@ -135,57 +157,67 @@ class Loop:
         self.stats.scheduling = claim_cpu()
         signal.signal(signal.SIGTERM, self.stop)
         signal.signal(signal.SIGINT, self.stop)
-        by_fd = {s.fileno(): name for name, s in self.ports.items()}
-        core, ports, control, stats = self.core, self.ports, self.control, self.stats
-        listener = control.listener
-        # One receive buffer for every frame: the core copies what it keeps.
-        buffer = bytearray(MAX_FRAME)
-        view = memoryview(buffer)
+        core, control, watchers = self.core, self.control, self.watchers
+        # Plain descriptors, looked up once: select() calls no Python fileno() per wake-up.
+        port_fds = {port.sock.fileno(): name for name, port in self.ports.items()}
+        listener_fd = control.listener.fileno()
+        fixed = [*port_fds, listener_fd]
         while not self.stopping:
             now = self.clock()
             due = core.next_event(now)
             wait_s = IDLE_WAIT_S if due is None else min(max(due - now, 0.0), IDLE_WAIT_S)
-            readable, _, _ = select.select([*ports.values(), listener, *control.clients, *self.watchers],
-                                           [], [], wait_s)
-            for item in readable:
-                fd = item if isinstance(item, int) else item.fileno()
-                name = by_fd.get(fd)
+            clients = {conn.fileno(): conn for conn in control.clients} if control.clients else {}
+            readable, _, _ = select.select([*fixed, *clients, *watchers], [], [], wait_s)
+            ready = []
+            for fd in readable:
+                name = port_fds.get(fd)
                 if name is not None:
-                    recv_into = ports[name].recv_into
-                    receive = self.core.receive
-                    now = self.clock()  # one timestamp per batch: these frames arrived together
-                    for n in range(BATCH):
-                        try:
-                            size = recv_into(buffer)
-                        except BlockingIOError:
-                            break
-                        if not n:  # the batch's oldest frame: how long it waited to be read
-                            self._record_wait(ports[name])
-                        stats.rx_frames += 1
-                        receive(name, view[:size], now)
-                elif item is listener:
+                    ready.append(name)
+                elif fd == listener_fd:
                     control.accept()
-                elif fd in self.watchers:
-                    self.watchers[fd]()
-                elif item in control.clients:
-                    control.serve(item)
-            self._transmit(due)
+                elif fd in watchers:
+                    watchers[fd]()
+                elif fd in clients:
+                    control.serve(clients[fd])
+            if ready:
+                self._drain(ready, due)
+            else:
+                self._transmit(due)
 
-    def _record_wait(self, sock: socket.socket) -> None:
-        try:
-            sec, nsec = TIMESPEC.unpack(fcntl.ioctl(sock.fileno(), SIOCGSTAMPNS, bytes(TIMESPEC.size)))
-        except OSError:  # no timestamp yet (the kernel turns them on at the first request)
-            return
-        self.stats.lateness.record(max(time.time() - (sec + nsec * 1e-9), 0.0))
+    def _drain(self, ready: list[str], due: float | None) -> None:
+        """Read the readable ports until they are empty, a round (ROUND_FRAMES or ROUND_BYTES)
+        from each in turn, and run the core after every round: its egress may send only a
+        burst per run (a shaper that wakes late does not catch up past its bucket), so reading
+        a long batch before running it would overfill its queues. At most DRAIN_ROUNDS
+        rounds, so control requests and watchers are seen between floods."""
+        ports, stats, receive = self.ports, self.stats, self.core.receive
+        unmeasured = set(ready)
+        for rnd in range(DRAIN_ROUNDS):
+            now = self.clock()  # one timestamp per round: these frames arrived together
+            if rnd:
+                due = self.core.next_event(now)
+            for name in tuple(ready):
+                n, first_s, empty = ports[name].ring.read(name, receive, now, ROUND_FRAMES, ROUND_BYTES)
+                stats.rx_frames += n
+                if empty:
+                    ready.remove(name)
+                if n and name in unmeasured:  # the port's oldest frame: how long it waited to be read
+                    unmeasured.discard(name)
+                    self.stats.lateness.record(max(time.time() - first_s, 0.0))
+            self._transmit(due)
+            if not ready:
+                return
 
     def _transmit(self, due: float | None) -> None:
         now = self.clock()
         if due is not None and due <= now:
             self.stats.lateness.record(now - due)
+        ports, sent = self.ports, 0
         for name, frame in self.core.poll(now):
             try:
-                self.ports[name].send(frame)
-                self.stats.tx_frames += 1
+                ports[name].send(frame)
+                sent += 1
             except OSError as exc:  # a full peer backlog or a downed link: count, never stop
                 key = errno.errorcode.get(exc.errno, str(exc.errno))
                 self.stats.tx_errors[key] = self.stats.tx_errors.get(key, 0) + 1
+        self.stats.tx_frames += sent

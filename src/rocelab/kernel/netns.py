@@ -66,15 +66,12 @@ def popen_in(ns: str, argv: list[str], **kwargs) -> subprocess.Popen:
     return subprocess.Popen(argv, preexec_fn=entering(ns), start_new_session=True, **kwargs)
 
 
-def packet_socket(iface: str, ns: str | None = None, protocol: int = ETH_P_ALL,
-                  rcvbuf_bytes: int | None = None) -> socket.socket:
+def packet_socket(iface: str, ns: str | None = None, protocol: int = ETH_P_ALL) -> socket.socket:
     """A raw AF_PACKET socket bound to `iface` (inside `ns` when given), for every protocol by
-    default; `rcvbuf_bytes` sizes its receive buffer before any frame can queue."""
+    default (protocol 0: none yet, until the caller binds it again)."""
     with in_netns(ns) if ns else contextlib.nullcontext():
         sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(protocol))
         try:
-            if rcvbuf_bytes:
-                sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, rcvbuf_bytes)
             sock.bind((iface, protocol))
         except BaseException:
             sock.close()

@@ -72,12 +72,14 @@ class CpuPort:
     pipeline so the loop sees one core; replies leave by the port the packet came in on."""
 
     def __init__(self, switch: Switch, ports: list[dict]):
-        self.switch = switch
         self.addresses = {p["name"]: (mac_bytes(p["mac"]), ipaddress.IPv4Interface(p["address"]).ip.packed)
                           for p in ports}
+        self.use(switch)
 
-    def receive(self, port: str, frame: bytes, now: float) -> None:
-        self.switch.receive(port, frame, now)
+    def use(self, switch: Switch) -> None:
+        """Wrap this switch from now on (a reload builds a new one)."""
+        self.switch = switch
+        self.receive = switch.receive  # every frame: no call of our own in between
 
     def poll(self, now: float) -> list:
         out = self.switch.poll(now)
@@ -151,7 +153,7 @@ class Switchd:
         if op == "reload":
             self.profile = load_profile(req.get("profile"), self.pfc_wd_tdf)
             self.switch = Switch(self.config["node"], self.specs, self.profile, self.fib, self.rng)
-            self.cpu.switch = self.switch
+            self.cpu.use(self.switch)
             return {"profile": self.profile.source}
         if op == "impair":
             port = req["port"]

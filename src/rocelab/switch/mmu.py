@@ -76,16 +76,17 @@ class _SharedUser:
         self.pool = pool
         self.reserved_bytes = profile.size_bytes
         self.alpha = None if profile.dynamic_th is None else 2.0 ** profile.dynamic_th
-        self.static_th_bytes = profile.static_th_bytes
+        self.static_th_bytes = profile.static_th_bytes or 0  # read only when there is no alpha: then it is set
         self.reserved_used_bytes = 0
         self.shared_used_bytes = 0
         self.shared_watermark_bytes = 0
 
     def threshold_bytes(self) -> float:
         """T: how much shared buffer this owner may hold right now."""
-        if self.alpha is None:
+        pool = self.pool
+        if self.alpha is None or pool is None:  # static (a dynamic profile always has a pool)
             return self.static_th_bytes
-        free = self.pool.size_bytes - self.pool.shared_used_bytes
+        free = pool.size_bytes - pool.shared_used_bytes
         return self.alpha * free if free > 0 else 0.0
 
     def _fits_shared(self, extra_bytes: int) -> bool:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 from collections import deque
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 from rocelab.qos.model import PRIORITIES, QosProfile, port_qos
 from rocelab.registry import Registry
@@ -257,7 +257,7 @@ class Switch:
                 IPV4_L4.unpack_from(frame, _IP)
         else:
             fields = _unusual_ipv4(frame, size)
-            if type(fields) is str:
+            if isinstance(fields, str):
                 return count_drop(port.drops, fields, size)
             ihl, tos, total_len, frag, ttl, proto, src, dst, sport, dport = fields
         if total_len > size - ETH_HEADER_BYTES:
@@ -337,6 +337,7 @@ class Switch:
         tos, proto, src, dst, sport, dport = key
         if len(port.flows) >= FLOW_CACHE_MAX:
             port.flows.clear()
+        entry: tuple
         if self._routes.is_local(dst):
             entry = (None, TO_SELF, None, b"", False)
         else:
@@ -564,6 +565,7 @@ class Switch:
         for port in self._ports:
             queues = [_queue_counters(q) for q in port.queues]
             pgs = [_pg_counters(pg) for pg in port.pgs]
+            holder: Any
             for holder in [port, *port.queues, *port.pgs]:
                 for reason, (n, b) in holder.drops.items():
                     entry = totals.setdefault(reason, [0, 0])

@@ -15,7 +15,7 @@ for.
 from __future__ import annotations
 
 from collections import deque
-from typing import Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 from rocelab.registry import Registry
 from rocelab.switch.frames import MAX_FRAME_BYTES
@@ -116,7 +116,7 @@ def scheduler_registry() -> Registry:
 
 
 class PortScheduler:
-    """All of one port's disciplines, served in precedence order."""
+    """All of one port's disciplines, served in precedence order: `pick(now)`."""
 
     def __init__(self, queues: Sequence, registry: Registry):
         groups: dict[type, list] = {}
@@ -129,10 +129,10 @@ class PortScheduler:
                 q.discipline = discipline
             self.disciplines.append(discipline)
         self.disciplines.sort(key=lambda d: d.precedence)
-        if len(self.disciplines) == 1:  # the common case: skip a level of calls
-            self.pick = self.disciplines[0].pick
+        # An attribute, not a method: the common case, one discipline, skips a level of calls.
+        self.pick: Callable = self.disciplines[0].pick if len(self.disciplines) == 1 else self._pick_in_order
 
-    def pick(self, now: float):
+    def _pick_in_order(self, now: float):
         for discipline in self.disciplines:
             q = discipline.pick(now)
             if q is not None:

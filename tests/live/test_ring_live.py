@@ -1,0 +1,98 @@
+"""The agents' receive ring (rocelab.kernel.ring) on a real veth: every frame whole and in
+order with its receive time, a full ring counted as kernel drops, and reading in step with
+the kernel after it wraps."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+from pyroute2 import IPRoute
+from pyroute2 import netns as pyroute2_netns
+
+from rocelab.engines.netns import COMMON_SYSCTLS, write_sysctls
+from rocelab.kernel.loop import TPACKET_STATS, open_port
+from rocelab.kernel.netns import PACKET_STATISTICS, SOL_PACKET, in_netns, packet_socket
+from rocelab.kernel.ring import RING_BLOCKS, SLOTS_PER_BLOCK
+
+pytestmark = pytest.mark.root
+SENDER_MAC, RECEIVER_MAC = "02:52:4c:00:0a:01", "02:52:4c:00:0a:02"
+RING_SLOTS = RING_BLOCKS * SLOTS_PER_BLOCK
+
+
+@pytest.fixture
+def veth():
+    """(sender's socket, receiver's port) on the two ends of a veth with a 9100-byte MTU."""
+    stem = f"tring{os.getpid()}"
+    made = []
+    try:
+        for ns in (f"{stem}a", f"{stem}b"):
+            pyroute2_netns.create(ns)
+            made.append(ns)
+            write_sysctls(ns, COMMON_SYSCTLS)  # IPv6 off: no MLD or RS frames among ours
+        with IPRoute(netns=made[0]) as ipr:
+            ipr.link("add", ifname="eth1", kind="veth", address=SENDER_MAC, mtu=9100,
+                     peer={"ifname": "eth1", "net_ns_fd": made[1], "address": RECEIVER_MAC, "mtu": 9100})
+            ipr.link("set", index=ipr.link_lookup(ifname="eth1")[0], state="up")
+        with IPRoute(netns=made[1]) as ipr:
+            ipr.link("set", index=ipr.link_lookup(ifname="eth1")[0], state="up")
+        with in_netns(made[1]):
+            port = open_port("eth1")
+        sender = packet_socket("eth1", ns=made[0])
+        time.sleep(0.2)
+        yield sender, port
+        sender.close()
+        port.sock.close()
+    finally:
+        for ns in made:
+            pyroute2_netns.remove(ns)
+
+
+def frame(n: int, size: int) -> bytes:
+    """A frame to the receiver carrying its sequence number, `size` bytes long."""
+    head = bytes.fromhex(RECEIVER_MAC.replace(":", "")) + bytes.fromhex(SENDER_MAC.replace(":", "")) + b"\x88\xb5"
+    return head + n.to_bytes(4, "big") + bytes((n + i) & 0xFF for i in range(size - len(head) - 4))
+
+
+def read_all(port, limit: int = 1000) -> tuple[list[bytes], float]:
+    got: list[bytes] = []
+    n, first_s, empty = port.ring.read("eth1", lambda _port, f, _now: got.append(bytes(f)), 0.0, limit, 1 << 30)
+    assert n == len(got) and (empty or n == limit)
+    return got, first_s
+
+
+def drops(port) -> int:
+    return TPACKET_STATS.unpack(port.sock.getsockopt(SOL_PACKET, PACKET_STATISTICS, TPACKET_STATS.size))[1]
+
+
+def test_frames_arrive_whole_in_order_with_their_receive_time(veth):
+    sender, port = veth
+    sent = [frame(i, size) for i, size in enumerate([60, 61, 1514, 4096, 9000, 9114, 128])]
+    before = time.time()
+    for f in sent:
+        sender.send(f)
+    time.sleep(0.1)
+    got, first_s = read_all(port)
+    assert got == sent
+    assert before <= first_s <= before + 0.1  # the first frame's time, as the kernel stamped it
+    assert read_all(port) == ([], 0.0)
+
+
+def test_a_full_ring_drops_what_it_cannot_hold_and_reading_stays_in_step_after_it_wraps(veth):
+    sender, port = veth
+    drops(port)  # reading resets the count
+    for i in range(RING_SLOTS + 50):
+        sender.send(frame(i, 1000))
+    time.sleep(0.2)
+    got, _ = read_all(port, limit=RING_SLOTS + 50)
+    assert got == [frame(i, 1000) for i in range(RING_SLOTS)]  # the oldest stay, the rest are dropped
+    assert drops(port) == 50
+    for round_ in range(3):  # round the ring a few more times, some frames at a time
+        batch = [frame(10_000 + round_ * 100 + i, 4096) for i in range(100)]
+        for f in batch:
+            sender.send(f)
+        time.sleep(0.1)
+        got, _ = read_all(port, limit=30)
+        rest, _ = read_all(port)
+        assert got + rest == batch
