@@ -22,6 +22,9 @@ IPPROTO_TCP = 6
 IPPROTO_UDP = 17
 ROCE_UDP_PORT = 4791  # RoCEv2 (IANA)
 ETH = struct.Struct("!6s6sH")
+MAC_CONTROL_OPCODE = struct.Struct("!H")
+PFC_BODY = struct.Struct("!H8H")  # class-enable vector, pause time of priorities 0..7
+PAUSE_TIME = struct.Struct("!H")  # 802.3x: one pause_time
 IPV4 = struct.Struct("!BBHHHBBH4s4s")  # version/IHL, ToS, length, id, flags/fragment, TTL, protocol, checksum, addresses
 IPV4_DONT_FRAGMENT = 0x4000
 ECN_MASK = 0x03
@@ -75,9 +78,25 @@ def padded(frame: bytes | bytearray | memoryview) -> bytes | bytearray | memoryv
     """The frame as it is on the wire: a sending MAC pads anything shorter than the
     Ethernet minimum with zeros (802.3's PAD field), so a field past what the sender
     wrote reads as 0. A veth carries a raw socket's short frame as written, so the
-    receiving side pads it here instead (sonic-mgmt's pfc_gen.py writes 18 to 34 bytes); switches and NICs both read MAC Control this way."""
+    receiving side pads it here instead (sonic-mgmt's pfc_gen.py writes 18 to 34 bytes)."""
     size = len(frame)
     return frame if size >= MIN_FRAME_BYTES else bytes(frame) + bytes(MIN_FRAME_BYTES - size)
+
+
+def mac_control(frame: bytes | bytearray | memoryview, opcode_at: int) -> tuple[int, dict[int, int] | int | None]:
+    """A MAC Control frame's opcode and what it asks, its opcode at `opcode_at` (after the
+    EtherType, and a VLAN tag where there is one), read `padded`: PFC asks {priority: quanta}
+    for each enabled class (0 = XON), 802.3x PAUSE its pause_time, any other opcode None.
+    The switch, the NIC and the probes all read MAC Control through here."""
+    frame = padded(frame)
+    (opcode,) = MAC_CONTROL_OPCODE.unpack_from(frame, opcode_at)
+    body = opcode_at + MAC_CONTROL_OPCODE.size
+    if opcode == MAC_CONTROL_PFC:
+        enable, *times = PFC_BODY.unpack_from(frame, body)
+        return opcode, {p: times[p] for p in range(PRIORITIES) if enable >> p & 1}
+    if opcode == MAC_CONTROL_PAUSE:
+        return opcode, PAUSE_TIME.unpack_from(frame, body)[0]
+    return opcode, None
 
 
 def pause_duration_s(quanta: int, rate_bps: float) -> float:

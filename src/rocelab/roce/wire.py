@@ -16,8 +16,8 @@ import struct
 from enum import IntEnum
 
 from rocelab.ethernet import (ECN_CE, ECN_MASK, ETH, ETH_P_8021Q, ETH_P_IPV4, ETH_P_MAC_CONTROL, IPPROTO_UDP, IPV4,
-                              IPV4_DONT_FRAGMENT, MAC_CONTROL_PAUSE, MAC_CONTROL_PFC, MIN_FRAME_BYTES, ROCE_UDP_PORT,
-                              PRIORITIES, ipv4_checksum, padded)
+                              IPV4_DONT_FRAGMENT, ROCE_UDP_PORT,
+                              PRIORITIES, ipv4_checksum, mac_control, padded)
 from rocelab.roce.icrc import ICRC, ICRC_BYTES, icrc, mask_variant_fields
 
 
@@ -37,8 +37,6 @@ BTH = struct.Struct("!BBHII")
 RETH = struct.Struct("!QII")
 AETH = struct.Struct("!I")
 CNP_RESERVED = bytes(16)
-MAC_CONTROL_OPCODE = struct.Struct("!H")
-PFC_BODY = struct.Struct("!H8H")  # class-enable vector, pause time of priorities 0..7
 
 IPV4_HEADER_BYTES = IPV4.size
 BTH_BYTES = BTH.size
@@ -176,10 +174,7 @@ class FlowHeaders:
                   + UDP.pack(self._sport, ROCE_UDP_PORT, udp_bytes, 0xFFFF)
                   + BTH.pack(opcode, flags, self._pkey, 0xFF000000 | dest_qpn, psn_word))
         crc = icrc(masked, extension, payload, _PAD[pad])
-        frame = b"".join((self._eth, ip, udp, bth, extension, payload, _PAD[pad], ICRC.pack(crc)))
-        if len(frame) < MIN_FRAME_BYTES:
-            frame += bytes(MIN_FRAME_BYTES - len(frame))
-        return frame
+        return padded(b"".join((self._eth, ip, udp, bth, extension, payload, _PAD[pad], ICRC.pack(crc))))
 
 
 def reth(va: int, r_key: int, dma_length: int) -> bytes:
@@ -302,22 +297,12 @@ def parse_frame(frame: bytes) -> RocePacket | PauseFrame:
 
 
 def _parse_mac_control(frame: bytes, off: int) -> PauseFrame:
-    frame = padded(frame)  # a short PFC/PAUSE frame is read as the MAC pads it: missing times are 0
-    if len(frame) < off + MAC_CONTROL_OPCODE.size:
-        raise MalformedFrame("truncated")
-    (opcode,) = MAC_CONTROL_OPCODE.unpack_from(frame, off)
-    body = off + MAC_CONTROL_OPCODE.size
-    if opcode == MAC_CONTROL_PFC:
-        if len(frame) < body + PFC_BODY.size:
-            raise MalformedFrame("truncated")
-        enable, *times = PFC_BODY.unpack_from(frame, body)
-        return PauseFrame(tuple(t if enable >> p & 1 else None for p, t in enumerate(times)))
-    if opcode == MAC_CONTROL_PAUSE:
-        if len(frame) < body + 2:
-            raise MalformedFrame("truncated")
-        (time,) = struct.unpack_from("!H", frame, body)
-        return PauseFrame((time,) * PRIORITIES)
-    raise MalformedFrame("unsupported_mac_control")
+    _, asked = mac_control(frame, off)
+    if isinstance(asked, dict):  # PFC
+        return PauseFrame(tuple(asked.get(p) for p in range(PRIORITIES)))
+    if asked is None:
+        raise MalformedFrame("unsupported_mac_control")
+    return PauseFrame((asked,) * PRIORITIES)  # 802.3x: every priority, one time
 
 
 def _ip_offset(frame: bytes | bytearray) -> int | None:

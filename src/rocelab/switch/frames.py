@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from typing import Mapping
 
-from rocelab.ethernet import ETH_P_MAC_CONTROL, MAC_CONTROL_PAUSE, MAC_CONTROL_PFC, MIN_FRAME_BYTES, padded
+from rocelab.ethernet import ETH_P_MAC_CONTROL, MAC_CONTROL_PAUSE, MAC_CONTROL_PFC, MIN_FRAME_BYTES, mac_control
 from rocelab.qos.model import PRIORITIES
 
 
@@ -34,8 +34,6 @@ IPV4_L4 = struct.Struct("!xBH2xHBB2xIIHH")
 L4_PORTS = struct.Struct("!HH")
 # dst MAC, src MAC, EtherType, opcode, class-enable vector, 8 pause times (priority 0 first)
 PFC = struct.Struct("!6s6sHHH8H")
-# dst MAC, src MAC, EtherType, opcode, pause_time (802.3x: one time for the whole link)
-PAUSE = struct.Struct("!6s6sHHH")
 
 # IPv4 flags/fragment-offset field: more-fragments flag and offset. Any fragment is hashed
 # on its addresses alone, so all pieces of a datagram take one path.
@@ -62,20 +60,23 @@ def build_pfc(src_mac: bytes, quanta: Mapping[int, int]) -> bytes:
     return frame + bytes(MIN_FRAME_BYTES - len(frame))
 
 
+def _untagged_mac_control(frame: bytes | bytearray | memoryview) -> tuple[int | None, dict[int, int] | int | None]:
+    if (len(frame) < ETH_HEADER_BYTES
+            or (frame[ETH_HEADER_BYTES - 2] << 8 | frame[ETH_HEADER_BYTES - 1]) != ETH_P_MAC_CONTROL):
+        return None, None
+    return mac_control(frame, ETH_HEADER_BYTES)
+
+
 def parse_pfc(frame: bytes | bytearray | memoryview) -> dict[int, int] | None:
     """{priority: quanta} for each enabled class of an untagged PFC frame, or None when
     the frame is not one (another EtherType or MAC Control opcode). A short frame is read
     padded: a missing pause time is 0, an XON for its priority if that class is enabled."""
-    _dst, _src, ethertype, opcode, enable, *times = PFC.unpack_from(padded(frame))
-    if ethertype != ETH_P_MAC_CONTROL or opcode != MAC_CONTROL_PFC:
-        return None
-    return {p: times[p] for p in range(PRIORITIES) if enable >> p & 1}
+    opcode, asked = _untagged_mac_control(frame)
+    return asked if opcode == MAC_CONTROL_PFC and isinstance(asked, dict) else None
 
 
 def parse_pause(frame: bytes | bytearray | memoryview) -> int | None:
     """The pause_time (quanta) of an untagged 802.3x PAUSE frame, read padded like
     `parse_pfc`, or None when the frame is not one."""
-    _dst, _src, ethertype, opcode, quanta = PAUSE.unpack_from(padded(frame))
-    if ethertype != ETH_P_MAC_CONTROL or opcode != MAC_CONTROL_PAUSE:
-        return None
-    return quanta
+    opcode, asked = _untagged_mac_control(frame)
+    return asked if opcode == MAC_CONTROL_PAUSE and isinstance(asked, int) else None

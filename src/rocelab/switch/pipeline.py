@@ -27,9 +27,9 @@ from rocelab.switch.counters import (
 )
 from rocelab.switch.fib import Fib, RouteTable, ecmp_hash
 from rocelab.ethernet import (ECN_CE, ECN_MASK, ETH_P_8021Q, ETH_P_IPV4, ETH_P_MAC_CONTROL, IPPROTO_TCP, IPPROTO_UDP,
-                              PauseTimers, mac_bytes, pause_duration_s)
+                              PauseTimers, mac_bytes, mac_control, pause_duration_s)
 from rocelab.switch.frames import (
-    ETH_HEADER_BYTES, IPV4, IPV4_FRAGMENT_MASK, IPV4_HEADER_BYTES, IPV4_L4, L4_PORTS, L4_PORTS_BYTES, MAX_FRAME_BYTES, PFC_XOFF_QUANTA, TTL_DECREMENT_DELTA, VLAN_TAG_BYTES, build_pfc, parse_pause, parse_pfc,
+    ETH_HEADER_BYTES, IPV4, IPV4_FRAGMENT_MASK, IPV4_HEADER_BYTES, IPV4_L4, L4_PORTS, L4_PORTS_BYTES, MAX_FRAME_BYTES, PFC_XOFF_QUANTA, TTL_DECREMENT_DELTA, VLAN_TAG_BYTES, build_pfc,
 )
 from rocelab.switch.mmu import DEFAULT_LOSSY_PROFILE, PgBuffer, Pool, QueueBuffer
 from rocelab.switch.pfc import STORM_DETECTED, STORM_RESTORED, QueueWatchdog
@@ -361,12 +361,12 @@ class Switch:
     def _receive_mac_control(self, port: _Port, frame, size: int, now: float) -> None:
         """A MAC Control frame is the MAC's own, never forwarded: PFC or 802.3x PAUSE is
         counted and honoured where the port is set to; any other opcode is dropped."""
-        quanta = parse_pfc(frame)
-        if quanta is not None:
-            return self._receive_pfc(port, quanta, now)
-        pause_quanta = parse_pause(frame)
-        if pause_quanta is None:
+        _, asked = mac_control(frame, ETH_HEADER_BYTES)
+        if isinstance(asked, dict):  # PFC
+            return self._receive_pfc(port, asked, now)
+        if asked is None:
             return count_drop(port.drops, MAC_CONTROL_UNSUPPORTED, size)
+        pause_quanta = asked
         port.pause_rx_frames += 1
         if not port.global_flow_control_rx:
             return count_drop(port.drops, FLOW_CONTROL_DISABLED, size)
