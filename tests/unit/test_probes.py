@@ -233,3 +233,14 @@ def test_render_shows_pfc_per_priority_and_qps(report):
     for expected in ("PFC3", "XOFF", "131,070", "NAKs: psn_sequence_error 1", "198.18.0.2/0x11", "RC_RDMA_WRITE_MIDDLE",
                      "198.18.0.1:49152 → 198.18.0.2:4791", "kernel drops"):
         assert expected in text
+
+
+def test_a_short_pfc_frame_counts_as_its_padded_self():
+    """pfc_gen.py's 32-byte PFC (7 time fields, no padding): the probe reads it as the switch
+    and the NIC do, an XOFF on priority 3, not as a truncated frame."""
+    from pfc_gen_frames import TIME_FIELDS_BEFORE_7420, pfc_gen_pfc
+
+    report = tally_of([pfc_gen_pfc(1 << 3, 0xFFFF, TIME_FIELDS_BEFORE_7420)]).report("test")
+    assert report.totals["truncated_frames"] == 0 and report.totals["pfc_frames"] == 1
+    (record,) = report.pfc.values()
+    assert (record.xoff_frames, record.pause_quanta) == (1, 0xFFFF)

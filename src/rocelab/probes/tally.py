@@ -20,19 +20,17 @@ from typing import NamedTuple
 
 from scapy.contrib.roce import BTH as ScapyBTH
 
-from rocelab.ethernet import ECN_CE, ECN_MASK, ETH_P_IPV4, ETH_P_MAC_CONTROL, IPPROTO_TCP, IPPROTO_UDP, MAC_CONTROL_PFC, ROCE_UDP_PORT
+from rocelab.ethernet import (ECN_CE, ECN_MASK, ETH, ETH_P_IPV4, ETH_P_MAC_CONTROL, IPPROTO_TCP, IPPROTO_UDP, ROCE_UDP_PORT,
+                              mac_control)
 
 VLAN_TPIDS = (0x8100, 0x88A8)
-PRIORITIES = 8
 
-ETH = struct.Struct("!6s6sH")
 VLAN_TAG = struct.Struct("!HH")  # TCI, inner EtherType
 # version/IHL, TOS, flags/fragment offset, protocol, source, destination
 IPV4 = struct.Struct("!BB4xH1xB2x4s4s")
 L4_PORTS = struct.Struct("!HH")
 BTH = struct.Struct("!B3xII")  # opcode, FECN/BECN/resv/DestQP, AckReq/resv/PSN
 AETH_SYNDROME = struct.Struct("!B")
-PFC = struct.Struct("!HH8H")  # opcode, class-enable vector, pause quanta of priorities 0..7
 
 ETH_BYTES = ETH.size
 IPV4_FRAGMENT_OFFSET = 0x1FFF
@@ -299,20 +297,18 @@ class Tally:
         state.reserved = opcode == READ_REQUEST
 
     def _mac_control(self, timestamp_s: float, frame: bytes, offset: int, src: bytes) -> None:
-        opcode, enabled, *quanta = PFC.unpack_from(frame, offset)
-        if opcode != MAC_CONTROL_PFC:
+        _, asked = mac_control(frame, offset)  # read padded, as the switch and the NIC read it
+        if not isinstance(asked, dict):  # not PFC
             return
         self.pfc_frames += 1
         direction = UNKNOWN if self.own_mac is None else TX if src == self.own_mac else RX
-        for priority in range(PRIORITIES):
-            if not enabled >> priority & 1:
-                continue
+        for priority, quanta in asked.items():
             record = self.pfc.get((direction, priority))
             if record is None:
                 record = self.pfc[direction, priority] = PfcCount()
-            if quanta[priority]:
+            if quanta:
                 record.xoff_frames += 1
-                record.pause_quanta += quanta[priority]
+                record.pause_quanta += quanta
                 _stamp(record, "xoff", timestamp_s)
             else:
                 record.xon_frames += 1

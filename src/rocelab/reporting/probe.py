@@ -12,7 +12,8 @@ from rich.live import Live
 from rich.table import Table
 
 from rocelab.probes.capture import Probe
-from rocelab.probes.tally import PRIORITIES, ProbeReport
+from rocelab.ethernet import PRIORITIES
+from rocelab.probes.tally import ProbeReport
 
 MAX_ROWS = 20  # flows and QPs beyond this are in the JSON, not on screen
 
