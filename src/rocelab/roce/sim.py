@@ -99,10 +99,7 @@ class FabricSim:
 
     def queue_bytes(self, nic: Nic) -> int:
         """The depth now of the switch port towards `nic` (frames still to leave)."""
-        port = self._ports[nic.mac]
-        while port.in_queue and port.in_queue[0][0] <= self.now:
-            port.queue_bytes -= port.in_queue.popleft()[1]
-        return port.queue_bytes
+        return _drained(self._ports[nic.mac], self.now)
 
     def wake(self, nic: Nic) -> None:
         """Schedule a poll of `nic` when it next has something to do (after posting work)."""
@@ -153,8 +150,7 @@ class FabricSim:
         if port is None:
             return  # no such MAC: a real L2 switch would flood; nothing listens here
         queue = port.in_queue
-        while queue and queue[0][0] <= now:
-            port.queue_bytes -= queue.popleft()[1]
+        _drained(port, now)
         counters = port.counters
         size = len(frame) + self.overhead_bytes
         if port.queue_limit_bytes is not None and port.queue_bytes + size > port.queue_limit_bytes:
@@ -180,6 +176,14 @@ class FabricSim:
             counters.reordered += 1
             arrive += port.reorder_delay_s
         self._push(arrive, _AT_NIC, port, frame)
+
+
+def _drained(port: _Port, now: float) -> int:
+    """Let go of the frames that have left the port by `now`; the depth that remains."""
+    queue = port.in_queue
+    while queue and queue[0][0] <= now:
+        port.queue_bytes -= queue.popleft()[1]
+    return port.queue_bytes
 
 
 def connect_qps(a: Nic, b: Nic, **connect_options) -> tuple[int, int]:
@@ -245,7 +249,11 @@ def incast_fairness(senders: int, nic_config: NicConfig, *, rate_bps: float = 10
     before = [sink.qp(qb).counters.rx_bytes for _, _, qb in flows]
     cnps_before = sum(a.qp(qa).counters.cnps_received for a, qa, _ in flows)
     port = sim.port_counters(sink)
-    wire_before = port.forwarded_bytes + port.forwarded_packets * sim.overhead_bytes - sim.queue_bytes(sink)
+
+    def wire_bytes_sent() -> int:  # forwarded onto the port's wire so far: enqueued, less what still waits
+        return port.forwarded_bytes + port.forwarded_packets * sim.overhead_bytes - sim.queue_bytes(sink)
+
+    wire_before = wire_bytes_sent()
     depth, rates = [], []
     t = warmup_s
     while t < warmup_s + window_s - 1e-12:
@@ -255,6 +263,5 @@ def incast_fairness(senders: int, nic_config: NicConfig, *, rate_bps: float = 10
         rates.append(tuple(a.qp(qa).cc.rate_bps for a, qa, _ in flows))
     moved = [sink.qp(qb).counters.rx_bytes - b for (_, _, qb), b in zip(flows, before)]
     flow_bps = tuple(m * 8 / window_s for m in moved)
-    wire = port.forwarded_bytes + port.forwarded_packets * sim.overhead_bytes - sim.queue_bytes(sink) - wire_before
-    return IncastResult(flow_bps, wire * 8 / window_s / rate_bps, jain_index(flow_bps), tuple(depth),
+    return IncastResult(flow_bps, (wire_bytes_sent() - wire_before) * 8 / window_s / rate_bps, jain_index(flow_bps), tuple(depth),
                         sum(a.qp(qa).counters.cnps_received for a, qa, _ in flows) - cnps_before, tuple(rates))
