@@ -92,3 +92,14 @@ def test_flow_control_rx_names_switch_ports_of_the_lab(lab_home):
         load_lab("l1")
     (problem,) = exc.value.problems
     assert problem.path.startswith("flow_control_rx") and "is not a list of this lab's switch ports" in problem.message
+
+
+def test_nic_files_whose_values_make_no_nic_are_named(lab_home):
+    _with_nic_files(lab_home, h1=("rpg_min_dec_fac=50", "rpg_min_dec_fac=150"))  # a cut to 150% of the rate
+    lab_home.write_text('topology: leaf-spine-2x2\nnics:\n  h1: {sysfs: h1.sysfs.txt}\n')
+    with pytest.raises(InputError) as exc:
+        load_lab("l1")
+    (problem,) = exc.value.problems
+    assert problem.path.startswith("nics") and problem.message.startswith("h1: what ")
+    assert "h1.sysfs.txt says makes no NIC" in problem.message
+    assert "min_decrease_factor=1.5 must be in [0, 1]" in problem.message

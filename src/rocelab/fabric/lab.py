@@ -36,9 +36,10 @@ from pathlib import Path
 
 from rocelab.kernel import control
 from rocelab.ethernet import ETH, ETH_P_IPV4, IPPROTO_UDP, IPV4_DONT_FRAGMENT, ROCE_UDP_PORT, ipv4_header, mac_bytes
+from rocelab.errors import InputError, Problem
 from rocelab.fabric.spec import FabricSpec
 from rocelab.qos.headroom import pg_trigger_bytes
-from rocelab.model.hostnics import nicd_roce
+from rocelab.model.hostnics import nicd_settings
 from rocelab.model.lab import Lab
 from rocelab.qos.model import PortQos
 from rocelab.qos.sonic import dump_config_db
@@ -76,10 +77,9 @@ def lab_from_spec(spec: FabricSpec, name: str, workdir: Path) -> Lab:
     roce = {"dscp": h.roce_dscp, "cnp_dscp": h.cnp_dscp, "pmtu_bytes": h.roce_mtu_bytes,
             "dscp_to_priority": {h.roce_dscp: h.roce_priority, h.cnp_dscp: CNP_PRIORITY}, "cc_algorithm": "dcqcn"}
     # Hosts whose NIC files the description names run that NIC (its ToS, maps, DCQCN values).
-    host_roce, notes = {}, []
-    for host, nic in h.nics.items():
-        host_roce[host], said = nicd_roce(nic, roce)
-        notes += said
+    host_roce, notes, invalid = nicd_settings(h.nics, roce)
+    if invalid:
+        raise InputError([Problem(spec.source, "hosts.nics", why) for why in invalid])
     return Lab(name, spec.source, spec.fabric, "switchd", None, None, "emulated", roce, None, profiles,
                tdf_floor=FABRIC_TDF, host_roce=host_roce, host_notes=tuple(notes))
 

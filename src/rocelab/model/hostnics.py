@@ -111,6 +111,21 @@ def read_host_nics(doc: YamlDoc, entries: Sequence[NicEntry], hosts: Sequence[st
     return nics
 
 
+def nicd_settings(nics: Mapping[str, HostNic], base: Mapping) -> tuple[dict[str, dict], list[str], list[str]]:
+    """Per host, the `roce:` settings nicd runs with over the lab's (`base`); the notes on what
+    the files hold that nicd cannot carry; and, per host whose files make no valid NIC, why."""
+    settings, notes, invalid = {}, [], []
+    for host, nic in nics.items():
+        try:
+            settings[host], said = nicd_roce(nic, base)
+            roce_config({**base, **settings[host]})
+        except ValueError as exc:
+            invalid.append(f"{host}: what {nic.sysfs or nic.mlnx_qos} says makes no NIC: {exc}")
+            continue
+        notes += said
+    return settings, notes, invalid
+
+
 def nicd_roce(nic: HostNic, base: Mapping) -> tuple[dict, list[str]]:
     """The `roce:` settings an emulated NIC takes, over the lab's own (`base`), from what the
     host's tools said (ToS →

@@ -19,7 +19,7 @@ from rocelab.model.topology import SAFE_NAME, SAFE_NAME_HINT, Fabric, load_topol
 from rocelab.units import parse_delay
 from rocelab.yamlfile import at as _at
 from rocelab.yamlfile import load_yaml
-from rocelab.model.hostnics import nic_entries, nicd_roce, read_host_nics
+from rocelab.model.hostnics import nic_entries, nicd_settings, read_host_nics
 
 DEFAULT_DATAPLANE = "switchd"
 DEFAULT_PROFILE = "roce-lossless"  # for a bare topology on switchd: rocelab is about lossless RoCE
@@ -155,18 +155,12 @@ def _load_lab_file(path: Path) -> Lab:
     entries = nic_entries(doc, data.get("nics"), ("nics",), problems)
     problems.raise_if_any()
     fabric = load_topology(topo)
-    host_roce, host_notes = {}, []
-    if entries:
-        nics = read_host_nics(doc, entries, [h.name for h in fabric.hosts], path.parent, ("nics",), problems)
-        problems.raise_if_any()
-        for host, nic in nics.items():
-            host_roce[host], notes = nicd_roce(nic, roce)
-            host_notes += notes
-            try:
-                roce_config({**roce, **host_roce[host]})
-            except ValueError as exc:
-                problems.add(_at(doc, "nics"), f"{host}: what {nic.sysfs or nic.mlnx_qos} says makes no NIC: {exc}")
-        problems.raise_if_any()
+    nics = read_host_nics(doc, entries, [h.name for h in fabric.hosts], path.parent, ("nics",), problems)
+    problems.raise_if_any()
+    host_roce, host_notes, invalid = nicd_settings(nics, roce)
+    for why in invalid:
+        problems.add(_at(doc, "nics"), why)
+    problems.raise_if_any()
     switch_ports = {(n.name, p.name) for n in fabric.switches for p in n.ports}
     flow_control_rx = data.get("flow_control_rx") or []
     if not isinstance(flow_control_rx, list) or any(
