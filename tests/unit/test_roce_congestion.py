@@ -114,9 +114,58 @@ def test_two_dcqcn_flows_converge_to_fair_share_with_a_bounded_queue():
         assert 2e9 < rate_bps < 8e9
 
 
-def test_without_congestion_control_the_queue_grows_unbounded():
-    _, _, _, peak_queue_bytes, _ = _two_flows_into_one_port("none")
-    assert peak_queue_bytes > 10_000_000
+def test_without_congestion_control_the_queue_holds_both_requesters_whole_windows():
+    """Nothing but the RC window limits a sender: the port's queue fills with nearly every
+    packet the two requesters may have unacknowledged, and nothing is lost or retransmitted
+    (the queue has no limit here)."""
+    _, _, _, peak_queue_bytes, nics = _two_flows_into_one_port("none")
+    config = nics[0].config
+    assert peak_queue_bytes > 0.95 * 2 * config.max_inflight_packets * config.pmtu_bytes
+    for nic in nics[:2]:
+        assert nic.counters()["retransmitted_packets"] == nic.counters()["naks_received"] == 0
+
+
+@pytest.mark.parametrize("at, marked", [("enqueue", 2), ("dequeue", 1)])
+def test_a_congestion_point_reads_its_queue_on_enqueue_or_on_dequeue(at, marked):
+    """Three frames into a port four times slower, marking whenever anything else is queued:
+    on enqueue the 2nd and 3rd each find a frame ahead of them; on dequeue only the 2nd
+    leaves one behind it (the 3rd has arrived by then, nothing follows the 3rd)."""
+    rng = random.Random(13)
+    a, b = make_nic(1, 10e9, rng), make_nic(2, 10e9, rng)
+    qa, qb = connect_qps(a, b)
+    mr = b.register_mr(bytearray(1 << 20))
+    sim = FabricSim(random.Random(14))
+    sim.attach(a, delay_s=1e-6)
+    sim.attach(b, rate_bps=2.5e9, delay_s=1e-6, ecn=EcnMarking(0, 0, 1.0, at=at))
+    a.post_write(qa, 1, bytes(3 * a.config.pmtu_bytes), remote_va=mr.va, r_key=mr.r_key)
+    sim.wake(a)
+    sim.run(1e-3)
+    assert sim.port_counters(b).ecn_marked == b.counters()["ce_received"] == marked
+    assert [c.status.value for c in a.poll_completions()] == ["SUCCESS"]
+    with pytest.raises(ValueError, match="at='egress' must be enqueue or dequeue"):
+        EcnMarking(0, 0, 1.0, at="egress")
+
+
+def test_frames_of_one_poll_cross_the_nics_cable_back_to_back_in_order():
+    """A pacer that wakes after an idle spell hands out a burst in one poll; on the wire the
+    frames still follow each other at the port's rate, so the message's short tail never
+    overtakes the full frames before it (which the responder would NAK as a PSN gap)."""
+    rng = random.Random(11)
+    a, b = make_nic(1, 10e9, rng), make_nic(2, 10e9, rng)
+    qa, qb = connect_qps(a, b)
+    mr = b.register_mr(bytearray(1 << 20))
+    sim = FabricSim(random.Random(12))
+    sim.attach(a, delay_s=1e-6)
+    sim.attach(b, delay_s=1e-6)
+    sent_at = []
+    sim.on_transmit = lambda nic, frame: sent_at.append(sim.now) if nic is a else None
+    sim.run(1e-3)  # idle: both pacers may catch up a burst
+    a.post_write(qa, 1, bytes(2 * a.config.pmtu_bytes + 100), remote_va=mr.va, r_key=mr.r_key)
+    sim.wake(a)
+    sim.run(2e-3)
+    assert sent_at[:2] == [1e-3, 1e-3]  # one poll handed out more than one frame
+    assert [c.status.value for c in a.poll_completions()] == ["SUCCESS"]
+    assert b.counters()["naks_sent"] == b.counters()["duplicates_received"] == 0
 
 
 @pytest.mark.parametrize("rate_bps, tdf", [(100e9, 1), (100e6, 1000)])  # production, lab

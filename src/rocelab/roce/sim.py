@@ -3,8 +3,9 @@
 A star: every NIC hangs off one port of an output-queued L2 switch that forwards by
 destination MAC. Each switch egress port serializes at its rate through a FIFO that
 can CE-mark (RED-like between Kmin and Kmax, as a DCQCN congestion point) and tail
-drop; its cable adds delay and may lose or hold back (reorder) frames. Events run in
-time order from a heap; NICs are polled exactly when their `next_event` says.
+drop; its cable adds delay and may lose or hold back (reorder) frames. A NIC's frames
+cross its own cable one after another at its port rate. Events run in time order from
+a heap; NICs are polled exactly when their `next_event` says.
 Randomness comes from the rng passed in, so a seed makes a run repeatable.
 """
 
@@ -21,16 +22,28 @@ from rocelab.roce.nic import Nic
 from rocelab.traffic.summary import jain_index
 from rocelab.roce.wire import mark_ce
 
-_POLL, _AT_SWITCH, _AT_NIC = 0, 1, 2
+_POLL, _AT_SWITCH, _AT_NIC, _DEQUEUE = 0, 1, 2, 3
+ENQUEUE, DEQUEUE = "enqueue", "dequeue"
 
 
 @dataclass(frozen=True)
 class EcnMarking:
-    """Mark with probability 0 below kmin, rising linearly to pmax at kmax, 1 above kmax."""
+    """Mark with probability 0 below kmin, rising linearly to pmax at kmax, 1 above kmax.
+
+    `at` is when the queue is read: on `enqueue`, the depth a frame finds as it arrives
+    (WRED at admission, as switchd and SAI's WRED profiles do); on `dequeue`, the depth it
+    leaves behind as it starts to leave (the HPCC simulator's switch, SwitchNotifyDequeue).
+    Dequeue marking tells the sender about the queue as it is now, not as it was one
+    queueing delay ago, which shortens DCQCN's feedback loop by that delay."""
 
     kmin_bytes: int
     kmax_bytes: int
     pmax: float
+    at: str = ENQUEUE
+
+    def __post_init__(self) -> None:
+        if self.at not in (ENQUEUE, DEQUEUE):
+            raise ValueError(f"EcnMarking: at={self.at!r} must be {ENQUEUE} or {DEQUEUE}")
 
     def probability(self, queue_bytes: int) -> float:
         if queue_bytes <= self.kmin_bytes:
@@ -63,7 +76,8 @@ class _Port:
         self.reorder_delay_s = reorder_delay_s
         self.ecn = ecn
         self.queue_limit_bytes = queue_limit_bytes
-        self.busy_until_s = 0.0
+        self.busy_until_s = 0.0  # the switch's egress towards the NIC
+        self.uplink_free_s = 0.0  # the NIC's own transmitter, towards the switch
         self.in_queue: deque[tuple[float, int]] = deque()  # (departure time, bytes)
         self.queue_bytes = 0
         self.counters = PortCounters()
@@ -101,6 +115,17 @@ class FabricSim:
         """The depth now of the switch port towards `nic` (frames still to leave)."""
         return _drained(self._ports[nic.mac], self.now)
 
+    def wire_bytes(self, nic: Nic) -> float:
+        """Bytes (frame overhead included) the switch port towards `nic` has put on its wire
+        by now, the frame being serialized counted for the part already sent."""
+        port = self._ports[nic.mac]
+        counters = port.counters
+        sent = counters.forwarded_bytes + counters.forwarded_packets * self.overhead_bytes - _drained(port, self.now)
+        if port.in_queue:
+            depart_s, size = port.in_queue[0]
+            sent += max(0.0, size - (depart_s - self.now) * port.rate_bps / 8)
+        return sent
+
     def wake(self, nic: Nic) -> None:
         """Schedule a poll of `nic` when it next has something to do (after posting work)."""
         port = self._ports[nic.mac]
@@ -124,6 +149,8 @@ class FabricSim:
                 self._transmit(port, when)
             elif kind == _AT_SWITCH:
                 self._enqueue(frame, when)
+            elif kind == _DEQUEUE:
+                self._depart(port, frame, when)
             else:
                 port.nic.receive(frame, when)
                 self.wake(port.nic)
@@ -138,11 +165,14 @@ class FabricSim:
 
     def _transmit(self, port: _Port, now: float) -> None:
         nic = port.nic
+        # Frames of one poll (a pacer catching up) leave back to back, not all at once.
+        wire_s = max(now, port.uplink_free_s)
         for frame in nic.poll(now):
             if self.on_transmit is not None:
                 self.on_transmit(nic, frame)
-            serialization_s = (len(frame) + self.overhead_bytes) * 8 / nic.port_rate_bps
-            self._push(now + serialization_s + port.delay_s, _AT_SWITCH, port, frame)
+            wire_s += (len(frame) + self.overhead_bytes) * 8 / nic.port_rate_bps
+            self._push(wire_s + port.delay_s, _AT_SWITCH, port, frame)
+        port.uplink_free_s = wire_s
         self.wake(nic)
 
     def _enqueue(self, frame: bytes, now: float) -> None:
@@ -156,18 +186,37 @@ class FabricSim:
         if port.queue_limit_bytes is not None and port.queue_bytes + size > port.queue_limit_bytes:
             counters.tail_drops += 1
             return
-        if port.ecn is not None and self._rng.random() < port.ecn.probability(port.queue_bytes):
-            marked = mark_ce(frame)
-            if marked is not None:
-                frame = marked
-                counters.ecn_marked += 1
-        depart = max(now, port.busy_until_s) + size * 8 / port.rate_bps
+        ecn = port.ecn
+        if ecn is not None and ecn.at == ENQUEUE:
+            frame = self._mark(port, frame, port.queue_bytes)
+        start = max(now, port.busy_until_s)
+        depart = start + size * 8 / port.rate_bps
         port.busy_until_s = depart
         queue.append((depart, size))
         port.queue_bytes += size
         counters.max_queue_bytes = max(counters.max_queue_bytes, port.queue_bytes)
         counters.forwarded_packets += 1
         counters.forwarded_bytes += len(frame)
+        if ecn is not None and ecn.at == DEQUEUE:
+            self._push(start, _DEQUEUE, port, frame)  # marked as it starts to leave
+        else:
+            self._depart(port, frame, start)
+
+    def _mark(self, port: _Port, frame: bytes, queue_bytes: int) -> bytes:
+        if self._rng.random() < port.ecn.probability(queue_bytes):
+            marked = mark_ce(frame)
+            if marked is not None:
+                port.counters.ecn_marked += 1
+                return marked
+        return frame
+
+    def _depart(self, port: _Port, frame: bytes, start_s: float) -> None:
+        """A frame starts onto the port's wire at `start_s`: dequeue marking, then the cable."""
+        counters = port.counters
+        if port.ecn is not None and port.ecn.at == DEQUEUE:
+            # What stays behind it: everything queued, less what has left and itself.
+            frame = self._mark(port, frame, _drained(port, start_s) - len(frame) - self.overhead_bytes)
+        depart = start_s + (len(frame) + self.overhead_bytes) * 8 / port.rate_bps
         if port.loss and self._rng.random() < port.loss:
             counters.lost += 1
             return
@@ -248,12 +297,7 @@ def incast_fairness(senders: int, nic_config: NicConfig, *, rate_bps: float = 10
     sim.run(warmup_s)
     before = [sink.qp(qb).counters.rx_bytes for _, _, qb in flows]
     cnps_before = sum(a.qp(qa).counters.cnps_received for a, qa, _ in flows)
-    port = sim.port_counters(sink)
-
-    def wire_bytes_sent() -> int:  # forwarded onto the port's wire so far: enqueued, less what still waits
-        return port.forwarded_bytes + port.forwarded_packets * sim.overhead_bytes - sim.queue_bytes(sink)
-
-    wire_before = wire_bytes_sent()
+    wire_before = sim.wire_bytes(sink)
     depth, rates = [], []
     t = warmup_s
     while t < warmup_s + window_s - 1e-12:
@@ -263,5 +307,5 @@ def incast_fairness(senders: int, nic_config: NicConfig, *, rate_bps: float = 10
         rates.append(tuple(a.qp(qa).cc.rate_bps for a, qa, _ in flows))
     moved = [sink.qp(qb).counters.rx_bytes - b for (_, _, qb), b in zip(flows, before)]
     flow_bps = tuple(m * 8 / window_s for m in moved)
-    return IncastResult(flow_bps, (wire_bytes_sent() - wire_before) * 8 / window_s / rate_bps, jain_index(flow_bps), tuple(depth),
+    return IncastResult(flow_bps, (sim.wire_bytes(sink) - wire_before) * 8 / window_s / rate_bps, jain_index(flow_bps), tuple(depth),
                         sum(a.qp(qa).counters.cnps_received for a, qa, _ in flows) - cnps_before, tuple(rates))
