@@ -182,7 +182,7 @@ def test_connectx_set_carries_nvidias_documented_defaults():
     assert (CX.rate_decrease_divisor, CX.min_decrease_factor, CX.rate_reduce_period_s) == (2, 0.5, 4e-6)
     assert (CX.rate_increase_period_s, CX.byte_counter_bytes, CX.fast_recovery_stages) == (300e-6, 32767, 1)
     assert CX.rates_bps(CX_LINE_BPS) == (5e6, 50e6, 1e6)  # absolute, not scaled with the port
-    assert DCQCN_SETS["connectx"].min_time_between_cnps_s == 0.0
+    assert DCQCN_SETS["connectx"].min_time_between_cnps_s == 4e-6
     assert DCQCN_SETS["paper"].rp == DcqcnConfig()
 
 
@@ -260,11 +260,11 @@ def test_a_lab_names_a_parameter_set_and_may_change_single_parameters():
     from rocelab.roce.config import roce_config
 
     connectx = roce_config({})  # a lab's default: the NIC people own
-    assert connectx.cc.dcqcn == CX and connectx.cnp_interval_s == 0.0  # the set's NP side too
+    assert connectx.cc.dcqcn == CX and connectx.cnp_interval_s == 4e-6  # the set's NP side too
     paper = roce_config({"dcqcn": "paper"})
     assert paper.cc.dcqcn == DcqcnConfig() and paper.cnp_interval_s == 50e-6
-    tuned = roce_config({"dcqcn": {"parameters": "connectx", "rate_ai_bps": 20e6}, "cnp_interval_s": 4e-6})
-    assert tuned.cc.dcqcn == dataclasses.replace(CX, rate_ai_bps=20e6) and tuned.cnp_interval_s == 4e-6
+    tuned = roce_config({"dcqcn": {"parameters": "connectx", "rate_ai_bps": 20e6}, "cnp_interval_s": 0.0})
+    assert tuned.cc.dcqcn == dataclasses.replace(CX, rate_ai_bps=20e6) and tuned.cnp_interval_s == 0.0
     with pytest.raises(ValueError, match="'cx7' is not a DCQCN parameter set; expected one of: paper, connectx"):
         roce_config({"dcqcn": "cx7"})
     slowed = dilate(connectx, 1000).cc.dcqcn

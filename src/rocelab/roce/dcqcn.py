@@ -130,7 +130,8 @@ _NVIDIA_TABLE = ("NVIDIA, 'DCQCN CC Parameters' (DOCA / MLNX_OFED documentation,
                  "rpg_min_dec_fac 50%, rpg_min_rate 1 Mb/s, rpg_gd 11, rate_reduce_monitor_period 4 µs, "
                  "clamp_tgt_rate 0, clamp_tgt_rate_after_time_inc 1, rpg_time_reset 300 µs, "
                  "rpg_byte_reset 32767 B, rpg_threshold 1, rpg_ai_rate 5 Mb/s, rpg_hai_rate 50 Mb/s; "
-                 "np_min_time_between_cnps 0 µs (Linux mlx5 driver, 'IB/mlx5: Add np_min_time_between_cnps')")
+                 "min_time_between_cnps 4 µs (the firmware default a ConnectX-7's `mlxconfig -q` lists: "
+                 "MIN_TIME_BETWEEN_CNPS_P1 4)")
 
 DCQCN_SETS = {
     "paper": DcqcnSet("paper", DcqcnConfig(), 50e-6,
@@ -141,7 +142,7 @@ DCQCN_SETS = {
         g=(1024 - 1019) / 1024, alpha_init=1023 / 1024, alpha_period_s=1e-6, alpha_update=ALPHA_PER_PERIOD,
         rate_reduce_period_s=4e-6, rate_decrease_divisor=2 ** (11 - 10), min_decrease_factor=0.5,
         target_on_cnp=TARGET_AFTER_TIMER_INCREASE, rate_increase_period_s=300e-6, byte_counter_bytes=32767,
-        fast_recovery_stages=1, rate_ai_bps=5e6, rate_hai_bps=50e6, min_rate_bps=1e6), 0.0, _NVIDIA_TABLE),
+        fast_recovery_stages=1, rate_ai_bps=5e6, rate_hai_bps=50e6, min_rate_bps=1e6), 4e-6, _NVIDIA_TABLE),
 }
 
 
