@@ -125,18 +125,25 @@ def test_without_congestion_control_the_queue_holds_both_requesters_whole_window
         assert nic.counters()["retransmitted_packets"] == nic.counters()["naks_received"] == 0
 
 
+def _one_writer(seed: int, **to_b) -> tuple[FabricSim, Nic, Nic, int, object]:
+    """A writes to B over the simulated switch, 10G NICs, 1 µs cables; `to_b` sets B's switch
+    port. Returns the sim, A, B, A's QPN and B's memory region."""
+    rng = random.Random(seed)
+    a, b = make_nic(1, 10e9, rng), make_nic(2, 10e9, rng)
+    qa, _ = connect_qps(a, b)
+    mr = b.register_mr(bytearray(1 << 20))
+    sim = FabricSim(random.Random(seed + 1))
+    sim.attach(a, delay_s=1e-6)
+    sim.attach(b, delay_s=1e-6, **to_b)
+    return sim, a, b, qa, mr
+
+
 @pytest.mark.parametrize("at, marked", [("enqueue", 2), ("dequeue", 1)])
 def test_a_congestion_point_reads_its_queue_on_enqueue_or_on_dequeue(at, marked):
     """Three frames into a port four times slower, marking whenever anything else is queued:
     on enqueue the 2nd and 3rd each find a frame ahead of them; on dequeue only the 2nd
     leaves one behind it (the 3rd has arrived by then, nothing follows the 3rd)."""
-    rng = random.Random(13)
-    a, b = make_nic(1, 10e9, rng), make_nic(2, 10e9, rng)
-    qa, qb = connect_qps(a, b)
-    mr = b.register_mr(bytearray(1 << 20))
-    sim = FabricSim(random.Random(14))
-    sim.attach(a, delay_s=1e-6)
-    sim.attach(b, rate_bps=2.5e9, delay_s=1e-6, ecn=EcnMarking(0, 0, 1.0, at=at))
+    sim, a, b, qa, mr = _one_writer(13, rate_bps=2.5e9, ecn=EcnMarking(0, 0, 1.0, at=at))
     a.post_write(qa, 1, bytes(3 * a.config.pmtu_bytes), remote_va=mr.va, r_key=mr.r_key)
     sim.wake(a)
     sim.run(1e-3)
@@ -150,13 +157,7 @@ def test_frames_of_one_poll_cross_the_nics_cable_back_to_back_in_order():
     """A pacer that wakes after an idle spell hands out a burst in one poll; on the wire the
     frames still follow each other at the port's rate, so the message's short tail never
     overtakes the full frames before it (which the responder would NAK as a PSN gap)."""
-    rng = random.Random(11)
-    a, b = make_nic(1, 10e9, rng), make_nic(2, 10e9, rng)
-    qa, qb = connect_qps(a, b)
-    mr = b.register_mr(bytearray(1 << 20))
-    sim = FabricSim(random.Random(12))
-    sim.attach(a, delay_s=1e-6)
-    sim.attach(b, delay_s=1e-6)
+    sim, a, b, qa, mr = _one_writer(11)
     sent_at = []
     sim.on_transmit = lambda nic, frame: sent_at.append(sim.now) if nic is a else None
     sim.run(1e-3)  # idle: both pacers may catch up a burst
