@@ -213,10 +213,11 @@ class FabricSim:
     def _depart(self, port: _Port, frame: bytes, start_s: float) -> None:
         """A frame starts onto the port's wire at `start_s`: dequeue marking, then the cable."""
         counters = port.counters
+        size = len(frame) + self.overhead_bytes
         if port.ecn is not None and port.ecn.at == DEQUEUE:
             # What stays behind it: everything queued, less what has left and itself.
-            frame = self._mark(port, frame, _drained(port, start_s) - len(frame) - self.overhead_bytes)
-        depart = start_s + (len(frame) + self.overhead_bytes) * 8 / port.rate_bps
+            frame = self._mark(port, frame, _drained(port, start_s) - size)
+        depart = start_s + size * 8 / port.rate_bps
         if port.loss and self._rng.random() < port.loss:
             counters.lost += 1
             return
