@@ -264,3 +264,18 @@ def test_four_flows_into_one_port_under_each_dcqcn_set():
     # The paper's flows were cut in the first burst and are still crawling back: no CNP since.
     assert runs["connectx"].cnps > 0 and runs["connectx"].utilisation > 2 * runs["paper"].utilisation
     assert max(runs["connectx"].queue_bytes) > max(runs["paper"].queue_bytes)
+
+
+def test_connectx_flows_converge_to_a_busy_port_with_the_queue_below_kmax():
+    """Once the first burst's collapse has recovered (a few 300 µs timer steps), ConnectX's
+    set keeps the port busy and fair while the queue swings around Kmin, under Kmax."""
+    from rocelab.roce.config import roce_config
+    from rocelab.roce.sim import incast_fairness
+
+    kmin, kmax = 100_000, 400_000
+    r = incast_fairness(4, roce_config({"dcqcn": "connectx"}), ecn=EcnMarking(kmin, kmax, 0.2),
+                        warmup_s=5e-3, window_s=2e-3, write_bytes=128 << 20)
+    queue = sorted(r.queue_bytes)
+    assert r.utilisation >= 0.9 and r.jain >= 0.95
+    assert queue[int(0.9 * (len(queue) - 1))] < kmax  # marks hold it under Kmax …
+    assert queue[-1] > kmin and r.cnps > 0  # … and it does reach the marking band

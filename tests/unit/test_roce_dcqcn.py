@@ -9,7 +9,7 @@ import pytest
 
 from rocelab.roce import CcRegistry, DcqcnConfig, Nic, NicConfig, builtin_cc_registry, dilate
 from rocelab.roce.cc import CcConfig, NoCc
-from rocelab.roce.dcqcn import DCQCN_SETS, Dcqcn
+from rocelab.roce.dcqcn import DCQCN_SETS, TARGET_AFTER_BYTE_INCREASE, Dcqcn
 from rocelab.roce.sim import connect_qps, poll_until
 
 LINE_BPS = 40e9
@@ -177,10 +177,11 @@ CX_LINE_BPS = 100e9
 def test_connectx_set_carries_nvidias_documented_defaults():
     """dce_tcp_g 1019/1024, dce_tcp_rtt 1 µs, initial alpha 1023/1024, rpg_gd 11 (α/2),
     rpg_min_dec_fac 50%, rate_reduce_monitor_period 4 µs, rpg_time_reset 300 µs, rpg_byte_reset
-    32767 B, rpg_threshold 1, AI 5 Mb/s, HAI 50 Mb/s, min rate 1 Mb/s; NP: CNPs unspaced."""
+    32767 (64-byte units), rpg_threshold 1, AI 5 Mb/s, HAI 50 Mb/s, min rate 1 Mb/s; NP: one
+    CNP per 4 µs."""
     assert (CX.g, CX.alpha_init, CX.alpha_period_s) == (5 / 1024, 1023 / 1024, 1e-6)
     assert (CX.rate_decrease_divisor, CX.min_decrease_factor, CX.rate_reduce_period_s) == (2, 0.5, 4e-6)
-    assert (CX.rate_increase_period_s, CX.byte_counter_bytes, CX.fast_recovery_stages) == (300e-6, 32767, 1)
+    assert (CX.rate_increase_period_s, CX.byte_counter_bytes, CX.fast_recovery_stages) == (300e-6, 32767 * 64, 1)
     assert CX.rates_bps(CX_LINE_BPS) == (5e6, 50e6, 1e6)  # absolute, not scaled with the port
     assert DCQCN_SETS["connectx"].min_time_between_cnps_s == 4e-6
     assert DCQCN_SETS["paper"].rp == DcqcnConfig()
@@ -208,15 +209,30 @@ def test_a_reduction_keeps_at_least_min_decrease_factor_of_the_rate():
     assert cc.rate_bps == CX_LINE_BPS * 0.5
 
 
-def test_target_moves_to_the_current_rate_only_after_a_timer_increase():
+def test_target_moves_to_the_current_rate_only_after_an_increase():
     cc = Dcqcn(CX_LINE_BPS, CX)
     cc.on_cnp(0.0)  # no increase yet: the target stays at line rate
+    cc.on_cnp(5e-6)  # nor between these two cuts
+    assert cc.rate_bps < CX_LINE_BPS * (1 - CX.alpha_init / 2)
     assert cc.target_rate_bps == CX_LINE_BPS
-    cc.advance(CX.rate_increase_period_s + EPS_S)  # the timer raises the rate …
+    cut = cc.rate_bps
+    t = 5e-6 + CX.rate_increase_period_s + EPS_S
+    cc.advance(t)  # the timer raises the rate …
     raised = cc.rate_bps
-    assert raised > CX_LINE_BPS * (1 - CX.alpha_init / 2)  # fast recovery towards the untouched target
-    cc.on_cnp(CX.rate_increase_period_s + 2 * EPS_S)  # … so this CNP clamps the target to it
+    assert raised == pytest.approx((CX_LINE_BPS + cut) / 2)  # fast recovery: halfway to the untouched target
+    cc.on_cnp(t + EPS_S)  # … so this CNP clamps the target to it (clamp_tgt_rate_after_time_inc 1)
     assert cc.target_rate_bps == pytest.approx(raised)
+
+    bytes_only = Dcqcn(CX_LINE_BPS, dataclasses.replace(CX, target_on_cnp=TARGET_AFTER_BYTE_INCREASE))
+    bytes_only.on_cnp(0.0)
+    bytes_only.advance(CX.rate_increase_period_s + EPS_S)  # a timer increase does not count …
+    bytes_only.on_cnp(CX.rate_increase_period_s + 2 * EPS_S)
+    assert bytes_only.target_rate_bps == CX_LINE_BPS
+    bytes_only.on_sent(CX.byte_counter_bytes, 10e-6 + CX.rate_increase_period_s)  # … a byte-counter one does
+    raised = bytes_only.rate_bps
+    bytes_only.on_cnp(20e-6 + CX.rate_increase_period_s)
+    assert bytes_only.target_rate_bps == pytest.approx(raised)
+
     paper = Dcqcn(CX_LINE_BPS, DcqcnConfig())
     paper.on_cnp(0.0)
     assert paper.target_rate_bps == CX_LINE_BPS  # the paper: Rt ← Rc on every CNP (here at line rate)
@@ -274,7 +290,7 @@ def test_a_lab_names_a_parameter_set_and_may_change_single_parameters():
 def test_a_connectx_sysfs_reading_maps_onto_the_connectx_set():
     """NVIDIA's documented defaults, as `roce_rp` files, give back exactly the `connectx` set;
     a changed file changes its one parameter, in the core's units."""
-    from rocelab.roce.dcqcn import TARGET_ALWAYS, TARGET_NEVER, connectx_rp
+    from rocelab.roce.dcqcn import TARGET_ALWAYS, connectx_rp
 
     defaults = {"dce_tcp_g": 1019, "dce_tcp_rtt": 1, "initial_alpha_value": 1023, "rate_reduce_monitor_period": 4,
                 "rpg_gd": 11, "rpg_min_dec_fac": 50, "rpg_min_rate": 1, "rate_to_set_on_first_cnp": 0,
@@ -285,4 +301,6 @@ def test_a_connectx_sysfs_reading_maps_onto_the_connectx_set():
     assert (tuned["rate_ai_bps"], tuned["rate_increase_period_s"], tuned["rate_on_first_cnp_bps"]) == pytest.approx(
         (20e6, 55e-6, 40e9))
     assert connectx_rp({"clamp_tgt_rate": 1})["target_on_cnp"] == TARGET_ALWAYS
-    assert connectx_rp({"clamp_tgt_rate": 0, "clamp_tgt_rate_after_time_inc": 0})["target_on_cnp"] == TARGET_NEVER
+    assert connectx_rp({"clamp_tgt_rate": 0, "clamp_tgt_rate_after_time_inc": 0})["target_on_cnp"] == \
+        TARGET_AFTER_BYTE_INCREASE
+    assert connectx_rp({"rpg_byte_reset": 100})["byte_counter_bytes"] == 6400  # 64-byte units

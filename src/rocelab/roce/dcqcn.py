@@ -28,11 +28,12 @@ NIC's firmware differs from the paper in four documented ways, each a field here
   reduction make one reduction at the end of that period, not one each;
 - a reduction is Rc·(1 − α/`rate_decrease_divisor`) (rpg_gd = 11: α/2), never below
   Rc·`min_decrease_factor` (rpg_min_dec_fac, 50%) nor the min rate;
-- Rt ← Rc on a CNP only if the rate rose on the timer since the last reduction
-  (clamp_tgt_rate 0, clamp_tgt_rate_after_time_inc 1: `target_on_cnp`); otherwise Rt
-  stays where it was and recovery heads back towards it. With the byte counter at 32 KB
-  (rpg_byte_reset) and F = 1, this is why a ConnectX recovers in tens of microseconds
-  where the paper's parameters take milliseconds.
+- Rt ← Rc on a CNP only if the rate rose since the last reduction (clamp_tgt_rate 0:
+  `target_on_cnp`); cuts with no increase between them leave Rt where it was, so
+  recovery heads back there. With clamp_tgt_rate_after_time_inc 1 (the default) a rise
+  on the timer counts, not only one on the byte counter.
+The byte counter `rpg_byte_reset` counts 64-byte units, as Google's isekai simulator counts
+it (Spirent's RoCEv2 DCQCN emulation defaults to 2 MB): 32767 is ~2 MB, not 32 KB.
 What NVIDIA's tables leave undescribed is said where it is decided below.
 
 Time dilation: every `*_s` field is a wall-clock period. Under TDF the shell passes
@@ -50,8 +51,11 @@ _REFERENCE_LINE_RATE_BPS = 40e9  # R_AI / R_HAI below are the paper's values at 
 ALPHA_ON_CNP = "on_cnp"  # the paper: α rises on each CNP, decays per period without one
 ALPHA_PER_PERIOD = "per_period"  # ConnectX: once per period, up if a CNP came in it, else down
 TARGET_ALWAYS = "always"  # the paper (and clamp_tgt_rate 1): Rt ← Rc on every reduction
-TARGET_AFTER_TIMER_INCREASE = "after_timer_increase"  # clamp_tgt_rate 0, clamp_tgt_rate_after_time_inc 1
-TARGET_NEVER = "never"  # clamp_tgt_rate 0, clamp_tgt_rate_after_time_inc 0: Rt stays where it is
+# clamp_tgt_rate 0: Rt ← Rc only if the rate rose since the last reduction, on the byte counter
+# or, with clamp_tgt_rate_after_time_inc 1, on the timer too (as Google's isekai simulator reads
+# NVIDIA's "increased due to the timer, and not only due to the byte counter").
+TARGET_AFTER_INCREASE = "after_increase"  # clamp_tgt_rate_after_time_inc 1
+TARGET_AFTER_BYTE_INCREASE = "after_byte_increase"  # clamp_tgt_rate_after_time_inc 0
 
 
 @dataclass(frozen=True)
@@ -72,16 +76,16 @@ class DcqcnConfig:
     rate_reduce_period_s: float = 0.0  # 0: every CNP reduces at once
     rate_decrease_divisor: float = 2.0  # Rc·(1 − α/divisor)
     min_decrease_factor: float = 0.0  # a reduction keeps at least this share of Rc
-    target_on_cnp: str = TARGET_ALWAYS  # or TARGET_AFTER_TIMER_INCREASE
+    target_on_cnp: str = TARGET_ALWAYS  # or TARGET_AFTER_INCREASE, TARGET_AFTER_BYTE_INCREASE
     rate_on_first_cnp_bps: float | None = None  # Rc = Rt = this on a flow's first CNP
 
     def __post_init__(self) -> None:
         problems = []
         if self.alpha_update not in (ALPHA_ON_CNP, ALPHA_PER_PERIOD):
             problems.append(f"alpha_update={self.alpha_update!r} must be {ALPHA_ON_CNP} or {ALPHA_PER_PERIOD}")
-        if self.target_on_cnp not in (TARGET_ALWAYS, TARGET_AFTER_TIMER_INCREASE, TARGET_NEVER):
+        if self.target_on_cnp not in (TARGET_ALWAYS, TARGET_AFTER_INCREASE, TARGET_AFTER_BYTE_INCREASE):
             problems.append(f"target_on_cnp={self.target_on_cnp!r} must be {TARGET_ALWAYS}, "
-                            f"{TARGET_AFTER_TIMER_INCREASE} or {TARGET_NEVER}")
+                            f"{TARGET_AFTER_INCREASE} or {TARGET_AFTER_BYTE_INCREASE}")
         if self.rate_reduce_period_s < 0:
             problems.append(f"rate_reduce_period_s={self.rate_reduce_period_s} must be ≥ 0")
         if self.rate_decrease_divisor < 1:
@@ -129,9 +133,10 @@ _NVIDIA_TABLE = ("NVIDIA, 'DCQCN CC Parameters' (DOCA / MLNX_OFED documentation,
                  "dce_tcp_g 1019, dce_tcp_rtt 1 µs, initial_alpha_value 1023, rate_to_set_on_first_cnp 0, "
                  "rpg_min_dec_fac 50%, rpg_min_rate 1 Mb/s, rpg_gd 11, rate_reduce_monitor_period 4 µs, "
                  "clamp_tgt_rate 0, clamp_tgt_rate_after_time_inc 1, rpg_time_reset 300 µs, "
-                 "rpg_byte_reset 32767 B, rpg_threshold 1, rpg_ai_rate 5 Mb/s, rpg_hai_rate 50 Mb/s; "
+                 "rpg_byte_reset 32767 (64-byte units), rpg_threshold 1, rpg_ai_rate 5 Mb/s, rpg_hai_rate 50 Mb/s; "
                  "min_time_between_cnps 4 µs (the firmware default a ConnectX-7's `mlxconfig -q` lists: "
-                 "MIN_TIME_BETWEEN_CNPS_P1 4)")
+                 "MIN_TIME_BETWEEN_CNPS_P1 4). Byte counter in 64-byte units: how Google's isekai simulator "
+                 "reads rpg_byte_reset, and the 2 MB default of Spirent's RoCEv2 DCQCN emulation")
 
 DCQCN_SETS = {
     "paper": DcqcnSet("paper", DcqcnConfig(), 50e-6,
@@ -141,7 +146,7 @@ DCQCN_SETS = {
     "connectx": DcqcnSet("connectx", DcqcnConfig(
         g=(1024 - 1019) / 1024, alpha_init=1023 / 1024, alpha_period_s=1e-6, alpha_update=ALPHA_PER_PERIOD,
         rate_reduce_period_s=4e-6, rate_decrease_divisor=2 ** (11 - 10), min_decrease_factor=0.5,
-        target_on_cnp=TARGET_AFTER_TIMER_INCREASE, rate_increase_period_s=300e-6, byte_counter_bytes=32767,
+        target_on_cnp=TARGET_AFTER_INCREASE, rate_increase_period_s=300e-6, byte_counter_bytes=32767 * 64,
         fast_recovery_stages=1, rate_ai_bps=5e6, rate_hai_bps=50e6, min_rate_bps=1e6), 4e-6, _NVIDIA_TABLE),
 }
 
@@ -157,7 +162,7 @@ _CONNECTX_RP = {
     "rpg_min_rate": ("min_rate_bps", lambda v: v * 1e6),
     "rate_to_set_on_first_cnp": ("rate_on_first_cnp_bps", lambda v: v * 1e6 if v else None),
     "rpg_time_reset": ("rate_increase_period_s", lambda v: v * 1e-6),
-    "rpg_byte_reset": ("byte_counter_bytes", int),
+    "rpg_byte_reset": ("byte_counter_bytes", lambda v: v * 64),
     "rpg_threshold": ("fast_recovery_stages", int),
     "rpg_ai_rate": ("rate_ai_bps", lambda v: v * 1e6),
     "rpg_hai_rate": ("rate_hai_bps", lambda v: v * 1e6),
@@ -172,8 +177,8 @@ def connectx_rp(values: Mapping[str, int]) -> dict[str, object]:
                               if name in values}
     clamp, after_timer = values.get("clamp_tgt_rate"), values.get("clamp_tgt_rate_after_time_inc")
     if clamp is not None or after_timer is not None:
-        out["target_on_cnp"] = (TARGET_ALWAYS if clamp else TARGET_AFTER_TIMER_INCREASE if after_timer
-                                else TARGET_NEVER)
+        out["target_on_cnp"] = (TARGET_ALWAYS if clamp else TARGET_AFTER_INCREASE if after_timer
+                                else TARGET_AFTER_BYTE_INCREASE)
     return out
 
 
@@ -199,6 +204,7 @@ class Dcqcn:
         self._last_reduce_s: float | None = None
         self._reduce_pending = False  # a CNP waits for the end of the rate-reduce period
         self._timer_increased = False  # the timer raised the rate since the last reduction
+        self._bytes_increased = False  # the byte counter did
 
     def on_cnp(self, now: float) -> None:
         self.advance(now)
@@ -218,8 +224,8 @@ class Dcqcn:
         if first and cfg.rate_on_first_cnp_bps is not None:
             self.rate_bps = self.target_rate_bps = min(cfg.rate_on_first_cnp_bps, self.line_rate_bps)
         else:
-            if cfg.target_on_cnp == TARGET_ALWAYS or (cfg.target_on_cnp == TARGET_AFTER_TIMER_INCREASE
-                                                      and self._timer_increased):
+            if cfg.target_on_cnp == TARGET_ALWAYS or self._bytes_increased or (
+                    cfg.target_on_cnp == TARGET_AFTER_INCREASE and self._timer_increased):
                 self.target_rate_bps = self.rate_bps
             factor = max(1 - self.alpha / cfg.rate_decrease_divisor, cfg.min_decrease_factor)
             self.rate_bps = max(self.rate_bps * factor, self._min_rate_bps)
@@ -230,7 +236,7 @@ class Dcqcn:
         self._bytes_since_event = 0
         self._increase_due_s = now + cfg.rate_increase_period_s
         self._last_reduce_s = now
-        self._timer_increased = False
+        self._timer_increased = self._bytes_increased = False
 
     def on_sent(self, size_bytes: int, now: float) -> None:
         if self._increase_due_s is None:
@@ -239,6 +245,7 @@ class Dcqcn:
         while self._bytes_since_event >= self._cfg.byte_counter_bytes:
             self._bytes_since_event -= self._cfg.byte_counter_bytes
             self.byte_count += 1
+            self._bytes_increased = True
             self._increase()
 
     def advance(self, now: float) -> None:
