@@ -133,7 +133,7 @@ _NVIDIA_TABLE = ("NVIDIA, 'DCQCN CC Parameters' (DOCA / MLNX_OFED documentation,
                  "dce_tcp_g 1019, dce_tcp_rtt 1 µs, initial_alpha_value 1023, rate_to_set_on_first_cnp 0, "
                  "rpg_min_dec_fac 50%, rpg_min_rate 1 Mb/s, rpg_gd 11, rate_reduce_monitor_period 4 µs, "
                  "clamp_tgt_rate 0, clamp_tgt_rate_after_time_inc 1, rpg_time_reset 300 µs, "
-                 "rpg_byte_reset 32767 (64-byte units), rpg_threshold 1, rpg_ai_rate 5 Mb/s, rpg_hai_rate 50 Mb/s; "
+                 "rpg_byte_reset 32767, rpg_threshold 1, rpg_ai_rate 5 Mb/s, rpg_hai_rate 50 Mb/s; "
                  "min_time_between_cnps 4 µs (the firmware default a ConnectX-7's `mlxconfig -q` lists: "
                  "MIN_TIME_BETWEEN_CNPS_P1 4). Byte counter in 64-byte units: how Google's isekai simulator "
                  "reads rpg_byte_reset, and the 2 MB default of Spirent's RoCEv2 DCQCN emulation")
