@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import selectors
 import signal
 import subprocess
@@ -107,7 +108,9 @@ def test_metrics_text_and_endpoint_match_switchd_counters(bring_up, tmp_path):
     run([*cli, "--out", str(out)])
     assert_matches_switchd(parse(out.read_text()), spec.name, counters)
 
-    server = subprocess.Popen([*cli, "--serve", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # PYTHONFAULTHANDLER: if Ctrl-C does not stop it, SIGABRT makes it print every thread's stack.
+    server = subprocess.Popen([*cli, "--serve", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONFAULTHANDLER": "1"})
     try:
         line = read_line(server, 30)
         url = line.split()[1]
@@ -118,7 +121,12 @@ def test_metrics_text_and_endpoint_match_switchd_counters(bring_up, tmp_path):
         assert_matches_switchd(parse(served), spec.name, counters)
     finally:
         server.send_signal(signal.SIGINT)  # the documented way to stop it: Ctrl-C
-        rest, errors = server.communicate(timeout=15)
+        try:
+            rest, errors = server.communicate(timeout=60)  # generous: CI runs beside a CPU hog
+        except subprocess.TimeoutExpired:
+            server.send_signal(signal.SIGABRT)
+            _, stacks = server.communicate(timeout=30)
+            raise AssertionError(f"`metrics --serve` still running 60 s after Ctrl-C; its threads:\n{stacks}")
     assert server.returncode == 0, errors
     assert "stopped" in rest
 
