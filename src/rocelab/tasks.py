@@ -11,6 +11,7 @@ import contextlib
 import functools
 import json as jsonlib
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -327,6 +328,10 @@ def metrics(c, lab=None, serve=None, out=None):
     except OSError as exc:
         raise InputError([Problem("--serve", "", f"cannot listen on 127.0.0.1:{port}: {exc.strerror}",
                                   "pick another port")]) from None
+    # Ctrl-C or SIGTERM stops it, even when started with SIGINT ignored: a background job of a
+    # non-interactive shell inherits that, and Python then never raises KeyboardInterrupt.
+    for stop in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(stop, signal.default_int_handler)
     console.print(f"serving http://{metrics_mod.LOCALHOST}:{server.server_port}/metrics "
                   f"({lab or 'every lab up'}); Ctrl-C stops", highlight=False)
     try:

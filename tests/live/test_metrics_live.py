@@ -108,9 +108,12 @@ def test_metrics_text_and_endpoint_match_switchd_counters(bring_up, tmp_path):
     run([*cli, "--out", str(out)])
     assert_matches_switchd(parse(out.read_text()), spec.name, counters)
 
-    # PYTHONFAULTHANDLER: if Ctrl-C does not stop it, SIGABRT makes it print every thread's stack.
+    # Started as a background job of a non-interactive shell starts it (SIGINT ignored, which
+    # Python then leaves ignored); PYTHONFAULTHANDLER: if Ctrl-C does not stop it, SIGABRT makes
+    # it print every thread's stack.
     server = subprocess.Popen([*cli, "--serve", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env={**os.environ, "PYTHONFAULTHANDLER": "1"})
+                              env={**os.environ, "PYTHONFAULTHANDLER": "1"},
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
         line = read_line(server, 30)
         url = line.split()[1]
@@ -122,11 +125,11 @@ def test_metrics_text_and_endpoint_match_switchd_counters(bring_up, tmp_path):
     finally:
         server.send_signal(signal.SIGINT)  # the documented way to stop it: Ctrl-C
         try:
-            rest, errors = server.communicate(timeout=60)  # generous: CI runs beside a CPU hog
+            rest, errors = server.communicate(timeout=15)
         except subprocess.TimeoutExpired:
             server.send_signal(signal.SIGABRT)
             _, stacks = server.communicate(timeout=30)
-            raise AssertionError(f"`metrics --serve` still running 60 s after Ctrl-C; its threads:\n{stacks}")
+            raise AssertionError(f"`metrics --serve` still running 15 s after Ctrl-C; its threads:\n{stacks}")
     assert server.returncode == 0, errors
     assert "stopped" in rest
 
