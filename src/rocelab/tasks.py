@@ -279,11 +279,20 @@ def probe(c, where, lab=None, duration=0.0, pcap=None, json=False):
     if iface not in {i.name for i in state_node.interfaces}:
         raise InputError([Problem(where, "", f"{node} has no interface {iface!r}",
                                   f"interfaces: {', '.join(i.name for i in state_node.interfaces)}")])
+    _stop_on_ctrl_c()
     report = probe_view.live(state_node.netns, iface, duration or None, pcap, json, console=None if json else console)
     if json:
         print(jsonlib.dumps(report.to_json(), indent=1))
     elif pcap:
         console.print(f"pcap: {pcap}")
+
+
+def _stop_on_ctrl_c() -> None:
+    """For a command that runs until Ctrl-C: SIGINT or SIGTERM raises KeyboardInterrupt, even
+    when it was started with SIGINT ignored (a background job of a non-interactive shell
+    inherits that, and Python then never raises KeyboardInterrupt)."""
+    for stop in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(stop, signal.default_int_handler)
 
 
 @task(help={"lab": "one lab (default: every lab that is up, read again at each scrape)",
@@ -328,10 +337,7 @@ def metrics(c, lab=None, serve=None, out=None):
     except OSError as exc:
         raise InputError([Problem("--serve", "", f"cannot listen on 127.0.0.1:{port}: {exc.strerror}",
                                   "pick another port")]) from None
-    # Ctrl-C or SIGTERM stops it, even when started with SIGINT ignored: a background job of a
-    # non-interactive shell inherits that, and Python then never raises KeyboardInterrupt.
-    for stop in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(stop, signal.default_int_handler)
+    _stop_on_ctrl_c()
     console.print(f"serving http://{metrics_mod.LOCALHOST}:{server.server_port}/metrics "
                   f"({lab or 'every lab up'}); Ctrl-C stops", highlight=False)
     try:

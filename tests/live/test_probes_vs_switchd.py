@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -59,3 +63,18 @@ def test_a_probe_sees_go_back_n_when_loss_is_injected(bring_up):
     assert lost > 0
     assert rewinds > 0
     assert sum(q["retransmitted_packets"] for q in seen["qps"]) == report["total"]["counters"]["retransmitted_packets"]
+
+
+def test_a_probe_without_a_duration_stops_on_sigterm_with_its_report(bring_up):
+    """Started as a background job of a non-interactive shell starts it (SIGINT ignored), a
+    capture that runs until Ctrl-C still ends on SIGTERM and prints its report."""
+    spec, record = bring_up("incast-1x5", dataplane="switchd", profile=PROFILES / "roce-lossless.json",
+                            nic="emulated", roce={"cc_algorithm": "none"})
+    probe = subprocess.Popen([sys.executable, "-m", "rocelab", "probe", "leaf1:eth5", "--lab", spec.name, "--json"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    time.sleep(3)  # the capture is open well before this
+    probe.send_signal(signal.SIGTERM)
+    out, err = probe.communicate(timeout=30)
+    assert probe.returncode == 0, err
+    assert "flows" in json.loads(out)
