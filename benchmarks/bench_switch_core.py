@@ -4,7 +4,8 @@ under a simulated clock, driven as switchd drives it: receive, poll, next_event 
 
     python benchmarks/bench_switch_core.py [--frames N]
 
-Two runs: `forward` (each port sends to the next at 90% of line rate: no congestion) and
+Each run on the Python pipeline and on its C fast path (rocelab.switch.fastpath), with the
+ratio. Two runs: `forward` (each port sends to the next at 90% of line rate: no congestion) and
 `incast` (two ports into one at 60% each: queues build, ECN marks, PFC pauses the senders,
 who honour it). The live target for switchd is ≥ 50,000 frames/s; the core must leave room.
 """
@@ -23,8 +24,13 @@ from rocelab.qos.model import (
     BufferPool, BufferProfile, PortQos, QosProfile, QueueQos, Scheduler, WredProfile,
 )
 from rocelab.switch import Fib, NextHop, PortSpec, Switch
+from rocelab.switch.fastpath import Asic
 from rocelab.ethernet import ETH_P_MAC_CONTROL, pause_duration_s
 from rocelab.switch.frames import parse_pfc
+
+FastSwitch = None
+if Asic is not None:
+    from rocelab.switch.fastpath import FastSwitch
 
 FRAME_BYTES = 4096
 RATE_BPS = 100e6  # 100G at time dilation 1000
@@ -65,10 +71,11 @@ def _frames(src: str, dst: str) -> list[bytes]:
     return frames
 
 
-def run(label: str, pairs: list[tuple[str, str]], load: float, n_frames: int) -> None:
+def run(label: str, implementation, pairs: list[tuple[str, str]], load: float, n_frames: int) -> float:
+    """Seconds per frame; prints the run."""
     fib = Fib({f"198.18.{p[-1]}.0/24": [NextHop(p, _mac(1, p))] for p in PORTS})
-    switch = Switch("bench", [PortSpec(p, _mac(0, p), RATE_BPS) for p in PORTS], _profile(),
-                    fib, random.Random(1))
+    switch = implementation("bench", [PortSpec(p, _mac(0, p), RATE_BPS) for p in PORTS], _profile(),
+                            fib, random.Random(1))
     # Each sender offers `load` of line rate, round robin over its flows.
     traffic = [(src, _frames(src, dst)) for src, dst in pairs]
     gap_s = FRAME_TIME_S / load / len(pairs)
@@ -97,17 +104,25 @@ def run(label: str, pairs: list[tuple[str, str]], load: float, n_frames: int) ->
     counters = switch.counters(now)
     marked = sum(q["ecn_marked_packets"] for p in counters["ports"].values() for q in p["queues"])
     drops = sum(d["packets"] for d in counters["drops"].values())
-    print(f"{label:8} {n_frames} frames of {FRAME_BYTES} B in {elapsed:.2f} s: "
+    print(f"{label:8} {switch.implementation:6} {n_frames} frames of {FRAME_BYTES} B in {elapsed:.2f} s: "
           f"{n_frames / elapsed:,.0f} frames/s, {elapsed / n_frames * 1e6:.2f} us/frame "
           f"(forwarded {sent}, ECN-marked {marked}, PFC frames {pfc_frames}, dropped {drops})")
+    return elapsed / n_frames
 
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=200_000)
     args = parser.parse_args(argv)
-    run("forward", [(PORTS[i], PORTS[(i + 1) % 4]) for i in range(4)], 0.9, args.frames)
-    run("incast", [("eth1", "eth3"), ("eth2", "eth3")], 0.6, args.frames)
+    implementations = [Switch] if FastSwitch is None else [Switch, FastSwitch]
+    if FastSwitch is None:
+        print("the C fast path is not built here: the Python pipeline alone")
+    for label, pairs, load in (("forward", [(PORTS[i], PORTS[(i + 1) % 4]) for i in range(4)], 0.9),
+                               ("incast", [("eth1", "eth3"), ("eth2", "eth3")], 0.6)):
+        per_frame = [run(label, implementation, pairs, load, args.frames) for implementation in implementations]
+        if len(per_frame) == 2:
+            print(f"{label:8} C fast path: {per_frame[0] / per_frame[1]:.1f}x the Python pipeline's speed "
+                  f"(the harness's own per-frame cost included in both)")
 
 
 if __name__ == "__main__":

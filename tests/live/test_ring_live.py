@@ -1,20 +1,25 @@
 """The agents' receive ring (rocelab.kernel.ring) on a real veth: every frame whole and in
-order with its receive time, a full ring counted as kernel drops, and reading in step with
-the kernel after it wraps."""
+order with its receive time, a full ring counted as kernel drops, reading in step with the
+kernel after it wraps, and the C pipeline's own reader doing what `read` does."""
 
 from __future__ import annotations
 
 import os
+import random
 import time
 
 import pytest
 from pyroute2 import IPRoute
 from pyroute2 import netns as pyroute2_netns
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
 
 from rocelab.engines.netns import COMMON_SYSCTLS, write_sysctls
 from rocelab.kernel.loop import TPACKET_STATS, open_port
 from rocelab.kernel.netns import PACKET_STATISTICS, SOL_PACKET, in_netns, packet_socket
 from rocelab.kernel.ring import RING_BLOCKS, SLOTS_PER_BLOCK
+from rocelab.switch import Fib, NextHop, PortSpec, Switch, fastpath
+from rocelab.switch.agent import UNCONFIGURED
 
 pytestmark = pytest.mark.root
 SENDER_MAC, RECEIVER_MAC = "02:52:4c:00:0a:01", "02:52:4c:00:0a:02"
@@ -96,3 +101,36 @@ def test_a_full_ring_drops_what_it_cannot_hold_and_reading_stays_in_step_after_i
         got, _ = read_all(port, limit=30)
         rest, _ = read_all(port)
         assert got + rest == batch
+
+
+@pytest.mark.skipif(fastpath.Asic is None, reason="the C fast path is not built here (no C compiler)")
+def test_the_c_pipeline_reads_the_ring_as_the_python_one_is_handed_it(veth):
+    """RxRing.read_by (the C core walks the ring itself) against RxRing.read handing each frame to
+    the Python pipeline: the same frames, in rounds that stop at a frame limit and wrap the
+    ring, give the same frames out and the same counters."""
+    sender, port = veth
+    specs = [PortSpec("eth1", RECEIVER_MAC, 1e9), PortSpec("eth2", "02:52:4c:00:0a:03", 1e9)]
+    routes = Fib(routes={"198.18.2.0/24": [NextHop("eth2", "02:52:4c:00:0b:02")]}, local=frozenset())
+    traffic = [bytes(Ether(dst=RECEIVER_MAC, src=SENDER_MAC) / IP(src="198.18.1.2", dst=f"198.18.2.{2 + i % 7}")
+                     / UDP(sport=1000 + i, dport=4791) / bytes(i * 37 % 8000)) if i % 5 else frame(i, 200)
+               for i in range(RING_SLOTS * 3 // 2)]
+    results = []
+    for switch, read in ((Switch("leaf1", specs, UNCONFIGURED, routes, random.Random(1)), "read"),
+                         (fastpath.FastSwitch("leaf1", specs, UNCONFIGURED, routes, random.Random(1)), "read_by")):
+        handed = 0
+        for start in range(0, len(traffic), 100):
+            for f in traffic[start:start + 100]:
+                sender.send(f)
+            time.sleep(0.1)
+            while True:
+                if read == "read":
+                    n, _, empty = port.ring.read("eth1", switch.receive, 0.0, 7, 1 << 30)
+                else:
+                    n, _, empty = port.ring.read_by(switch.receive_ring, "eth1", 0.0, 7, 1 << 30)
+                handed += n
+                if empty:
+                    break
+        assert handed == len(traffic)
+        results.append(([bytes(f) for _, f in switch.poll(1.0)], switch.counters(1.0)))
+    assert results[0] == results[1]
+    assert results[0][1]["ports"]["eth1"]["rx_packets"] == len(traffic)

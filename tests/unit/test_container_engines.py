@@ -67,7 +67,10 @@ def test_the_source_digest_follows_the_package_and_nothing_else(tmp_path):
     (tmp_path / "README.md").write_text("prose does not go into the wheel\n")
     assert source_digest(tmp_path) == first
     module.write_text("A = 2\n")
-    assert source_digest(tmp_path) != first
+    second = source_digest(tmp_path)
+    assert second != first
+    (tmp_path / "src" / "rocelab" / "_fast.c").write_text("int a;\n")  # a C extension's source goes in too
+    assert source_digest(tmp_path) != second
 
 
 @pytest.fixture

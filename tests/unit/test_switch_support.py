@@ -18,7 +18,12 @@ from rocelab.qos.model import (
 )
 from rocelab.switch import Fib, NextHop, PortSpec, Switch
 from rocelab.ethernet import mac_bytes
+from rocelab.switch.fastpath import Asic
 from rocelab.switch.frames import build_pfc
+
+FastSwitch = None
+if Asic is not None:
+    from rocelab.switch.fastpath import FastSwitch
 
 RATE_BPS = 100e6  # 100G dilated by 1000
 PORTS = ("eth1", "eth2", "eth3", "eth4")
@@ -48,10 +53,17 @@ def port_specs(**overrides) -> list[PortSpec]:
     return [PortSpec(p, switch_mac(p), RATE_BPS, **overrides) for p in PORTS]
 
 
+# Which pipeline make_switch builds: the switch tests run once on each (tests/unit/conftest.py).
+IMPLEMENTATIONS = {"python": Switch}
+if FastSwitch is not None:
+    IMPLEMENTATIONS["c"] = FastSwitch
+implementation = "python"
+
+
 def make_switch(profile: QosProfile, specs: list[PortSpec] | None = None,
                 seed: int = 1, routes: Fib | None = None) -> Switch:
-    return Switch("leaf1", specs or port_specs(), profile, routes or fib(),
-                  random.Random(seed))
+    return IMPLEMENTATIONS[implementation]("leaf1", specs or port_specs(), profile, routes or fib(),
+                                           random.Random(seed))
 
 
 def roce(src: str, dst: str, size_bytes: int = 1024, dscp: int = LOSSLESS_TC,

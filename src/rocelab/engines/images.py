@@ -89,10 +89,11 @@ def mirror_from_sources(files: list[tuple[str, str]], suite: str) -> str | None:
 
 
 def source_digest(checkout: Path) -> str:
-    """A digest of what goes into the rocelab wheel: pyproject.toml and the package sources."""
+    """A digest of what goes into the rocelab wheel: pyproject.toml, setup.py and the package
+    sources (the switch's C fast path among them)."""
     digest = hashlib.sha256()
-    files = [checkout / "pyproject.toml",
-             *sorted(p for p in (checkout / "src" / "rocelab").rglob("*") if p.suffix in (".py", ".yml"))]
+    files = [path for path in (checkout / "pyproject.toml", checkout / "setup.py") if path.exists()]
+    files += sorted(p for p in (checkout / "src" / "rocelab").rglob("*") if p.suffix in (".py", ".yml", ".c"))
     for path in files:
         digest.update(str(path.relative_to(checkout)).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]

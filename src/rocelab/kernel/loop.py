@@ -2,7 +2,8 @@
 socket and one single-threaded event loop around a pure data-plane core.
 
 The core is anything with `receive(port, frame, now)`, `poll(now) → [(port, frame)]` and
-`next_event(now) → time | None`; the loop sleeps exactly until the core's next event or
+`next_event(now) → time | None` (and, if it is in C and reads a port's receive ring itself,
+`receive_ring`: rocelab.kernel.ring.RxRing.read_by); the loop sleeps exactly until the core's next event or
 until a frame, a control request or a netlink event arrives. No threads: a control
 request never races the data plane.
 
@@ -191,13 +192,18 @@ class Loop:
         a long batch before running it would overfill its queues. At most DRAIN_ROUNDS
         rounds, so control requests and watchers are seen between floods."""
         ports, stats, receive = self.ports, self.stats, self.core.receive
+        receive_ring = getattr(self.core, "receive_ring", None)  # a core in C that reads the ring itself
         unmeasured = set(ready)
         for rnd in range(DRAIN_ROUNDS):
             now = self.clock()  # one timestamp per round: these frames arrived together
             if rnd:
                 due = self.core.next_event(now)
             for name in tuple(ready):
-                n, first_s, empty = ports[name].ring.read(name, receive, now, ROUND_FRAMES, ROUND_BYTES)
+                ring = ports[name].ring
+                if receive_ring is not None:
+                    n, first_s, empty = ring.read_by(receive_ring, name, now, ROUND_FRAMES, ROUND_BYTES)
+                else:
+                    n, first_s, empty = ring.read(name, receive, now, ROUND_FRAMES, ROUND_BYTES)
                 stats.rx_frames += n
                 if empty:
                     ready.remove(name)

@@ -34,6 +34,7 @@ from rocelab.model.lab import Lab
 from rocelab.model.tdf import AgentCosts, TdfChoice, choose_tdf, pinned
 from rocelab.model.topology import load_topology
 from rocelab.roce.config import roce_config
+from rocelab.switch.fastpath import switchd_pipeline
 from rocelab.traffic.job import run_job
 from rocelab.traffic.spec import JobSpec
 
@@ -112,9 +113,10 @@ def _cpu_model() -> str:
 
 
 def cache_key() -> str:
-    """rocelab's version and sources, the CPU and the core count: what the figures depend on."""
-    digest = hashlib.sha256()
-    for path in sorted(Path(rocelab.__file__).parent.rglob("*.py")):
+    """rocelab's version and sources, which pipeline switchd runs (its C fast path or the Python
+    one), the CPU and the core count: what the figures depend on."""
+    digest = hashlib.sha256(switchd_pipeline().encode())
+    for path in sorted(p for p in Path(rocelab.__file__).parent.rglob("*") if p.suffix in (".py", ".c")):
         digest.update(path.read_bytes())
     cpu = hashlib.sha256(_cpu_model().encode()).hexdigest()[:8]
     return f"{rocelab.__version__}-{digest.hexdigest()[:12]}-{cpu}-{os.cpu_count()}"

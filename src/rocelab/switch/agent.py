@@ -2,7 +2,7 @@
 
     python -m rocelab.switch.agent CONFIG_JSON      (started by the engine, never by hand)
 
-The thin shell around rocelab.switch.pipeline.Switch: AF_PACKET ports, the FIB read from
+The thin shell around rocelab.switch.pipeline.Switch (its C fast path where built, rocelab.switch.fastpath): AF_PACKET ports, the FIB read from
 the namespace's kernel (and re-read whenever netlink says routes, neighbours, links or
 addresses changed), the QoS profile from a SONiC config_db.json, and a control socket:
 
@@ -37,6 +37,7 @@ from rocelab.ethernet import ETH, ETH_P_8021Q, ETH_P_IPV4, IPPROTO_ICMP, interne
 from rocelab.qos.model import QosProfile
 from rocelab.qos.sonic import load_config_db
 from rocelab.switch.fib import Fib
+from rocelab.switch.fastpath import make_switch
 from rocelab.switch.pipeline import PortSpec, Switch
 
 ICMP_TIME_EXCEEDED = 11
@@ -80,6 +81,7 @@ class CpuPort:
         """Wrap this switch from now on (a reload builds a new one)."""
         self.switch = switch
         self.receive = switch.receive  # every frame: no call of our own in between
+        self.receive_ring = getattr(switch, "receive_ring", None)  # the C pipeline reads the ring itself
 
     def poll(self, now: float) -> list:
         out = self.switch.poll(now)
@@ -127,7 +129,7 @@ class Switchd:
         self.pfc_wd_tdf = config.get("pfc_wd_tdf", config["tdf"])
         self.profile = load_profile(config["profile"], self.pfc_wd_tdf)
         self.rng = random.Random(config.get("seed", 0))
-        self.switch = Switch(config["node"], self.specs, self.profile, self.fib, self.rng)
+        self.switch = make_switch(config["node"], self.specs, self.profile, self.fib, self.rng)
         self.events = kernel_fib.watch()
         self.cpu = CpuPort(self.switch, config["ports"])
         self.loop = Loop(self.cpu, {n: open_port(n) for n in self.names},
@@ -143,7 +145,8 @@ class Switchd:
         op = req["op"]
         now = time.monotonic()
         if op == "ping":
-            return {"node": self.config["node"], "scheduling": self.loop.stats.scheduling}
+            return {"node": self.config["node"], "scheduling": self.loop.stats.scheduling,
+                    "pipeline": self.switch.implementation}
         if op == "counters":
             return {"counters": self.switch.counters(now), "tdf": self.config["tdf"], "pfc_wd_tdf": self.pfc_wd_tdf,
                     "profile": self.profile.source, "loop": asdict(self.loop.read_drops())}
@@ -152,7 +155,7 @@ class Switchd:
             return {}
         if op == "reload":
             self.profile = load_profile(req.get("profile"), self.pfc_wd_tdf)
-            self.switch = Switch(self.config["node"], self.specs, self.profile, self.fib, self.rng)
+            self.switch = make_switch(self.config["node"], self.specs, self.profile, self.fib, self.rng)
             self.cpu.use(self.switch)
             return {"profile": self.profile.source}
         if op == "impair":

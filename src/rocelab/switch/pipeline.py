@@ -179,6 +179,8 @@ def _pool(pools: dict[str, Pool], profile) -> Pool | None:
 class Switch:
     """One emulated switch. See the module docstring for how a shell drives it."""
 
+    implementation = "python"  # rocelab.switch.fastpath.FastSwitch is the C one
+
     def __init__(self, name: str, ports: Sequence[PortSpec], profile: QosProfile, fib: Fib,
                  rng: random.Random, schedulers: Registry | None = None):
         names = [p.name for p in ports]
@@ -186,9 +188,9 @@ class Switch:
             raise ValueError(f"switch {name}: port names repeat: {names}")
         self.name = name
         self._rng = rng
-        pools = {pool_name: Pool(pool) for pool_name, pool in profile.pools.items()}
+        self._pools = {pool_name: Pool(pool) for pool_name, pool in profile.pools.items()}
         schedulers = schedulers or scheduler_registry()
-        self._ports = [_Port(spec, profile, pools, schedulers, rng) for spec in ports]
+        self._ports = [_Port(spec, profile, self._pools, schedulers, rng) for spec in ports]
         self._port_by_name = {p.name: p for p in self._ports}
         # TTL-expired packets trapped to the CPU, as an ASIC does, so the shell can answer
         # with ICMP time exceeded (traceroute); bounded like a CoPP-policed trap queue.
@@ -334,27 +336,28 @@ class Switch:
 
     def _resolve(self, port: _Port, key: tuple) -> tuple:
         """Classify and route a flow the cache has not seen; cache the answer."""
-        tos, proto, src, dst, sport, dport = key
         if len(port.flows) >= FLOW_CACHE_MAX:
             port.flows.clear()
-        entry: tuple
-        if self._routes.is_local(dst):
-            entry = (None, TO_SELF, None, b"", False)
-        else:
-            hops = self._routes.lookup(dst)
-            if not hops:
-                entry = (None, NO_ROUTE, None, b"", False)
-            else:
-                hop_port, hop_mac = hops[ecmp_hash(src, dst, proto, sport, dport) % len(hops)]
-                egress = self._port_by_name[hop_port]
-                qos = port.qos
-                tc = qos.dscp_to_tc[tos >> 2]
-                pg = port.pgs[qos.tc_to_pg[tc]]
-                queue = egress.queues[egress.qos.tc_to_queue[tc]]
-                lossless = pg.lossless and tc in port.pfc_enable
-                entry = (egress, queue, pg, hop_mac + egress.mac, lossless)
-        port.flows[key] = entry
+        entry = port.flows[key] = self._route(port, key)
         return entry
+
+    def _route(self, port: _Port, key: tuple) -> tuple:
+        """(egress port, queue, ingress PG, next-hop and egress MACs, lossless) for a flow
+        (TOS, protocol, addresses, L4 ports) entering `port`; (None, drop reason, None, b"",
+        False) when it is not forwarded."""
+        tos, proto, src, dst, sport, dport = key
+        if self._routes.is_local(dst):
+            return (None, TO_SELF, None, b"", False)
+        hops = self._routes.lookup(dst)
+        if not hops:
+            return (None, NO_ROUTE, None, b"", False)
+        hop_port, hop_mac = hops[ecmp_hash(src, dst, proto, sport, dport) % len(hops)]
+        egress = self._port_by_name[hop_port]
+        qos = port.qos
+        tc = qos.dscp_to_tc[tos >> 2]
+        pg = port.pgs[qos.tc_to_pg[tc]]
+        queue = egress.queues[egress.qos.tc_to_queue[tc]]
+        return (egress, queue, pg, hop_mac + egress.mac, pg.lossless and tc in port.pfc_enable)
 
     # ---- PFC -------------------------------------------------------------------------
 

@@ -1,0 +1,93 @@
+"""switchd's fast path: the pipeline of rocelab.switch.pipeline in C (`_fastpath.c`), built
+by `pip install` where a C compiler is found, with the same interface as `Switch`.
+
+The Python `Switch` stays the reference. A `FastSwitch` builds one from the same arguments
+and keeps it as its configuration and its counters' format: the C core reads the reference's
+objects once, runs every frame itself, routes a flow it has not seen through the reference's
+`_route`, and writes its state back into the reference's objects when counters are read.
+tests/unit/test_switch_fastpath.py holds the two to the same frames out and the same
+counters over a recorded trace, and every switch test runs on both.
+
+    make_switch(name, ports, profile, fib, rng)   FastSwitch where the C core is built (and
+                                                   not switched off), else Switch
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from typing import Sequence
+
+from rocelab.switch import counters
+from rocelab.switch.fib import Fib
+from rocelab.switch.frames import MAX_FRAME_BYTES
+from rocelab.switch.pipeline import FLOW_CACHE_MAX, TRAP_QUEUE_MAX, PortSpec, Switch
+
+try:
+    from rocelab.switch._fastpath import Asic
+except ImportError:  # no C compiler at install time: the pure pipeline runs
+    Asic = None
+
+# The C core's drop reasons, in its enum's order (_fastpath.c).
+REASONS = (
+    counters.TRUNCATED, counters.OVERSIZED, counters.NOT_IPV4, counters.NOT_FOR_US, counters.BAD_IPV4_HEADER,
+    counters.BAD_IPV4_CHECKSUM, counters.MAC_CONTROL_UNSUPPORTED, counters.FLOW_CONTROL_DISABLED,
+    counters.TTL_EXPIRED, counters.NO_ROUTE, counters.TO_SELF, counters.IMPAIRMENT_LOSS,
+    counters.HEADROOM_EXCEEDED, counters.TAIL_DROP, counters.WRED_DROP, counters.PFCWD_DROP,
+)
+PURE_ENV = "ROCELAB_PURE_SWITCH"  # set to 1: switchd runs the Python pipeline even where C is built
+
+
+if Asic is not None:
+    class FastSwitch(Asic):
+        """`Switch`'s interface over the C core; see the module docstring."""
+
+        implementation = "c"
+
+        def __init__(self, name: str, ports: Sequence[PortSpec], profile, fib: Fib, rng: random.Random):
+            self.reference = Switch(name, ports, profile, fib, rng)
+            self.name = name
+            self.trapped = self.reference.trapped
+            self._ports = self.reference._ports
+            super().__init__(self.reference, rng, REASONS, MAX_FRAME_BYTES, FLOW_CACHE_MAX, TRAP_QUEUE_MAX)
+
+        def _resolve(self, port_index: int, tos: int, proto: int, src: int, dst: int, sport: int,
+                     dport: int) -> tuple:
+            """A flow the C cache has not seen, routed by the reference: (egress port, queue,
+            PG indices, MACs, lossless), or (-1, drop reason)."""
+            egress, queue, pg, macs, lossless = self.reference._route(self._ports[port_index],
+                                                                       (tos, proto, src, dst, sport, dport))
+            if egress is None:
+                return (-1, queue)
+            return (self._ports.index(egress), queue.index, pg.index, macs, lossless)
+
+        def set_fib(self, fib: Fib) -> None:
+            self.reference.set_fib(fib)
+            self._flush_flows()
+
+        def set_impairment(self, port_name: str, delay_s: float, jitter_s: float, loss_pct: float) -> None:
+            self._store()
+            self.reference.set_impairment(port_name, delay_s, jitter_s, loss_pct)
+            self._load()
+
+        def counters(self, now: float) -> dict:
+            self._store()
+            return self.reference.counters(now)
+
+        def clear_counters(self, now: float) -> None:
+            self._store()
+            self.reference.clear_counters(now)
+            self._load()
+
+
+def switchd_pipeline() -> str:
+    """Which pipeline switchd runs here: "c" where the fast path is built and not switched off
+    (ROCELAB_PURE_SWITCH=1), else "python"."""
+    return "python" if Asic is None or os.environ.get(PURE_ENV) == "1" else "c"
+
+
+def make_switch(name: str, ports: Sequence[PortSpec], profile, fib: Fib, rng: random.Random):
+    """The switch switchd runs: a FastSwitch or, per `switchd_pipeline`, the Python Switch."""
+    if switchd_pipeline() == "python":
+        return Switch(name, ports, profile, fib, rng)
+    return FastSwitch(name, ports, profile, fib, rng)

@@ -1,0 +1,199 @@
+"""The C fast path (rocelab.switch.fastpath) decides exactly as the Python pipeline, its reference.
+
+Recorded traces run through both from the same seed: every frame out (time, port, bytes, in
+order) and every counter must be equal. The traces together touch each stage: an incast into
+a lossless TC with WRED/ECN marking and dropping, XOFF/XON and their refresh, PFC and 802.3x
+honoured (and refused), the PFC watchdog's storm and restoration under both actions, STRICT
+and DWRR queues, lossy tail drops and headroom exhaustion in a pool with shared headroom,
+lossy and jittered links, TTL traps, VLAN tags, IP options, fragments, bad checksums and
+garbage; and the control calls between segments of a run (clear_counters, set_impairment,
+set_fib). The switch tests also run on both (tests/unit/conftest.py).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+
+import pytest
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Dot1Q, Ether
+
+from rocelab.ethernet import MAC_CONTROL_PAUSE, ETH_P_MAC_CONTROL, mac_bytes
+from rocelab.qos.model import BufferProfile, PfcWatchdog, QueueQos, Scheduler, WredProfile
+from rocelab.switch import Fib, NextHop, Switch, fastpath
+from rocelab.switch.fastpath import PURE_ENV, make_switch
+from test_switch_support import (
+    RATE_BPS, drive, every_port, fib, host_ip, host_mac, ingress_pool, lossless_pg_profile, lossless_profile,
+    paced, pfc_from_peer, port_specs, qos_profile, roce, switch_mac, with_port,
+)
+
+needs_c = pytest.mark.skipif(fastpath.Asic is None, reason="the C fast path is not built here (no C compiler)")
+
+
+def test_the_c_pipeline_is_built_wherever_a_c_compiler_is():
+    """An install that silently fell back to Python would skip everything below."""
+    if not (shutil.which("cc") or shutil.which("gcc")):
+        pytest.skip("no C compiler here: switchd runs the Python pipeline")
+    assert fastpath.Asic is not None, "pip install found a C compiler but did not build rocelab.switch._fastpath"
+
+
+def pause_802_3x(port: str, quanta: int) -> bytes:
+    head = bytes.fromhex("0180c2000001") + mac_bytes(host_mac(port)) + ETH_P_MAC_CONTROL.to_bytes(2, "big")
+    return head + MAC_CONTROL_PAUSE.to_bytes(2, "big") + quanta.to_bytes(2, "big") + bytes(42)
+
+
+def odd_frames(port: str) -> list[bytes]:
+    """Frames off the fast path, each counted or forwarded its own way."""
+    good = roce(port, "eth3", 512)
+    bad_checksum = bytearray(good)
+    bad_checksum[24] ^= 0xFF
+    with_options = bytes(Ether(src=host_mac(port), dst=switch_mac(port))
+                         / IP(src=host_ip(port), dst=host_ip("eth3"), tos=3 << 2 | 2, options=b"\x01\x01\x01\x01")
+                         / UDP(sport=1, dport=4791) / (b"x" * 200))
+    fragment = bytes(Ether(src=host_mac(port), dst=switch_mac(port))
+                     / IP(src=host_ip(port), dst=host_ip("eth3"), flags="MF", frag=0) / UDP(sport=7, dport=9)
+                     / (b"y" * 300))
+    tagged = bytes(Ether(src=host_mac(port), dst=switch_mac(port)) / Dot1Q(vlan=10, prio=3)
+                   / IP(src=host_ip(port), dst=host_ip("eth4"), tos=3 << 2 | 2) / UDP(sport=3, dport=4791)
+                   / (b"z" * 400))
+    return [bytes(bad_checksum), with_options, fragment, tagged, good[:30], good[:12], b"\x00" * 20,
+            good[:12] + b"\x86\xdd" + good[14:], roce(port, "eth3", 512, dst_mac="02:99:00:00:00:01"),
+            roce(port, "eth3", 9300), roce(port, "eth3", 256, ttl=1), roce(port, "eth1", 256)[:14] + b"\x00" * 50,
+            tagged[:16] + b"\x86\xdd" + tagged[18:], tagged[:20], pause_802_3x(port, 100),
+            pfc_from_peer(port, {3: 50})[:14] + b"\x00\x05" + bytes(44)]  # MAC Control, neither PFC nor PAUSE
+
+
+def scenario_incast(build):
+    wred = WredProfile("ECN", True, "ecn_all", 20_000, 60_000, 50)
+    switch = build(lossless_profile(pg=lossless_pg_profile(static_th_bytes=30_000), wred=wred), port_specs())
+    arrivals = (paced("eth1", roce("eth1", "eth3", 4096), RATE_BPS * 0.8, 0.0, 0.05)
+                + paced("eth2", roce("eth2", "eth3", 4096, sport=50000), RATE_BPS * 0.8, 0.0, 0.05)
+                + paced("eth4", roce("eth4", "eth3", 1500, dscp=0), RATE_BPS * 3, 0.0, 0.05)
+                + paced("eth4", roce("eth4", "eth3", 1000, dscp=3, ecn=0, sport=9), RATE_BPS * 0.2, 0.0, 0.05)
+                + [(0.01, "eth3", pfc_from_peer("eth3", {3: 2000})), (0.011, "eth3", pfc_from_peer("eth3", {3: 0})),
+                   (0.02, "eth1", roce("eth1", "eth2", ttl=1)), (0.03, "eth2", b"\x00" * 20),
+                   (0.03, "eth2", roce("eth2", "eth1")[:30])]
+                + [(0.04 + i * 1e-4, "eth2", f) for i, f in enumerate(odd_frames("eth2"))])
+    return switch, [(arrivals, 0.0, 0.2)]
+
+
+def scenario_scheduled_shared_headroom(build):
+    pool = ingress_pool(size_bytes=200_000, xoff_bytes=30_000)
+    pg = lossless_pg_profile(static_th_bytes=None, dynamic_th=-1, xoff_bytes=25_000)
+    queues = {3: QueueQos(scheduler=Scheduler("s.1", "DWRR", 30)), 0: QueueQos(scheduler=Scheduler("s.0", "WRR", 10),
+                                                                                buffer=BufferProfile(
+                                                                                    "q_lossy", "ingress_lossless_pool",
+                                                                                    2_000, dynamic_th=-2)),
+              6: QueueQos(scheduler=Scheduler("s.cnp", "STRICT")), 5: QueueQos(scheduler=Scheduler("s.5", "STRICT"))}
+    ports = every_port(pfc_enable=frozenset({3}), pgs={3: pg}, queues=queues)
+    switch = build(qos_profile(ports, pool), port_specs())
+    arrivals = []
+    for src, dscp, share, size in (("eth1", 3, 0.7, 4096), ("eth2", 3, 0.7, 2048), ("eth4", 0, 0.8, 1500),
+                                   ("eth1", 6, 0.05, 128), ("eth2", 5, 0.1, 700)):
+        arrivals += paced(src, roce(src, "eth3", size, dscp=dscp, sport=1000 + dscp), RATE_BPS * share, 0.0, 0.04)
+    return switch, [(arrivals, 0.0, 0.1)]
+
+
+def scenario_watchdog(build, action):
+    wd = PfcWatchdog(action=action, detection_time_ms=20, restoration_time_ms=20)
+    switch = build(lossless_profile(pfc_wd=wd), with_port(port_specs(), "eth2", global_flow_control_rx=True))
+    storm = [(i * 0.005, "eth2", pfc_from_peer("eth2", {3: 0xFFFF, 4: 100})) for i in range(10)]
+    traffic = paced("eth1", roce("eth1", "eth2", 1024), RATE_BPS * 0.3, 0.001, 0.1)
+    later = [(0.12, "eth2", pause_802_3x("eth2", 3000)), (0.125, "eth2", pause_802_3x("eth2", 0)),
+             (0.13, "eth2", pfc_from_peer("eth2", {3: 500}))]
+    more = paced("eth1", roce("eth1", "eth2", 1024, sport=4), RATE_BPS * 0.5, 0.115, 0.14)
+    return switch, [(storm + traffic + later + more, 0.0, 0.2)]
+
+
+def scenario_impaired_and_controlled(build):
+    """Lossy, jittered links, and the control calls switchd makes between segments."""
+    specs = with_port(port_specs(delay_s=1e-4), "eth3", jitter_s=3e-4, loss_pct=10.0)
+    switch = build(lossless_profile(), specs)
+    first = (paced("eth1", roce("eth1", "eth3", 2048), RATE_BPS * 0.6, 0.0, 0.03)
+             + paced("eth2", roce("eth2", "eth3", 2048, sport=7), RATE_BPS * 0.6, 0.0, 0.03))
+    second = paced("eth1", roce("eth1", "eth4", 3000), RATE_BPS * 0.9, 0.03, 0.06)
+    third = paced("eth4", roce("eth4", "eth1", 1000, dscp=0), RATE_BPS * 0.5, 0.06, 0.08)
+    moved = Fib(routes={**fib().routes, "198.18.1.0/24": [NextHop("eth2", host_mac("eth2")),
+                                                           NextHop("eth1", host_mac("eth1"))]},
+                local=fib().local)
+    controls = {0.03: lambda s: (s.clear_counters(0.03), s.set_impairment("eth4", 2e-4, 1e-4, 5.0)),
+                0.06: lambda s: s.set_fib(moved)}
+    return switch, [(first, 0.0, 0.03), (second, 0.03, 0.06), (third, 0.06, 0.1)], controls
+
+
+SCENARIOS = [scenario_incast, scenario_scheduled_shared_headroom, scenario_impaired_and_controlled,
+             *(lambda build, a=a: scenario_watchdog(build, a) for a in ("drop", "forward", "alert"))]
+NAMES = ["incast", "scheduled-shared-headroom", "impaired-and-controlled", "watchdog-drop", "watchdog-forward",
+         "watchdog-alert"]
+
+
+def trace(implementation, scenario) -> tuple[list, list]:
+    def build(profile, specs):
+        return implementation("leaf1", specs, profile, fib(), random.Random(11))
+
+    switch, segments, *rest = scenario(build)
+    controls = rest[0] if rest else {}
+    sent, snapshots = [], []
+    for arrivals, start_s, until_s in segments:
+        if start_s in controls:
+            controls[start_s](switch)
+        sent += drive(switch, arrivals, start_s, until_s)
+        snapshots.append(json.dumps(switch.counters(until_s), sort_keys=True))
+    return sent, snapshots
+
+
+@needs_c
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=NAMES)
+def test_the_c_pipeline_sends_and_counts_exactly_as_the_python_one(scenario):
+    sent_py, counters_py = trace(Switch, scenario)
+    sent_c, counters_c = trace(fastpath.FastSwitch, scenario)
+    assert len(sent_py) > 100
+    assert len(sent_c) == len(sent_py)
+    first_difference = next((i for i, (a, b) in enumerate(zip(sent_c, sent_py)) if a != b), None)
+    assert first_difference is None, (first_difference, sent_c[first_difference][:2], sent_py[first_difference][:2])
+    for c, py in zip(counters_c, counters_py):
+        assert json.loads(c) == json.loads(py)
+
+
+def test_the_traces_reach_what_they_claim_to():
+    """The scenarios above are only as good as what they make happen: each stage they name
+    must have acted in the reference's run."""
+    by_name = {}
+    for name, scenario in zip(NAMES, SCENARIOS):
+        _, snapshots = trace(Switch, scenario)
+        by_name[name] = [json.loads(s) for s in snapshots]
+    incast = by_name["incast"][0]
+    drops = incast["drops"]
+    for reason in ("truncated", "oversized", "not_ipv4", "not_for_us", "bad_ipv4_checksum", "ttl_expired",
+                   "mac_control_unsupported", "flow_control_disabled", "wred_drop", "tail_drop"):
+        assert reason in drops, reason
+    eth3 = incast["ports"]["eth3"]
+    assert eth3["queues"][3]["ecn_marked_packets"] > 0 and sum(eth3["paused_time_s"]) > 0
+    assert sum(p["pfc_tx_frames"][3] for p in incast["ports"].values()) > 2  # XOFF, refresh or XON
+    shared = by_name["scheduled-shared-headroom"][0]
+    assert "headroom_exceeded" in shared["drops"] or shared["ports"]["eth1"]["pgs"][3]["headroom_watermark_bytes"]
+    assert all(shared["ports"]["eth3"]["queues"][q]["tx_packets"] for q in (0, 3, 5, 6))
+    impaired = by_name["impaired-and-controlled"]
+    assert "impairment_loss" in impaired[0]["drops"] and "impairment_loss" in impaired[1]["drops"]
+    assert impaired[2]["ports"]["eth2"]["tx_packets"] > 0  # the moved route
+    for action in ("drop", "forward", "alert"):
+        queue = by_name[f"watchdog-{action}"][0]["ports"]["eth2"]["queues"][3]
+        assert queue["pfcwd"]["storms_detected"] == 1 and queue["pfcwd"]["storms_restored"] == 1
+    assert "pfcwd_drop" in by_name["watchdog-drop"][0]["drops"]
+
+
+@needs_c
+def test_switchd_runs_the_c_pipeline_unless_told_not_to(monkeypatch):
+    args = ("leaf1", port_specs(), lossless_profile(), fib(), random.Random(1))
+    assert type(make_switch(*args)) is fastpath.FastSwitch
+    monkeypatch.setenv(PURE_ENV, "1")
+    assert type(make_switch(*args)) is Switch
+
+
+@needs_c
+def test_an_unknown_port_is_a_key_error_as_in_the_reference():
+    switch = fastpath.FastSwitch("leaf1", port_specs(), lossless_profile(), fib(), random.Random(1))
+    with pytest.raises(KeyError):
+        switch.receive("eth9", roce("eth1", "eth2"), 0.0)
