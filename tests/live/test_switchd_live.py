@@ -16,6 +16,7 @@ from scapy.volatile import RandString
 from rocelab.kernel import control
 
 from rocelab.kernel.netns import CallIn, call_in, packet_socket, pids_in, run_in
+from rocelab.switch.fastpath import switchd_pipeline
 from nsutil import blast, capture
 
 pytestmark = pytest.mark.root
@@ -44,6 +45,8 @@ def udp_frame(spec, src: str, dst: str, dscp: int, size: int, sport: int = 4791)
 
 def test_a_port_is_shaped_to_its_emulated_rate(bring_up):
     spec, record = bring_up("incast-1x5", dataplane="switchd", profile=PROFILES / "lossy.json")
+    # What runs every test here: the C pipeline where it is built, as the engine starts it.
+    assert control.request(control.socket_path(spec.name, "leaf1"), "ping")["pipeline"] == switchd_pipeline()
     frame = udp_frame(spec, "h1", "h2", 0, 4096)
     rx = CallIn(record.node("h2").netns, capture, "eth1", 4.0)
     time.sleep(0.3)

@@ -3,8 +3,8 @@ socket and one single-threaded event loop around a pure data-plane core.
 
 The core is anything with `receive(port, frame, now)`, `poll(now) → [(port, frame)]` and
 `next_event(now) → time | None` (and, if it is in C and reads a port's receive ring itself,
-`receive_ring`: rocelab.kernel.ring.RxRing.read_by); the loop sleeps exactly until the core's next event or
-until a frame, a control request or a netlink event arrives. No threads: a control
+`receive_ring`: rocelab.kernel.ring.RxRing.read_by); the loop sleeps exactly until the
+core's next event or until a frame, a control request or a netlink event arrives. No threads: a control
 request never races the data plane.
 
 The loop also measures how well it keeps the emulated schedule, in one `Lateness` histogram:

@@ -2,11 +2,12 @@
 
     python -m rocelab.switch.agent CONFIG_JSON      (started by the engine, never by hand)
 
-The thin shell around rocelab.switch.pipeline.Switch (its C fast path where built, rocelab.switch.fastpath): AF_PACKET ports, the FIB read from
-the namespace's kernel (and re-read whenever netlink says routes, neighbours, links or
-addresses changed), the QoS profile from a SONiC config_db.json, and a control socket:
+The thin shell around rocelab.switch.pipeline.Switch (its C fast path where built,
+rocelab.switch.fastpath): AF_PACKET ports, the FIB read from the namespace's kernel (and
+re-read whenever netlink says routes, neighbours, links or addresses changed), the QoS
+profile from a SONiC config_db.json, and a control socket:
 
-    ping                                   → {}
+    ping                                   → {"node", "scheduling", "pipeline": "c" | "python"}
     counters                               → {"counters": …, "loop": …, "tdf": N}
     clear                                  → zero every counter
     reload {"profile": PATH}               → a new profile (counters restart)
