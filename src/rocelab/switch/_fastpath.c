@@ -1186,37 +1186,33 @@ static const Field PORT_FIELDS[] = {
     {NULL, 0, 0, 0},
 };
 
-/* obj.path for a dotted path: a new reference. `parent` gets the object that holds the last name. */
-static PyObject *get_path(PyObject *obj, const char *path, PyObject **parent, const char **last)
+/* The object that holds a dotted path's last name ("bucket.busy_until_s": obj.bucket), a new
+   reference, with `last` set to that name. */
+static PyObject *holder(PyObject *obj, const char *path, const char **last)
 {
     char name[64];
     Py_INCREF(obj);
-    for (;;) {
-        const char *dot = strchr(path, '.');
-        if (!dot) break;
+    for (const char *dot; (dot = strchr(path, '.'));) {
         size_t n = (size_t)(dot - path);
         memcpy(name, path, n);
         name[n] = 0;
-        PyObject *next = PyObject_GetAttrString(obj, name);
-        Py_DECREF(obj);
-        if (!next) return NULL;
-        obj = next;
+        Py_SETREF(obj, PyObject_GetAttrString(obj, name));
+        if (!obj) return NULL;
         path = dot + 1;
     }
     *last = path;
-    *parent = obj;  /* the caller releases it */
-    return PyObject_GetAttrString(obj, path);
+    return obj;
 }
 
 static int load_fields(PyObject *ref, void *base, const Field *fields, int with_config)
 {
     for (const Field *f = fields; f->path; f++) {
         if (f->config && !with_config) continue;
-        PyObject *parent;
         const char *last;
-        PyObject *v = get_path(ref, f->path, &parent, &last);
+        PyObject *h = holder(ref, f->path, &last);
+        PyObject *v = h ? PyObject_GetAttrString(h, last) : NULL;
+        Py_XDECREF(h);
         if (!v) return -1;
-        Py_DECREF(parent);
         char *at = (char *)base + f->offset;
         int bad = 0;
         if (f->type == F_LL) {
@@ -1271,16 +1267,10 @@ static int store_fields(PyObject *ref, const void *base, const Field *fields)
             }
         }
         if (!v) return -1;
-        PyObject *parent;
         const char *last;
-        PyObject *old = get_path((PyObject *)ref, f->path, &parent, &last);
-        Py_XDECREF(old);
-        if (!old) {
-            Py_DECREF(v);
-            return -1;
-        }
-        int r = PyObject_SetAttrString(parent, last, v);
-        Py_DECREF(parent);
+        PyObject *h = holder(ref, f->path, &last);
+        int r = h ? PyObject_SetAttrString(h, last, v) : -1;
+        Py_XDECREF(h);
         Py_DECREF(v);
         if (r < 0) return -1;
     }
