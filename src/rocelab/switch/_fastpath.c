@@ -248,7 +248,7 @@ typedef struct {
     Port *ports;
     Pool *pools;
     int nports, npools, pfc_sent;
-    PyObject *port_index, *rng_random, *rng_uniform, *trapped, *reasons, *ref;
+    PyObject *port_index, *rng_random, *rng_uniform, *trapped, *reasons;
     long long max_frame, flow_cache_max, trap_max;
     double next_timer;
 } Asic;
@@ -1086,8 +1086,8 @@ static PyObject *Asic_flush_flows(Asic *self, PyObject *Py_UNUSED(ignored))
 
 /* ---- state in and out of the reference's objects ---------------------------------------
 One table per kind of object: the attribute (a dotted path into a sub-object), its C type,
-and whether it is configuration (read once, at load) or state (read at load, written back at
-store). Optional sub-objects (a queue's wred and watchdog) are skipped when None. */
+and whether it is configuration (read at load, never written back) or state (read at load,
+written back at store). Optional sub-objects (a queue's wred and watchdog) are skipped when None. */
 
 enum { F_LL, F_D, F_OPT_D, F_BOOL, F_LL8, F_D8 };
 enum { STATE = 0, CONFIG = 1 };
@@ -1097,6 +1097,7 @@ typedef struct { const char *path; int type; size_t offset; int config; } Field;
 #define POOL_FIELD(path, type, member, config) {path, type, offsetof(Pool, member), config}
 static const Field POOL_FIELDS[] = {
     POOL_FIELD("size_bytes", F_LL, size, CONFIG),
+    POOL_FIELD("headroom_size_bytes", F_LL, headroom_size, CONFIG),  /* None: no shared headroom */
     POOL_FIELD("shared_used_bytes", F_LL, shared_used, STATE),
     POOL_FIELD("headroom_used_bytes", F_LL, headroom_used, STATE),
     {NULL, 0, 0, 0},
@@ -1204,10 +1205,9 @@ static PyObject *holder(PyObject *obj, const char *path, const char **last)
     return obj;
 }
 
-static int load_fields(PyObject *ref, void *base, const Field *fields, int with_config)
+static int load_fields(PyObject *ref, void *base, const Field *fields)
 {
     for (const Field *f = fields; f->path; f++) {
-        if (f->config && !with_config) continue;
         const char *last;
         PyObject *h = holder(ref, f->path, &last);
         PyObject *v = h ? PyObject_GetAttrString(h, last) : NULL;
@@ -1352,34 +1352,26 @@ static int attr_object(PyObject *ref, const char *name, PyObject **slot)
     return 0;
 }
 
-/* Every object's state from the reference's (and, with config, its configuration). */
-static int load(Asic *self, int with_config)
+/* Every object's configuration and state from the reference's (at the start, and after the
+   reference has cleared counters or changed a link's impairments). */
+static int load(Asic *self)
 {
     for (int i = 0; i < self->npools; i++)
-        if (load_fields(self->pools[i].ref, &self->pools[i], POOL_FIELDS, with_config) < 0) return -1;
-    if (with_config) {
-        for (int i = 0; i < self->npools; i++) {
-            PyObject *v = PyObject_GetAttrString(self->pools[i].ref, "headroom_size_bytes");
-            if (!v) return -1;
-            self->pools[i].headroom_size = v == Py_None ? 0 : PyLong_AsLongLong(v);
-            Py_DECREF(v);
-            if (PyErr_Occurred()) return -1;
-        }
-    }
+        if (load_fields(self->pools[i].ref, &self->pools[i], POOL_FIELDS) < 0) return -1;
     for (int i = 0; i < self->nports; i++) {
         Port *p = &self->ports[i];
-        if (load_fields(p->ref, p, PORT_FIELDS, with_config) < 0 || load_drops(self, p->ref, &p->drops) < 0)
+        if (load_fields(p->ref, p, PORT_FIELDS) < 0 || load_drops(self, p->ref, &p->drops) < 0)
             return -1;
         for (int g = 0; g < PRIO; g++) {
             Pg *pg = &p->pgs[g];
-            if (load_fields(pg->ref, pg, PG_FIELDS, with_config) < 0 || load_drops(self, pg->ref, &pg->drops) < 0)
+            if (load_fields(pg->ref, pg, PG_FIELDS) < 0 || load_drops(self, pg->ref, &pg->drops) < 0)
                 return -1;
         }
         for (int k = 0; k < PRIO; k++) {
             Queue *q = &p->queues[k];
-            if (load_fields(q->ref, q, QUEUE_FIELDS, with_config) < 0 || load_drops(self, q->ref, &q->drops) < 0
-                || (q->has_wred && load_fields(q->ref, q, WRED_FIELDS, with_config) < 0)
-                || (q->has_wd && load_fields(q->ref, q, WATCHDOG_FIELDS, with_config) < 0))
+            if (load_fields(q->ref, q, QUEUE_FIELDS) < 0 || load_drops(self, q->ref, &q->drops) < 0
+                || (q->has_wred && load_fields(q->ref, q, WRED_FIELDS) < 0)
+                || (q->has_wd && load_fields(q->ref, q, WATCHDOG_FIELDS) < 0))
                 return -1;
         }
     }
@@ -1554,7 +1546,6 @@ static int Asic_init(Asic *self, PyObject *args, PyObject *kwds)
     self->trap_max = trap_max;
     self->next_timer = INFINITY;
     Py_XSETREF(self->reasons, Py_NewRef(reasons));
-    Py_XSETREF(self->ref, Py_NewRef(ref));
     if (attr_object(rng, "random", &self->rng_random) < 0 || attr_object(rng, "uniform", &self->rng_uniform) < 0
         || attr_object(ref, "trapped", &self->trapped) < 0)
         return -1;
@@ -1592,7 +1583,7 @@ static int Asic_init(Asic *self, PyObject *args, PyObject *kwds)
         clear_ports(self);
         return -1;
     }
-    if (load(self, 1) < 0) {
+    if (load(self) < 0) {
         clear_ports(self);
         return -1;
     }
@@ -1608,7 +1599,7 @@ static PyObject *Asic_store(Asic *self, PyObject *Py_UNUSED(ignored))
 
 static PyObject *Asic_load(Asic *self, PyObject *Py_UNUSED(ignored))
 {
-    if (load(self, 1) < 0) return NULL;
+    if (load(self) < 0) return NULL;
     reschedule_timers(self);
     Py_RETURN_NONE;
 }
@@ -1620,7 +1611,6 @@ static int Asic_traverse(Asic *self, visitproc visit, void *arg)
     Py_VISIT(self->rng_uniform);
     Py_VISIT(self->trapped);
     Py_VISIT(self->reasons);
-    Py_VISIT(self->ref);
     return 0;
 }
 
@@ -1632,7 +1622,6 @@ static int Asic_clear(Asic *self)
     Py_CLEAR(self->rng_uniform);
     Py_CLEAR(self->trapped);
     Py_CLEAR(self->reasons);
-    Py_CLEAR(self->ref);
     return 0;
 }
 
