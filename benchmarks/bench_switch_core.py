@@ -24,13 +24,10 @@ from rocelab.qos.model import (
     BufferPool, BufferProfile, PortQos, QosProfile, QueueQos, Scheduler, WredProfile,
 )
 from rocelab.switch import Fib, NextHop, PortSpec, Switch
-from rocelab.switch.fastpath import Asic
+from rocelab.switch.fastpath import FastSwitch
 from rocelab.ethernet import ETH_P_MAC_CONTROL, pause_duration_s
 from rocelab.switch.frames import parse_pfc
 
-FastSwitch = None
-if Asic is not None:
-    from rocelab.switch.fastpath import FastSwitch
 
 FRAME_BYTES = 4096
 RATE_BPS = 100e6  # 100G at time dilation 1000

@@ -18,12 +18,9 @@ from rocelab.qos.model import (
 )
 from rocelab.switch import Fib, NextHop, PortSpec, Switch
 from rocelab.ethernet import mac_bytes
-from rocelab.switch.fastpath import Asic
+from rocelab.switch.fastpath import FastSwitch
 from rocelab.switch.frames import build_pfc
 
-FastSwitch = None
-if Asic is not None:
-    from rocelab.switch.fastpath import FastSwitch
 
 RATE_BPS = 100e6  # 100G dilated by 1000
 PORTS = ("eth1", "eth2", "eth3", "eth4")

@@ -78,6 +78,8 @@ if Asic is not None:
             self._store()
             self.reference.clear_counters(now)
             self._load()
+else:
+    FastSwitch = None  # type: ignore[assignment,misc]
 
 
 def switchd_pipeline() -> str:
