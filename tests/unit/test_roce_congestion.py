@@ -279,3 +279,19 @@ def test_connectx_flows_converge_to_a_busy_port_with_the_queue_below_kmax():
     assert r.utilisation >= 0.9 and r.jain >= 0.95
     assert queue[int(0.9 * (len(queue) - 1))] < kmax  # marks hold it under Kmax …
     assert queue[-1] > kmin and r.cnps > 0  # … and it does reach the marking band
+
+
+def test_paper_flows_once_recovered_settle_around_kmin():
+    """DCQCN's fixed point: once the paper's set has climbed back from the first burst's
+    collapse (~20 ms at +100 Mb/s per 55 µs), its small steps hold the queue where marks
+    just begin, around Kmin, with the port busy (docs/DCQCN.md: ConnectX's coarser 300 µs
+    steps cycle through Kmin instead)."""
+    from rocelab.roce.config import roce_config
+    from rocelab.roce.sim import incast_fairness
+
+    kmin, kmax = 100_000, 400_000
+    r = incast_fairness(4, roce_config({"dcqcn": "paper"}), ecn=EcnMarking(kmin, kmax, 0.2),
+                        warmup_s=20e-3, window_s=2e-3, write_bytes=512 << 20)
+    queue = sorted(r.queue_bytes)
+    assert r.utilisation >= 0.99 and r.jain >= 0.95 and r.cnps > 0
+    assert kmin / 2 <= queue[len(queue) // 2] <= kmax
