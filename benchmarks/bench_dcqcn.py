@@ -11,7 +11,8 @@ Kmax 400 KB, is the HPCC simulator's marking at 25G; its 100G figures are 400 KB
 5% (`--kmin-kb 1048.576 --kmax-kb 2097.152 --pmax 0.05`). The port reads its queue on enqueue (as
 switchd does), on dequeue (as the HPCC simulator does), or each in turn.
 
-Measured from `--warmup-ms` (5 ms: past the first burst's collapse and recovery) for
+Measured from `--warmup-ms` (5 ms: ConnectX's flows are past the first burst's collapse; the
+paper's need ~20 ms, `--warmup-ms 20 --write-mb 512`) for
 `--window-ms`: the bottleneck's busy share, Jain's fairness index over the flows' goodput, the
 port's queue (p10/p50/p90 and mean of samples every 10 µs, and the share of samples between Kmin
 and Kmax), CNPs received, the flows' DCQCN rates (min/mean/max of each flow's time average) and
