@@ -3,8 +3,9 @@
     python benchmarks/bench_labs.py [LAB ...]
 
 Each lab (default: every folder under labs/ with a scenario) is brought up, run and torn
-down through the CLI, as a learner would, one after another. Prints each command's wall
-time, the lab's verdict, and the total against the 15-minute budget for the whole set.
+down through the CLI, as a learner would, one after another, once, at the TDF `up` picks.
+Prints each command's wall time, that TDF, the lab's verdict (passed, inconclusive: the
+agents fell behind, or failed), and the total against the 15-minute budget for the whole set.
 Needs root. Keeps its lab records in a state folder of its own, so labs a user has up are
 neither seen nor touched.
 """
@@ -12,6 +13,8 @@ neither seen nor touched.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -32,10 +35,19 @@ BUDGET_S = 15 * 60
 CLI = [sys.executable, "-m", "rocelab"]
 
 
-def timed(argv: list[str]) -> tuple[float, int]:
+def timed(argv: list[str]) -> tuple[float, int, str]:
     start = time.perf_counter()
-    code = subprocess.run(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
-    return time.perf_counter() - start, code
+    result = subprocess.run(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    return time.perf_counter() - start, result.returncode, result.stdout
+
+
+def verdict(code: int, out: str) -> str:
+    with contextlib.suppress(ValueError):
+        doc = json.loads(out)
+        late = [c["fidelity"]["line"].split(":", 1)[1].split(".")[0].strip() for c in doc["cases"]
+                if not c["fidelity"]["kept_up"]]
+        return doc["verdict"] + (f" ({late[0]})" if late else "")
+    return f"exit {code}"
 
 
 def main() -> None:
@@ -47,21 +59,22 @@ def main() -> None:
     labs = args.labs or sorted(p.parent.name for p in (ROOT / "labs").glob("*/lab.yml")
                                if load_lab(p.parent.name).scenario is not None)
     table = Table(title=f"labs: up + run + down, wall seconds ({os.cpu_count()} cores)", title_justify="left")
-    for column in ("lab", "up", "run", "down", "total", "verdict"):
-        table.add_column(column, justify="left" if column in ("lab", "verdict") else "right")
+    for column in ("lab", "TDF", "up", "run", "down", "total", "verdict"):
+        table.add_column(column, justify="left" if column in ("lab", "verdict") else "right", overflow="fold")
     grand = 0.0
     for lab in labs:
-        up_s, code = timed([*CLI, "up", lab])
+        up_s, code, _ = timed([*CLI, "up", lab])
         if code != 0:
-            table.add_row(lab, f"{up_s:.1f}", "", "", "", f"up failed (exit {code})")
+            table.add_row(lab, "", f"{up_s:.1f}", "", "", "", f"up failed (exit {code})")
             timed([*CLI, "down", lab])
             continue
-        run_s, verdict = timed([*CLI, "run", lab, "--no-report"])
-        down_s, _ = timed([*CLI, "down", lab])
+        _, _, status = timed([*CLI, "status", "--json"])
+        tdf = next((str(s["tdf"]) for s in json.loads(status)["labs"] if s["name"] == lab), "?")
+        run_s, code, out = timed([*CLI, "run", lab, "--no-report", "--json"])
+        down_s, _, _ = timed([*CLI, "down", lab])
         total = up_s + run_s + down_s
         grand += total
-        table.add_row(lab, f"{up_s:.1f}", f"{run_s:.1f}", f"{down_s:.1f}", f"{total:.1f}",
-                      "passed" if verdict == 0 else f"failed (exit {verdict})")
+        table.add_row(lab, tdf, f"{up_s:.1f}", f"{run_s:.1f}", f"{down_s:.1f}", f"{total:.1f}", verdict(code, out))
     console = Console()
     console.print(table)
     console.print(f"whole set: {grand:.0f} s ({grand / 60:.1f} min) of a {BUDGET_S // 60}-minute budget: "

@@ -1,11 +1,12 @@
 """The agents' receive ring (rocelab.kernel.ring) on a real veth: every frame whole and in
 order with its receive time, a full ring counted as kernel drops, reading in step with the
-kernel after it wraps, and the C pipeline's own reader doing what `read` does."""
+kernel after it wraps, and the C core's own loop forwarding what `read` hands the Python pipeline."""
 
 from __future__ import annotations
 
 import os
 import random
+import socket
 import time
 
 import pytest
@@ -15,24 +16,32 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from rocelab.engines.netns import COMMON_SYSCTLS, write_sysctls
-from rocelab.kernel.loop import TPACKET_STATS, open_port
+from rocelab.kernel.loop import LATENESS_BOUNDS_S, TPACKET_STATS, open_port
 from rocelab.kernel.netns import PACKET_STATISTICS, SOL_PACKET, in_netns, packet_socket
 from rocelab.kernel.ring import RING_BLOCKS, SLOTS_PER_BLOCK
 from rocelab.switch import Fib, NextHop, PortSpec, Switch, fastpath
 from rocelab.switch.agent import UNCONFIGURED
 
 pytestmark = pytest.mark.root
+SO_RCVBUFFORCE = 33  # asm-generic/socket.h: SO_RCVBUF past rmem_max, for root
 SENDER_MAC, RECEIVER_MAC = "02:52:4c:00:0a:01", "02:52:4c:00:0a:02"
 RING_SLOTS = RING_BLOCKS * SLOTS_PER_BLOCK
+
+
+def sender_ns() -> str:
+    return f"tring{os.getpid()}a"
+
+
+def receiver_ns() -> str:
+    return f"tring{os.getpid()}b"
 
 
 @pytest.fixture
 def veth():
     """(sender's socket, receiver's port) on the two ends of a veth with a 9100-byte MTU."""
-    stem = f"tring{os.getpid()}"
     made = []
     try:
-        for ns in (f"{stem}a", f"{stem}b"):
+        for ns in (sender_ns(), receiver_ns()):
             pyroute2_netns.create(ns)
             made.append(ns)
             write_sysctls(ns, COMMON_SYSCTLS)  # IPv6 off: no MLD or RS frames among ours
@@ -104,33 +113,72 @@ def test_a_full_ring_drops_what_it_cannot_hold_and_reading_stays_in_step_after_i
 
 
 @pytest.mark.skipif(fastpath.Asic is None, reason="the C fast path is not built here (no C compiler)")
-def test_the_c_pipeline_reads_the_ring_as_the_python_one_is_handed_it(veth):
-    """RxRing.read_by (the C core walks the ring itself) against RxRing.read handing each frame to
-    the Python pipeline: the same frames, in rounds that stop at a frame limit and wrap the
-    ring, give the same frames out and the same counters."""
+def test_the_c_loop_forwards_what_the_python_loop_hands_the_python_pipeline(veth):
+    """Asic.serve (the C core runs the agents' loop: it walks the ring, runs the pipeline and
+    sends) against RxRing.read handing each frame to the Python pipeline: the same frames, read
+    in rounds that stop at a frame limit and wrap the ring, give the same frames out of eth2 and
+    the same counters."""
     sender, port = veth
+    ns = receiver_ns()
+    with IPRoute(netns=ns) as ipr:
+        ipr.link("add", ifname="eth2", kind="veth", address="02:52:4c:00:0a:03", mtu=9100,
+                 peer={"ifname": "eth2p", "mtu": 9100})
+        for name in ("eth2", "eth2p"):
+            ipr.link("set", index=ipr.link_lookup(ifname=name)[0], state="up")
+    with in_netns(ns):
+        eth2 = open_port("eth2")
+    tap = packet_socket("eth2p", ns=ns)
+    tap.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 64 << 20)  # everything eth2 sends, read at the end
+    tap.setblocking(False)
     specs = [PortSpec("eth1", RECEIVER_MAC, 1e9), PortSpec("eth2", "02:52:4c:00:0a:03", 1e9)]
     routes = Fib(routes={"198.18.2.0/24": [NextHop("eth2", "02:52:4c:00:0b:02")]}, local=frozenset())
     traffic = [bytes(Ether(dst=RECEIVER_MAC, src=SENDER_MAC) / IP(src="198.18.1.2", dst=f"198.18.2.{2 + i % 7}")
                      / UDP(sport=1000 + i, dport=4791) / bytes(i * 37 % 8000)) if i % 5 else frame(i, 200)
                for i in range(RING_SLOTS * 3 // 2)]
-    results = []
-    for switch, read in ((Switch("leaf1", specs, UNCONFIGURED, routes, random.Random(1)), "read"),
-                         (fastpath.FastSwitch("leaf1", specs, UNCONFIGURED, routes, random.Random(1)), "read_by")):
-        handed = 0
-        for start in range(0, len(traffic), 100):
-            for f in traffic[start:start + 100]:
-                sender.send(f)
-            time.sleep(0.1)
-            while True:
-                if read == "read":
-                    n, _, empty = port.ring.read("eth1", switch.receive, 0.0, 7, 1 << 30)
-                else:
-                    n, _, empty = port.ring.read_by(switch.receive_ring, "eth1", 0.0, 7, 1 << 30)
-                handed += n
-                if empty:
-                    break
-        assert handed == len(traffic)
-        results.append(([bytes(f) for _, f in switch.poll(1.0)], switch.counters(1.0)))
-    assert results[0] == results[1]
-    assert results[0][1]["ports"]["eth1"]["rx_packets"] == len(traffic)
+    time.sleep(0.2)
+    while True:  # what eth2 sent before the test (none of ours)
+        try:
+            tap.recv(9300)
+        except BlockingIOError:
+            break
+
+    python = Switch("leaf1", specs, UNCONFIGURED, routes, random.Random(1))
+    for start in range(0, len(traffic), 100):
+        for f in traffic[start:start + 100]:
+            sender.send(f)
+        time.sleep(0.1)
+        while not port.ring.read("eth1", python.receive, 0.0, 7, 1 << 30)[2]:
+            pass
+    python_out, now, due = [], 1.0, 1.0
+    while due is not None:  # the shaper releases a burst at a time: run its clock until nothing is due
+        now = due
+        python_out += [bytes(f) for _, f in python.poll(now)]
+        due = python.next_event(now)
+
+    c = fastpath.FastSwitch("leaf1", specs, UNCONFIGURED, routes, random.Random(1))
+    ports = [port, eth2]
+    for start in range(0, len(traffic), 100):
+        for f in traffic[start:start + 100]:
+            sender.send(f)
+        time.sleep(0.1)
+        # Returns once nothing is due and nothing arrived for idle_s (no other descriptor here).
+        _, heads = c.serve([(p.sock.fileno(), p.ring.map, p.ring.head) for p in ports], [], port.ring.geometry,
+                           0.0, 0.05, LATENESS_BOUNDS_S, 7, 1 << 30, 16)
+        for p, head in zip(ports, heads):
+            p.ring.head = head
+    rx, tx, *_ = c.take_loop_counts()
+    c_out = []
+    while True:
+        try:
+            c_out.append(tap.recv(9300))
+        except BlockingIOError:
+            break
+    tap.close()
+    eth2.sock.close()
+    assert rx == len(traffic) and tx == len(c_out) == len(python_out)
+    assert c_out == python_out
+    for name in ("eth1", "eth2"):
+        got, want = c.counters(time.monotonic())["ports"][name], python.counters(now)["ports"][name]
+        assert {k: got[k] for k in ("rx_packets", "rx_bytes", "tx_packets", "tx_bytes", "drops")} == \
+               {k: want[k] for k in ("rx_packets", "rx_bytes", "tx_packets", "tx_bytes", "drops")}
+    assert python.counters(now)["ports"]["eth1"]["rx_packets"] == len(traffic)

@@ -66,8 +66,11 @@ def test_a_pfc_frame_pauses_exactly_its_priority(bring_up):
                   / MACControlClassBasedFlowControl(c3_enabled=1, c3_pause_time=0xFFFF))
     lossless = udp_frame(spec, "h1", "h2", 26, 1024)
     lossy = udp_frame(spec, "h1", "h2", 0, 1024, sport=5000)
+    # 65535 quanta × 512 bit times at the emulated rate (0.3355 s at TDF 1000): nothing on priority 3
+    # meanwhile. The capture outlasts it, whatever TDF this machine's lab runs at.
+    hold_s = 0xFFFF * 512 / rate_bps(record)
     ready = multiprocessing.get_context("fork").Event()
-    rx = CallIn(record.node("h2").netns, capture, "eth1", 2.0, ready)
+    rx = CallIn(record.node("h2").netns, capture, "eth1", hold_s + 1.5, ready)
     assert ready.wait(10)
 
     def send_pause():
@@ -89,8 +92,6 @@ def test_a_pfc_frame_pauses_exactly_its_priority(bring_up):
         time.sleep(0.002)
     sent_at = call_in(record.node("h1").netns, send_both)
     frames = rx.result()
-    # 65535 quanta × 512 bit times at 100 Mb/s = 0.3355 s: nothing on priority 3 meanwhile.
-    hold_s = 0xFFFF * 512 / rate_bps(record)
     assert sent_at < paused_at + hold_s - 0.1, "the traffic was sent too late to test the pause"
     dscp = [(t, f[15] >> 2) for t, f in frames if f[12:14] == b"\x08\x00"]
     early_lossless = [t for t, d in dscp if d == 26 and t < paused_at + hold_s - 0.005]

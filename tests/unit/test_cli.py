@@ -36,6 +36,19 @@ def test_bad_topology_exits_2_names_the_file_and_leaves_nothing(path):
     assert namespaces_of(path) == set()
 
 
+@pytest.mark.parametrize("argv, said", [
+    (["dashboard", "--port", "abc"], "--port: 'abc' is not a whole number"),
+    (["traffic", "ring-allreduce", "--iters", "x"], "--iters: 'x' is not a whole number"),
+    (["bw", "h1", "h2", "--qps=x"], "--qps: 'x' is not a whole number"),
+    (["bw", "h1"], "did not receive required positional arguments: 'dst'"),
+    (["no-such-task"], "No idea what 'no-such-task' is"),
+])
+@pytest.mark.parametrize("door", [CLI, [sys.executable, "-m", "invoke"]], ids=["rocelab", "invoke"])
+def test_words_the_parser_refuses_exit_2_naming_the_option_and_its_form(door, argv, said):
+    result = subprocess.run([*door, *argv], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 2 and said in result.stderr and "Traceback" not in result.stderr
+
+
 def test_unknown_lab_exits_2_listing_what_exists():
     result = subprocess.run([*CLI, "up", "lab-nope"], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 2

@@ -1,15 +1,20 @@
-"""`up --tdf auto`: the TDF a lab's peak needs on a machine with given per-frame costs."""
+"""`up --tdf auto`: the TDF a lab's cases need on a machine with given per-rate agent costs."""
 
 from __future__ import annotations
 
 import pytest
 
 from rocelab.model.lab import load_lab
-from rocelab.model.tdf import (MAX_TDF, SAFE_FRACTION, AgentCosts, busiest_hosts, choose_tdf, peak_cores, pinned,
-                               round_up)
+from rocelab.model.tdf import (CALIBRATION_AGENTS, LATENESS_MARGIN, MAX_TDF, SAFE_FRACTION, AgentCosts, choose_tdf,
+                               cores_at, demands, frame_bytes, latency_floor, pinned, round_up)
 
-SLOW = AgentCosts(switch_frame_s=90e-6, nic_frame_s=75e-6, cores=2, switch_busy_cores=0.02, nic_busy_cores=0.02)
-FAST = AgentCosts(switch_frame_s=10e-6, nic_frame_s=20e-6, cores=2)
+# Shaped like this project's calibration: cheap per frame when busy, dear when each frame wakes the agent.
+SLOW = AgentCosts(switch=((500, 0.08), (2500, 0.2), (12000, 0.35)), nic=((500, 0.12), (2500, 0.37), (12000, 0.8)),
+                  cores=2)
+FAST = AgentCosts(switch=((500, 0.005), (2500, 0.025), (12000, 0.12)), nic=((500, 0.0125), (2500, 0.0625),
+                  (12000, 0.3)), cores=2)
+PMTU = 4096
+LINE_RATE_FRAMES = 100e9 / PMTU / 8  # a 100G host's data frames per second at TDF 1
 
 
 @pytest.mark.parametrize("value, expected", [(0.3, 1), (1, 1), (1.2, 2), (2.1, 3), (3, 3), (5, 5), (7, 8),
@@ -19,39 +24,84 @@ def test_round_up_takes_the_next_step_of_the_dial(value, expected):
     assert round_up(value) == expected
 
 
-def test_the_chosen_tdf_keeps_the_peak_within_the_safe_share_and_no_smaller_round_one_does():
+def test_the_cost_curve_runs_through_zero_and_the_points_and_on_along_its_last_segment():
+    curve = ((1000, 0.1), (3000, 0.2))
+    assert cores_at(curve, 0) == 0 and cores_at(curve, 500) == pytest.approx(0.05)
+    assert cores_at(curve, 2000) == pytest.approx(0.15) and cores_at(curve, 5000) == pytest.approx(0.3)
+    assert cores_at(((1000, 0.2), (3000, 0.1)), 9000) == pytest.approx(0.1)  # a falling segment never goes below
+
+
+def test_an_incast_asks_one_line_rate_of_the_receiver_and_a_quarter_of_each_sender():
+    lab = load_lab("lab-pfc")
+    pfc = next(d for d in demands(lab.fabric, lab.scenario, PMTU) if d.case == "pfc")
+    assert pfc.hosts["h5"] == pytest.approx(LINE_RATE_FRAMES)
+    assert all(pfc.hosts[h] == pytest.approx(LINE_RATE_FRAMES / 4) for h in ("h1", "h2", "h3", "h4"))
+    assert pfc.switches == {"leaf1": pytest.approx(LINE_RATE_FRAMES)}
+
+
+def test_a_ring_across_racks_crosses_both_leaves_and_spreads_over_the_spines():
     lab = load_lab("leaf-spine-2x2")
-    choice = choose_tdf(lab.fabric, None, 4096, SLOW)
+    (ring,) = demands(lab.fabric, None, PMTU)
+    assert all(f == pytest.approx(2 * LINE_RATE_FRAMES) for f in ring.hosts.values())  # sends and receives
+    # h1→h2 stays under leaf1, h2→h3 and h4→h1 cross: each leaf forwards three transfers, the spines two between them
+    assert ring.switches["leaf1"] == pytest.approx(3 * LINE_RATE_FRAMES)
+    assert ring.switches["spine1"] + ring.switches["spine2"] == pytest.approx(2 * LINE_RATE_FRAMES)
+
+
+def test_the_chosen_tdf_fits_every_case_and_no_smaller_round_one_does():
+    lab = load_lab("lab-pfc")
+    cases = demands(lab.fabric, lab.scenario, PMTU)
+    choice = choose_tdf(lab.fabric, lab.scenario, PMTU, SLOW)
     assert choice.how == "auto" and choice.load <= SAFE_FRACTION
-    hosts = busiest_hosts(lab.fabric, None)
-    smaller = [round_up(t) for t in range(1, choice.tdf) if round_up(t) < choice.tdf]
-    assert smaller and all(peak_cores(lab.fabric, hosts, 4096, SLOW, t) / SLOW.cores > SAFE_FRACTION for t in smaller)
-    assert "4 hosts" in choice.why and "3 switch hops" in choice.why
+    assert all(d.fits(SLOW, choice.tdf) for d in cases)
+    smaller = sorted({round_up(t) for t in range(1, choice.tdf)} - {choice.tdf})
+    assert smaller and not any(all(d.fits(SLOW, t) for d in cases) for t in smaller)
+    assert "case " in choice.why and "frames/s" in choice.why
 
 
 def test_a_slower_machine_gets_a_larger_tdf_and_a_floor_is_kept():
     fabric = load_lab("leaf-spine-2x2").fabric
-    assert choose_tdf(fabric, None, 4096, SLOW).tdf > choose_tdf(fabric, None, 4096, FAST).tdf
-    floored = choose_tdf(fabric, None, 4096, FAST, floor=4000)
+    assert choose_tdf(fabric, None, PMTU, SLOW).tdf > choose_tdf(fabric, None, PMTU, FAST).tdf
+    floored = choose_tdf(fabric, None, PMTU, FAST, floor=4000)
     assert floored.tdf == 4000 and "4000 is this lab's least" in floored.why
 
 
 def test_the_busiest_case_decides_not_every_host_of_the_topology():
     lab = load_lab("lab-placement")
     assert len(lab.fabric.hosts) > 8
-    assert len(busiest_hosts(lab.fabric, lab.scenario)) == 8
-    assert len(busiest_hosts(lab.fabric, None)) == len(lab.fabric.hosts)
+    assert all(len(d.hosts) == 8 for d in demands(lab.fabric, lab.scenario, PMTU))
+    assert len(demands(lab.fabric, None, PMTU)[0].hosts) == len(lab.fabric.hosts)
 
 
-def test_one_switch_is_one_hop_and_a_pinned_tdf_says_how_loaded_it_is():
+def test_a_pinned_tdf_says_how_loaded_it_is():
     lab = load_lab("incast-1x5")
-    assert "1 switch hops" in choose_tdf(lab.fabric, None, 4096, SLOW).why
-    low = pinned(lab.fabric, None, 4096, SLOW, 10, "option")
+    low = pinned(lab.fabric, None, PMTU, SLOW, 10, "option")
     assert low.how == "option" and low.load > SAFE_FRACTION and "beyond" in low.why and "--tdf" in low.why
 
 
-def test_agents_that_need_more_than_the_machine_even_idle_get_the_largest_tdf_and_say_so():
+def test_agents_that_need_more_than_the_machine_at_any_rate_get_the_largest_tdf_and_say_so():
     fabric = load_lab("leaf-spine-4x4").fabric
-    starved = AgentCosts(switch_frame_s=90e-6, nic_frame_s=75e-6, cores=2, switch_busy_cores=0.2, nic_busy_cores=0.1)
-    choice = choose_tdf(fabric, None, 4096, starved)
+    starved = AgentCosts(switch=((1, 0.2),), nic=((1, 0.1),), cores=2)  # a tenth of a core for the first frame
+    choice = choose_tdf(fabric, None, PMTU, starved)
     assert choice.tdf == MAX_TDF and "no TDF keeps the peak" in choice.why and choice.load > SAFE_FRACTION
+
+
+def test_a_machine_that_runs_events_late_needs_frames_that_last_longer_the_more_agents_wait():
+    lab = load_lab("lab-pfc")
+    cases = demands(lab.fabric, lab.scenario, PMTU)
+    assert max(d.busy_agents for d in cases) == 6  # five hosts and the leaf
+    late = AgentCosts(FAST.switch, FAST.nic, 2, late_p99_s=0.5e-3)
+    need_s = LATENESS_MARGIN * 0.5e-3 * 6 / CALIBRATION_AGENTS
+    frame_s = frame_bytes(PMTU) * 8 / 100e9  # one MTU frame at 100G, production time
+    floor = latency_floor(lab.fabric, PMTU, late, cases)
+    assert frame_s * floor >= need_s > frame_s * max(t for t in range(1, floor) if t == round_up(t))
+    choice = choose_tdf(lab.fabric, lab.scenario, PMTU, late)
+    assert choice.tdf == floor > choose_tdf(lab.fabric, lab.scenario, PMTU, FAST).tdf
+    assert "0.5 ms late (p99, 3 agents)" in choice.why and "6 agents busy" in choice.why
+    ecmp = load_lab("lab-ecmp")  # fourteen agents: a longer floor on the same machine
+    assert latency_floor(ecmp.fabric, PMTU, late, demands(ecmp.fabric, ecmp.scenario, PMTU)) > floor
+    assert latency_floor(lab.fabric, PMTU, late, cases, bound_s=10e-3) == 1  # a lab with its own, longer bound
+
+
+def test_costs_survive_their_cache_round_trip():
+    assert AgentCosts.from_json(SLOW.to_json()) == SLOW

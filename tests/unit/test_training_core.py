@@ -16,15 +16,16 @@ from rocelab.qos.sonic import load_config_db
 from rocelab.model.topology import load_topology
 from rocelab.train.core import (
     Done, Ready, StallWatch, Step, TrainResult, TrainSpec, bucket_bytes, event_line, parse_line, ring_share_bytes,
-    slowdown_rows, training_observations,
+    slowdown_rows, sync_span_s, training_observations,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
 MLP_PARAMS = 64 * 1024 + 1024 + 1024 * 896 + 896 + 896 * 10 + 10  # the worker's 64 → 1024 → 896 → 10
 
 
-def step(rank: int, n: int, accuracy: float = 0.5, step_time_s: float = 0.5, sync: int = MLP_PARAMS * 4) -> Step:
-    return Step(rank, n, 1.0, accuracy, step_time_s, n * 0.6, sync, ring_share_bytes(sync, 4))
+def step(rank: int, n: int, accuracy: float = 0.5, step_time_s: float = 0.5, sync: int = MLP_PARAMS * 4,
+         sync_s: float = 0.25) -> Step:
+    return Step(rank, n, 1.0, accuracy, step_time_s, n * 0.6, sync, ring_share_bytes(sync, 4), sync_s)
 
 
 # ---------------------------------------------------------------- bytes
@@ -36,6 +37,12 @@ def test_a_step_synchronises_every_parameter_once_and_each_worker_sends_its_ring
     assert ring_share_bytes(3_975_720, 4) == 1.5 * 3_975_720  # 2(4−1)/4
     assert ring_share_bytes(1000, 2) == 1000  # two workers: each sends half out and gets half back, twice
     assert ring_share_bytes(1000, 1024) == pytest.approx(2 * 1023 / 1024 * 1000)
+
+
+def test_a_steps_allreduce_time_is_the_span_of_its_buckets_not_their_sum():
+    assert sync_span_s([(10.0, 10.4), (10.1, 10.5)]) == pytest.approx(0.5)  # overlapping buckets
+    assert sync_span_s([(3.0, 3.25)]) == pytest.approx(0.25)
+    assert sync_span_s([]) == 0.0
 
 
 def test_half_precision_buckets_halve_the_bytes():
@@ -115,6 +122,7 @@ def test_observations_of_a_finished_run():
     assert obs["steps"] == 3 and obs["final_accuracy"] == 0.91 and obs["reached_target"] == 1
     assert obs["train_time_s"] == pytest.approx(1.8)  # the last step's elapsed, not the 40 s with start-up
     assert obs["step_time_s"] == pytest.approx(0.5)
+    assert obs["sync_time_s"] == pytest.approx(0.75)  # three steps' AllReduce
     assert obs["sync_bytes_per_step"] == MLP_PARAMS * 4 and obs["model_params"] == MLP_PARAMS
     assert obs["ring_bytes_per_worker"] == pytest.approx(3 * 1.5 * MLP_PARAMS * 4)
     assert (obs["worker_tx_bytes_min"], obs["worker_tx_bytes_max"]) == (17_900_000, 18_100_000)

@@ -25,6 +25,7 @@ from rocelab.kernel import control
 from rocelab import paths
 from rocelab.engines import state as lab_state
 from rocelab.errors import InputError, Problem
+from rocelab.kernel.loop import early_s
 from rocelab.kernel.netns import exists, in_netns, pids_in, popen_in, run_in, stop
 from rocelab.model.lab import Lab
 from rocelab.engines.state import InterfaceState, LabState, NodeState
@@ -82,10 +83,15 @@ def plan(lab: Lab, engine: str = "netns", tdf_choice: TdfChoice | None = None) -
         ])
         for node in fabric.nodes
     ]
-    fastest_bps = max(link.rate_bps for link in fabric.links) / lab.tdf
-    bound_s = max(frame_bytes(roce_config(lab.roce).pmtu_bytes) * 8 / fastest_bps, lab.fidelity_bound_s or 0.0)
     return LabState(lab.name, engine, lab.source, lab.dataplane, lab.tdf, "creating", nodes, nic=lab.nic,
-                    tdf_choice=tdf_choice.to_json() if tdf_choice else {}, fidelity_bound_s=bound_s)
+                    tdf_choice=tdf_choice.to_json() if tdf_choice else {}, fidelity_bound_s=fidelity_bound_s(lab))
+
+
+def fidelity_bound_s(lab: Lab) -> float:
+    """One MTU frame's time on the lab's fastest emulated link, or the lab's own bound if longer
+    (rocelab.runtime.fidelity)."""
+    fastest_bps = max(link.rate_bps for link in lab.fabric.links) / lab.tdf
+    return max(frame_bytes(roce_config(lab.roce).pmtu_bytes) * 8 / fastest_bps, lab.fidelity_bound_s or 0.0)
 
 
 def write_sysctls(ns: str, values: dict[str, str]) -> None:
@@ -125,6 +131,7 @@ def write_agent_config(lab: Lab, node: Node) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     config = {
         "lab": lab.name, "node": node.name, "role": node.role, "tdf": lab.tdf,
+        "early_s": early_s(fidelity_bound_s(lab)),
         "pfc_wd_tdf": lab.pfc_wd_tdf or lab.tdf,
         "socket": str(control.socket_path(lab.name, node.name)),
         "profile": str(lab.node_profiles.get(node.name) or lab.profile or "") or None,

@@ -2,10 +2,17 @@
 socket and one single-threaded event loop around a pure data-plane core.
 
 The core is anything with `receive(port, frame, now)`, `poll(now) → [(port, frame)]` and
-`next_event(now) → time | None` (and, if it is in C and reads a port's receive ring itself,
-`receive_ring`: rocelab.kernel.ring.RxRing.read_by); the loop sleeps exactly until the
-core's next event or until a frame, a control request or a netlink event arrives. No threads: a control
-request never races the data plane.
+`next_event(now) → time | None`; the loop sleeps exactly until the core's next event or until a frame, a control request or a netlink event arrives. No threads: a control
+request never races the data plane. A core that can run this loop itself (`serve`: switchd's
+C pipeline, rocelab.switch.fastpath) does so for as long as frames and timers are all there is
+to do, and hands back control only for a control request, a netlink event or a stop.
+
+What a wake-up costs sets what a frame costs: on a virtual machine a sleep and its wake-up cost
+tens of microseconds of CPU, more than the work of a frame. So the loop serves every event due
+within `early_s` at once, in the wake-up it already has: its clock moves ahead to that event's
+time (never back), and the frame leaves up to `early_s` before its due time. `early_s` is a
+quarter of the fidelity bound at most (rocelab.runtime.fidelity, EARLY_SHARE): what the
+judgement already accepts as "the wire sees the same frames in the same order".
 
 The loop also measures how well it keeps the emulated schedule, in one `Lateness` histogram:
 every time it runs the core for an event that was due (a frame's departure from its shaper,
@@ -43,9 +50,18 @@ ROUND_FRAMES = 64
 ROUND_BYTES = 32 << 10
 DRAIN_ROUNDS = 16  # rounds per wake-up before the loop looks at control requests again
 IDLE_WAIT_S = 0.05  # the longest sleep with nothing due: bounds how late a stop is seen
+# How early a due event may run: this share of the fidelity bound (one MTU frame on the lab's
+# fastest link), and never more than EARLY_MAX_S, about what one sleep and wake-up costs here.
+EARLY_SHARE = 0.25
+EARLY_MAX_S = 50e-6
 RT_PRIORITY = 1  # the lowest real-time priority: ahead of every ordinary process, behind the kernel's RT threads
 NICE_FALLBACK = -10
 REALTIME = f"SCHED_RR {RT_PRIORITY}"
+
+
+def early_s(fidelity_bound_s: float) -> float:
+    """How early the loop may run a due event, for a lab whose fidelity bound is this."""
+    return min(EARLY_SHARE * fidelity_bound_s, EARLY_MAX_S)
 
 
 class Core(Protocol):
@@ -103,8 +119,11 @@ def claim_cpu() -> str:
 
 
 # Upper bounds of the lateness histogram's buckets, in seconds of the emulated clock: fixed,
-# so two readings subtract, and fine where a frame's time on a dilated link lies (0.1–10 ms).
-LATENESS_BOUNDS_S = (1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 1e-1, 2e-1, 5e-1, 1.0)
+# so two readings subtract; 1, 1.5, 2, 3, 5, 7 per decade from 10 µs to 1 s, fine enough where
+# a frame's time on a dilated link lies (0.05–10 ms) that the fidelity judgement, which counts
+# a whole bucket as late when the bound falls inside it, errs by less than one step.
+LATENESS_BOUNDS_S = tuple(round(step * 10.0 ** exponent, 9) for exponent in range(-5, 0)
+                          for step in (1, 1.5, 2, 3, 5, 7)) + (1.0,)
 TPACKET_STATS = struct.Struct("=II")  # tp_packets, tp_drops
 
 
@@ -128,6 +147,7 @@ class Lateness:
 class LoopStats:
     rx_frames: int = 0
     tx_frames: int = 0
+    wakeups: int = 0  # sleeps the loop woke from: what its CPU cost follows
     tx_errors: dict[str, int] = field(default_factory=dict)  # errno name → count
     scheduling: str = "ordinary"  # what claim_cpu() got
     lateness: Lateness = field(default_factory=Lateness)
@@ -141,11 +161,18 @@ class Loop:
     control: ControlServer
     watchers: dict[int, Callable[[], None]] = field(default_factory=dict)  # fd → callback
     clock: Callable[[], float] = time.monotonic
+    early_s: float = 0.0
     stats: LoopStats = field(default_factory=LoopStats)
     stopping: bool = False
+    ahead: float = 0.0  # the loop's clock, when it ran ahead of `clock` to serve an event early
 
     def stop(self, *_: object) -> None:
         self.stopping = True
+
+    def now(self) -> float:
+        """The loop's clock: `clock`, or the time of the last event served early if that is later."""
+        t = self.clock()
+        return t if t > self.ahead else self.ahead
 
     def read_drops(self) -> LoopStats:
         """The stats, with the kernel's receive-queue drops added up (reading them resets them)."""
@@ -164,26 +191,62 @@ class Loop:
         listener_fd = control.listener.fileno()
         fixed = [*port_fds, listener_fd]
         while not self.stopping:
-            now = self.clock()
-            due = core.next_event(now)
-            wait_s = IDLE_WAIT_S if due is None else min(max(due - now, 0.0), IDLE_WAIT_S)
             clients = {conn.fileno(): conn for conn in control.clients} if control.clients else {}
-            readable, _, _ = select.select([*fixed, *clients, *watchers], [], [], wait_s)
-            ready = []
+            serve = getattr(core, "serve", None)  # looked up each time: a reload may swap the core
+            if serve is not None:
+                readable = self._serve_in_core(serve, [listener_fd, *clients, *watchers])
+            else:
+                readable = self._wait_and_serve(port_fds, [*fixed, *clients, *watchers])
             for fd in readable:
-                name = port_fds.get(fd)
-                if name is not None:
-                    ready.append(name)
-                elif fd == listener_fd:
+                if fd == listener_fd:
                     control.accept()
                 elif fd in watchers:
                     watchers[fd]()
                 elif fd in clients:
                     control.serve(clients[fd])
-            if ready:
-                self._drain(ready, due)
-            else:
-                self._transmit(due)
+
+    def _wait_and_serve(self, port_fds: dict[int, str], fds: list[int]) -> list[int]:
+        """One wake-up in Python: sleep until the core's next event or a descriptor is readable,
+        run the readable ports and the due events; the other readable descriptors."""
+        now = self.now()
+        due = self.core.next_event(now)
+        if due is not None and now < due <= now + self.early_s:
+            self.ahead = now = due
+        wait_s = IDLE_WAIT_S if due is None else min(max(due - now, 0.0), IDLE_WAIT_S)
+        readable, _, _ = select.select(fds, [], [], wait_s)
+        if wait_s:  # a sleep, and what woke it: the costly part
+            self.stats.wakeups += 1
+        ready = [port_fds[fd] for fd in readable if fd in port_fds]
+        if ready:
+            self._drain(ready, due)
+        else:
+            self._transmit(due)
+        return [fd for fd in readable if fd not in port_fds]
+
+    def _serve_in_core(self, serve, fds: list[int]) -> list[int]:
+        """Hand the loop to a core that runs it itself (switchd's C pipeline) until one of `fds`
+        is readable, a trapped frame waits for the CPU or a signal came; then send what the CPU
+        answers and count what the core counted."""
+        ports = [self.ports[name] for name in self.core.port_names]
+        readable, heads = serve([(p.sock.fileno(), p.ring.map, p.ring.head) for p in ports], fds,
+                                ports[0].ring.geometry, self.early_s, IDLE_WAIT_S, LATENESS_BOUNDS_S,
+                                ROUND_FRAMES, ROUND_BYTES, DRAIN_ROUNDS)
+        for port, head in zip(ports, heads):
+            port.ring.head = head
+        rx, tx, wakeups, counts, total_s, max_s, errors = self.core.take_loop_counts()
+        stats, lateness = self.stats, self.stats.lateness
+        stats.rx_frames += rx
+        stats.tx_frames += tx
+        stats.wakeups += wakeups
+        for i, n in enumerate(counts[:len(lateness.counts)]):
+            lateness.counts[i] += n
+        lateness.total_s += total_s
+        lateness.max_s = max(lateness.max_s, max_s)
+        for number, n in errors.items():
+            key = errno.errorcode.get(number, str(number))
+            stats.tx_errors[key] = stats.tx_errors.get(key, 0) + n
+        self._transmit(None)  # the CPU's answers to what was trapped
+        return readable
 
     def _drain(self, ready: list[str], due: float | None) -> None:
         """Read the readable ports until they are empty, a round (ROUND_FRAMES or ROUND_BYTES)
@@ -192,18 +255,13 @@ class Loop:
         a long batch before running it would overfill its queues. At most DRAIN_ROUNDS
         rounds, so control requests and watchers are seen between floods."""
         ports, stats, receive = self.ports, self.stats, self.core.receive
-        receive_ring = getattr(self.core, "receive_ring", None)  # a core in C that reads the ring itself
         unmeasured = set(ready)
         for rnd in range(DRAIN_ROUNDS):
-            now = self.clock()  # one timestamp per round: these frames arrived together
+            now = self.now()  # one timestamp per round: these frames arrived together
             if rnd:
                 due = self.core.next_event(now)
             for name in tuple(ready):
-                ring = ports[name].ring
-                if receive_ring is not None:
-                    n, first_s, empty = ring.read_by(receive_ring, name, now, ROUND_FRAMES, ROUND_BYTES)
-                else:
-                    n, first_s, empty = ring.read(name, receive, now, ROUND_FRAMES, ROUND_BYTES)
+                n, first_s, empty = ports[name].ring.read(name, receive, now, ROUND_FRAMES, ROUND_BYTES)
                 stats.rx_frames += n
                 if empty:
                     ready.remove(name)
@@ -219,7 +277,7 @@ class Loop:
         # PACKET_QDISC_BYPASS, were measured under bench_switchd's flood and saved nothing:
         # on a veth the kernel's work per frame (the far end's receive runs in this send)
         # costs far more than the system call.
-        now = self.clock()
+        now = self.now()
         if due is not None and due <= now:
             self.stats.lateness.record(now - due)
         ports, sent = self.ports, 0

@@ -56,14 +56,6 @@ class RxRing:
         self.head = 0  # index of the next slot to read
         self.geometry = (BLOCK_BYTES, SLOTS_PER_BLOCK, SLOT_BYTES, len(self.slots))
 
-    def read_by(self, receive_ring, port: str, now: float, max_frames: int, max_bytes: int
-                ) -> tuple[int, float, bool]:
-        """`read`, done by a core in C that walks the ring itself (rocelab.switch._fastpath's
-        receive_ring): no Python work per frame."""
-        n, first_s, empty, self.head = receive_ring(port, self.map, self.head, self.geometry, max_frames,
-                                                    max_bytes, now)
-        return n, first_s, empty
-
     def read(self, port: str, receive, now: float, max_frames: int, max_bytes: int) -> tuple[int, float, bool]:
         """Hand frames to receive(port, frame, now), oldest first, giving each slot back once
         it returns, until `max_frames` frames or at least `max_bytes` bytes are read or the

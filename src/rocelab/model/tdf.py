@@ -2,48 +2,101 @@
 
 Time dilation keeps bytes and stretches time: at TDF T every link runs at rate / T, and the
 agents must move the lab's frames in real time: a switch forwards each frame once per hop, a
-NIC sends or receives it once. The peak a lab can ask for is every host of its busiest case
-(every host, for a lab with no scenario) sending and receiving at its port's line rate, as a
-ring AllReduce does, over the longest path of the fabric. With f_h = line rate / frame bits,
-that costs the agents
+NIC sends or receives it once. What that costs depends on the rate, not only on the frames: an
+agent sleeps between frames, and on a virtual machine each sleep and wake-up costs tens of
+microseconds of CPU, more than the frame's own work. At a high rate an agent wakes once for
+several frames, at a low rate once per frame or more. So the calibration
+(rocelab.runtime.calibration) measures each kind of agent's CPU at a few frame rates, and the
+cost at any rate is read off the line through those points (through zero at zero frames).
 
-    CPU(T) = Σ_hosts f_h · (2 · nic_frame_s + hops · switch_frame_s) / T
-             + hosts · nic_busy + switches · switch_busy
+What a lab asks of its agents is what its cases ask: each case's jobs (its traffic pattern, a
+background job, a training job as a ring AllReduce) as fast as the NICs allow. A pattern's plan
+gives the bytes each host sends to each other host; the busiest NIC (most bytes sent or
+received) sets the pace at its line rate, every transfer runs at that pace, and each agent
+handles the data frames that pass it:
 
-cores, where the per-frame costs and the costs of being busy at all (wake-ups, timers) are
-measured on this machine (rocelab.runtime.calibration). The auto TDF is the smallest "round"
-T (1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 times a power of ten: never more than 25% above what
-is needed) with CPU(T) at most SAFE_FRACTION of the cores: the
-rest is the machine's, and the run's own sampling and control. The fidelity report
-(rocelab.runtime.fidelity) says when it was not enough.
+    nicd of host h:   frames h sends + frames h receives
+    switchd of s:     frames of every transfer whose path crosses s (a transfer between two
+                      racks crosses both leaves and one spine, its load spread over the spines)
+
+At TDF T those rates are divided by T. The auto TDF is the smallest "round" T (1, 1.25, 1.5, 2,
+2.5, 3, 4, 5, 6 or 8 times a power of ten: never more than 25% above what is needed) at which
+every case's agents together need at most SAFE_FRACTION of the cores, no one agent (a single
+thread) more than SAFE_FRACTION of one core, and one MTU frame's time on the fastest link (the
+fidelity bound) is at least LATENESS_MARGIN times how late the agents ran their events in the
+calibration (the 99th percentile), times the agents the case keeps busy over the calibration's
+three: a machine that wakes its agents late needs frames that last longer, whatever the CPU
+they take, and more agents wait longer for their turn. The fidelity report (rocelab.runtime.fidelity) says
+when that was not enough.
 """
 
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from dataclasses import dataclass
+from typing import Iterable
 
 from rocelab.model.scenario import Scenario
 from rocelab.model.topology import Fabric
+from rocelab.traffic.patterns import Plan, builtin_patterns
 
 # Measured on a 2-core machine: a ring AllReduce over leaf-spine-2x2 through switchd kept
 # 97.6% of line rate with its agents at 59% of the cores, and 93.9% at 91% (README, "Time
 # dilation"). Two thirds of the cores is where they still kept up.
 SAFE_FRACTION = 0.6
+# The fidelity bound (one MTU frame on the lab's fastest link, rocelab.runtime.fidelity) must
+# be LATENESS_MARGIN times the lateness the agents showed in the calibration, scaled by how many
+# agents a case keeps busy against the calibration's three: each waits for the others' turns on
+# the cores. Measured on a 2-core machine (2026-11-25): the calibration's p99 0.3–0.5 ms;
+# lab-pfc's six agents fell behind with a 1 ms bound (TDF 3000) and kept up with 1.33 ms (4000);
+# lab-ecmp's fourteen showed a p99 of 1.5–3 ms at TDF 8000 and fell behind there. With 2, `up`
+# picked 4000 for lab-pfc from a 0.3 ms calibration, where it kept up in two runs of three.
+LATENESS_MARGIN = 2.5
+CALIBRATION_AGENTS = 3
 MAX_TDF = 100_000
 ROCE_FRAME_OVERHEAD_BYTES = 14 + 20 + 8 + 12 + 4  # Ethernet, IPv4, UDP, BTH, ICRC around a payload
 _ROUND_STEPS = (1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 8)  # the Renard-like steps of a dial: ≤ 25% apart
 
+Curve = tuple[tuple[float, float], ...]  # (data frames per second, cores), by rising rate
+
+
+def cores_at(curve: Curve, frames_per_s: float) -> float:
+    """Cores an agent needs at this frame rate: on the line through (0, 0) and the measured
+    points, and past the last point along its last segment (never falling)."""
+    points = ((0.0, 0.0), *curve)
+    for (f1, c1), (f2, c2) in zip(points, points[1:]):
+        if frames_per_s <= f2:
+            return c1 + (c2 - c1) * (frames_per_s - f1) / (f2 - f1) if f2 > f1 else c2
+    (f1, c1), (f2, c2) = points[-2], points[-1]
+    slope = max((c2 - c1) / (f2 - f1), 0.0) if f2 > f1 else 0.0
+    return c2 + slope * (frames_per_s - f2)
+
 
 @dataclass(frozen=True)
 class AgentCosts:
-    """What the agents cost this machine (rocelab.runtime.calibration)."""
+    """What the agents cost this machine (rocelab.runtime.calibration): each kind's CPU at a
+    few frame rates."""
 
-    switch_frame_s: float  # switchd: CPU seconds per frame forwarded
-    nic_frame_s: float  # nicd: CPU seconds per data frame sent or received, its ACKs included
+    switch: Curve  # switchd: data frames forwarded per second → cores
+    nic: Curve  # nicd: data frames sent or received per second (their ACKs included) → cores
     cores: int
-    switch_busy_cores: float = 0.0  # what a switchd with traffic costs whatever the rate
-    nic_busy_cores: float = 0.0
+    late_p99_s: float = 0.0  # how late the agents ran their due events, 99th percentile (wall seconds)
+
+    def per_frame_us(self, kind: str, frames_per_s: float) -> float:
+        curve = self.switch if kind == "switchd" else self.nic
+        return cores_at(curve, frames_per_s) / frames_per_s * 1e6 if frames_per_s > 0 else 0.0
+
+    def to_json(self) -> dict:
+        return {"switch": [list(p) for p in self.switch], "nic": [list(p) for p in self.nic], "cores": self.cores,
+                "late_p99_s": self.late_p99_s}
+
+    @classmethod
+    def from_json(cls, data: dict) -> AgentCosts:
+        def curve(points) -> Curve:
+            return tuple(sorted((float(f), float(c)) for f, c in points))
+
+        return cls(curve(data["switch"]), curve(data["nic"]), int(data["cores"]), float(data["late_p99_s"]))
 
 
 @dataclass(frozen=True)
@@ -61,42 +114,94 @@ def frame_bytes(pmtu_bytes: int) -> int:
     return pmtu_bytes + ROCE_FRAME_OVERHEAD_BYTES
 
 
-def _longest_switch_path(fabric: Fabric) -> int:
-    """Switches a frame crosses on the longest host-to-host path (1 under one leaf, 3 leaf-spine-leaf)."""
-    tors = {fabric.peer(h.ports[0]).node for h in fabric.hosts}
-    if len(tors) <= 1:
-        return 1
-    return 3 if any(s.role == "spine" for s in fabric.switches) else 2
+@dataclass(frozen=True)
+class Demand:
+    """What one case asks of the agents at TDF 1: data frames per second through each."""
+
+    case: str
+    hosts: dict[str, float]  # nicd: frames sent + received
+    switches: dict[str, float]  # switchd: frames forwarded
+
+    def agent_cores(self, costs: AgentCosts, tdf: float) -> dict[str, float]:
+        return {**{h: cores_at(costs.nic, f / tdf) for h, f in self.hosts.items()},
+                **{s: cores_at(costs.switch, f / tdf) for s, f in self.switches.items()}}
+
+    def cores(self, costs: AgentCosts, tdf: float) -> float:
+        return sum(self.agent_cores(costs, tdf).values())
+
+    def fits(self, costs: AgentCosts, tdf: float) -> bool:
+        each = self.agent_cores(costs, tdf)
+        return sum(each.values()) <= SAFE_FRACTION * costs.cores and max(each.values(), default=0.0) <= SAFE_FRACTION
+
+    @property
+    def busy_agents(self) -> int:
+        return sum(1 for f in (*self.hosts.values(), *self.switches.values()) if f > 0)
+
+    def describe(self, costs: AgentCosts, tdf: float) -> str:
+        senders = sum(1 for f in self.hosts.values() if f > 0)
+        busiest_switch = max(self.switches.items(), key=lambda item: item[1], default=("", 0.0))
+        busiest_host = max(self.hosts.items(), key=lambda item: item[1], default=("", 0.0))
+        parts = [f"case {self.case}: {senders} hosts moving data"]
+        if busiest_switch[1]:
+            f = busiest_switch[1] / tdf
+            parts.append(f"{busiest_switch[0]} forwarding {f:,.0f} frames/s at "
+                         f"{costs.per_frame_us('switchd', f):.0f} µs each")
+        if busiest_host[1]:
+            f = busiest_host[1] / tdf
+            parts.append(f"{busiest_host[0]}'s NIC {f:,.0f} frames/s at {costs.per_frame_us('nicd', f):.0f} µs each")
+        return ", ".join(parts)
 
 
-def busiest_hosts(fabric: Fabric, scenario: Scenario | None) -> tuple[str, ...]:
-    """The hosts of the case that moves traffic between the most hosts (a background job
-    included); every host of the fabric when there is no scenario or a case names none."""
+def _job_rates(fabric: Fabric, plan: Plan) -> dict[tuple[str, str], float]:
+    """Bytes per second (at TDF 1) of each (sender, receiver) of one iteration of `plan`, when
+    the host with the most bytes to send or receive does so at its line rate."""
+    pairs: dict[tuple[str, str], int] = defaultdict(int)
+    for host, steps in plan.steps.items():
+        for step in steps:
+            for transfer in step.sends:
+                pairs[(host, transfer.peer)] += transfer.size_bytes
+    seconds = max((max(plan.bytes_sent(h), plan.bytes_received(h)) * 8
+                   / fabric.links[fabric.node(h).ports[0].link].rate_bps for h in plan.hosts), default=0.0)
+    return {pair: n / seconds for pair, n in pairs.items()} if seconds > 0 else {}
+
+
+def _plans(fabric: Fabric, scenario: Scenario | None) -> Iterable[tuple[str, list[Plan]]]:
+    """Each case's jobs as plans; with no scenario, a ring AllReduce over every host."""
+    patterns = builtin_patterns()
     everyone = tuple(h.name for h in fabric.hosts)
+    ring = patterns.get("ring-allreduce")
     if scenario is None or not scenario.cases:
-        return everyone
-    busiest: tuple[str, ...] = ()
+        yield "every host", [ring.plan(everyone, len(everyone))]
+        return
     for case in scenario.cases:
-        jobs = [job for job in (case.traffic, case.training, case.background) if job is not None]
-        hosts = tuple(dict.fromkeys(h for job in jobs for h in (job.hosts or everyone)))
-        busiest = max(busiest, hosts, key=len)
-    return busiest or everyone
+        plans = [patterns.get(job.pattern).plan(job.hosts or everyone, job.size_bytes, job.options)
+                 for job in (case.traffic, case.background) if job is not None]
+        if case.training is not None:
+            workers = case.training.hosts or everyone
+            plans.append(ring.plan(workers, len(workers)))
+        yield case.name, plans
 
 
-def _demand(fabric: Fabric, hosts: tuple[str, ...], pmtu_bytes: int, costs: AgentCosts) -> tuple[float, float]:
-    """(CPU seconds per second at TDF 1 that shrink as 1/T, cores that do not)."""
-    frame_bits = frame_bytes(pmtu_bytes) * 8
-    hops = _longest_switch_path(fabric)
-    scaled = sum(fabric.links[fabric.node(h).ports[0].link].rate_bps / frame_bits
-                 * (2 * costs.nic_frame_s + hops * costs.switch_frame_s) for h in hosts)
-    fixed = len(hosts) * costs.nic_busy_cores + len(fabric.switches) * costs.switch_busy_cores
-    return scaled, fixed
-
-
-def peak_cores(fabric: Fabric, hosts: tuple[str, ...], pmtu_bytes: int, costs: AgentCosts, tdf: float) -> float:
-    """Cores the peak of `hosts` needs at TDF `tdf`."""
-    scaled, fixed = _demand(fabric, hosts, pmtu_bytes, costs)
-    return scaled / tdf + fixed
+def demands(fabric: Fabric, scenario: Scenario | None, pmtu_bytes: int) -> list[Demand]:
+    """What each case asks of the agents (rocelab.model.tdf's docstring says how)."""
+    tor = {h.name: fabric.peer(h.ports[0]).node for h in fabric.hosts}
+    spines = [s.name for s in fabric.switches if s.role == "spine"]
+    out = []
+    for case, plans in _plans(fabric, scenario):
+        hosts: dict[str, float] = defaultdict(float)
+        switches: dict[str, float] = defaultdict(float)
+        for plan in plans:
+            for (src, dst), rate in _job_rates(fabric, plan).items():
+                frames = rate / pmtu_bytes
+                hosts[src] += frames
+                hosts[dst] += frames
+                switches[tor[src]] += frames
+                if tor[dst] != tor[src]:
+                    switches[tor[dst]] += frames
+                    for spine in spines:
+                        switches[spine] += frames / len(spines)
+        out.append(Demand(case, dict(hosts), dict(switches)))
+    return out
 
 
 def round_up(value: float) -> int:
@@ -112,48 +217,77 @@ def round_up(value: float) -> int:
     raise AssertionError(value)  # 10^(exponent+1) ≥ value always qualifies
 
 
-def _needed(fabric: Fabric, hosts: tuple[str, ...], pmtu_bytes: int, costs: AgentCosts) -> int | None:
-    """The smallest round TDF within SAFE_FRACTION of the cores; None when none is."""
-    scaled, fixed = _demand(fabric, hosts, pmtu_bytes, costs)
-    room = SAFE_FRACTION * costs.cores - fixed
-    if room <= 0 or scaled / room > MAX_TDF:
-        return None
-    return round_up(scaled / room)
+def _round_tdfs(floor: int) -> Iterable[int]:
+    """Every round TDF from `floor` (itself first) up to MAX_TDF, rising."""
+    yield floor
+    for k in range(int(math.log10(MAX_TDF)) + 1):
+        for step in _ROUND_STEPS:
+            candidate = step * 10 ** k
+            if floor < candidate <= MAX_TDF and candidate == int(candidate):
+                yield int(candidate)
 
 
-def _peak(fabric: Fabric, hosts: tuple[str, ...]) -> str:
-    return f"{len(hosts)} hosts at line rate both ways over {_longest_switch_path(fabric)} switch hops"
+def _smallest(cases: list[Demand], costs: AgentCosts, floor: int) -> int | None:
+    return next((t for t in _round_tdfs(floor) if all(d.fits(costs, t) for d in cases)), None)
+
+
+def latency_floor(fabric: Fabric, pmtu_bytes: int, costs: AgentCosts, cases: list[Demand],
+                  bound_s: float = 0.0) -> int:
+    """The smallest round TDF whose fidelity bound (one MTU frame on the fastest link, or the
+    lab's own `bound_s` where longer) is the lateness every case's busy agents can expect:
+    LATENESS_MARGIN × the calibration's p99 × busy agents / CALIBRATION_AGENTS."""
+    frame_s = frame_bytes(pmtu_bytes) * 8 / max(link.rate_bps for link in fabric.links)
+    agents = max((d.busy_agents for d in cases), default=CALIBRATION_AGENTS)
+    need_s = LATENESS_MARGIN * costs.late_p99_s * max(agents, CALIBRATION_AGENTS) / CALIBRATION_AGENTS
+    return next((t for t in _round_tdfs(1) if max(frame_s * t, bound_s) >= need_s), MAX_TDF)
+
+
+def _busiest(cases: list[Demand], costs: AgentCosts, tdf: int) -> Demand:
+    return max(cases, key=lambda d: d.cores(costs, tdf))
 
 
 def _costs(costs: AgentCosts) -> str:
-    return (f"switchd {costs.switch_frame_s * 1e6:.0f} µs per frame + {costs.switch_busy_cores:.2f} cores busy, "
-            f"nicd {costs.nic_frame_s * 1e6:.0f} µs + {costs.nic_busy_cores:.2f}, measured here")
+    return f"switchd and nicd CPU per frame measured here at {len(costs.switch)} rates"
 
 
 def choose_tdf(fabric: Fabric, scenario: Scenario | None, pmtu_bytes: int, costs: AgentCosts,
-               floor: int = 1) -> TdfChoice:
-    """The smallest round TDF (at least `floor`) at which the lab's peak fits in SAFE_FRACTION of the cores."""
-    hosts = busiest_hosts(fabric, scenario)
-    needed = _needed(fabric, hosts, pmtu_bytes, costs)
-    if needed is None:
-        load = peak_cores(fabric, hosts, pmtu_bytes, costs, MAX_TDF) / costs.cores
-        return TdfChoice(MAX_TDF, "auto", load, f"no TDF keeps the peak ({_peak(fabric, hosts)}) within "
-                         f"{SAFE_FRACTION:.0%} of this machine's {costs.cores} cores ({_costs(costs)}): "
-                         f"the agents alone need more; expect the fidelity report to say they fell behind")
-    tdf = max(needed, floor)
-    floored = f"; {floor} is this lab's least" if floor > needed else ""
-    return TdfChoice(tdf, "auto", peak_cores(fabric, hosts, pmtu_bytes, costs, tdf) / costs.cores,
-                     f"the smallest round TDF at which the peak ({_peak(fabric, hosts)}) needs at most "
-                     f"{SAFE_FRACTION:.0%} of this machine's {costs.cores} cores ({_costs(costs)}){floored}")
+               floor: int = 1, bound_s: float = 0.0) -> TdfChoice:
+    """The smallest round TDF (at least `floor`, and at least the latency floor for a lab
+    whose own fidelity bound is `bound_s`) at which every case fits (Demand.fits)."""
+    cases = demands(fabric, scenario, pmtu_bytes)
+    late = latency_floor(fabric, pmtu_bytes, costs, cases, bound_s)
+    tdf = _smallest(cases, costs, max(floor, late))
+    if tdf is None:
+        worst = _busiest(cases, costs, MAX_TDF)
+        return TdfChoice(MAX_TDF, "auto", worst.cores(costs, MAX_TDF) / costs.cores,
+                         f"no TDF keeps the peak ({worst.describe(costs, MAX_TDF)}) within {SAFE_FRACTION:.0%} of "
+                         f"this machine's {costs.cores} cores ({_costs(costs)}): the agents alone need more; expect "
+                         f"the fidelity report to say they fell behind")
+    worst = _busiest(cases, costs, tdf)
+    cpu = _smallest(cases, costs, 1)
+    if cpu is not None and cpu < tdf and tdf == late:
+        agents = max(d.busy_agents for d in cases)
+        bounded = (f"; not below {late}: this machine ran its agents' events up to {costs.late_p99_s * 1e3:.2g} ms "
+                   f"late (p99, {CALIBRATION_AGENTS} agents), and with {agents} agents busy a frame must last "
+                   f"{LATENESS_MARGIN * max(agents, CALIBRATION_AGENTS) / CALIBRATION_AGENTS:.2g}× that")
+    elif cpu is not None and cpu < tdf:
+        bounded = f"; {floor} is this lab's least"
+    else:
+        bounded = ""
+    return TdfChoice(tdf, "auto", worst.cores(costs, tdf) / costs.cores,
+                     f"the smallest round TDF at which the peak ({worst.describe(costs, tdf)}) needs at most "
+                     f"{SAFE_FRACTION:.0%} of this machine's {costs.cores} cores and of one core per agent "
+                     f"({_costs(costs)}){bounded}")
 
 
 def pinned(fabric: Fabric, scenario: Scenario | None, pmtu_bytes: int, costs: AgentCosts, tdf: int,
-           how: str) -> TdfChoice:
+           how: str, bound_s: float = 0.0) -> TdfChoice:
     """A TDF the lab or the user chose, with what its peak asks of this machine."""
-    hosts = busiest_hosts(fabric, scenario)
-    load = peak_cores(fabric, hosts, pmtu_bytes, costs, tdf) / costs.cores
-    auto = _needed(fabric, hosts, pmtu_bytes, costs)
-    verdict = "within" if load <= SAFE_FRACTION else "beyond"
+    cases = demands(fabric, scenario, pmtu_bytes)
+    worst = _busiest(cases, costs, tdf)
+    load = worst.cores(costs, tdf) / costs.cores
+    auto = choose_tdf(fabric, scenario, pmtu_bytes, costs, bound_s=bound_s)
+    verdict = "within" if all(d.fits(costs, tdf) for d in cases) else "beyond"
     return TdfChoice(tdf, how, load, f"set by {'lab.yml' if how == 'lab' else '--tdf'}; the peak "
-                     f"({_peak(fabric, hosts)}) needs {load:.0%} of this machine's cores, {verdict} the "
-                     f"{SAFE_FRACTION:.0%} kept for the agents (auto would pick {auto or 'none'})")
+                     f"({worst.describe(costs, tdf)}) needs {load:.0%} of this machine's cores, {verdict} the "
+                     f"{SAFE_FRACTION:.0%} kept for the agents (auto would pick {auto.tdf})")

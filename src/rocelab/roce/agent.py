@@ -48,8 +48,9 @@ class NicPort:
         self.max_line_frames = 0
 
     def receive(self, port: str, frame: bytes, now: float) -> None:
+        # The loop polls after every round of frames it reads, at the same `now`: completions
+        # these frames caused release the job's next step there, once per round, not per frame.
         self.nic.receive(frame, now)
-        self.jobs.advance(now)  # completions it caused may release the next step at once
 
     def poll(self, now: float) -> list[tuple[str, bytes]]:
         self.jobs.advance(now)
@@ -99,7 +100,8 @@ class Nicd:
         self.guard.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, UDP_GUARD_RCVBUF_BYTES)
         self.guard.bind(("0.0.0.0", ROCE_UDP_PORT))
         self.control = ControlServer(Path(config["socket"]), self.handle)
-        self.loop = Loop(self.core, {port["name"]: open_port(port["name"])}, self.control, clock=clock)
+        self.loop = Loop(self.core, {port["name"]: open_port(port["name"])}, self.control, clock=clock,
+                         early_s=config.get("early_s", 0.0))
 
     def handle(self, req: dict) -> dict:
         op = req["op"]

@@ -1,18 +1,20 @@
 """What the lab's agents cost this machine, measured once and kept; `up` with the TDF that
 this machine can hold (`up --tdf auto`, rocelab.model.tdf).
 
-The measurement is of the agents themselves, in a small lab of their own: one switchd
-between four nicd hosts, h1 and h2 on 100G ports, h3 and h4 on 20G ports, at TDF 1000. An
-elephant flow h1 → h2, then one h3 → h4, each alone: switchd forwards, and two NICs send and
-receive, at two frame rates five times apart. For each kind of agent the CPU time it spent
-(/proc/PID/schedstat, nanoseconds) against the data frames it handled gives, by a straight
-line through the two points, a cost per frame and a cost of being busy at all (wake-ups,
-timers, control: what does not shrink with the traffic). CPU time is counted, not wall time,
-so what else the machine runs changes the figures little; the fidelity report
+The measurement is of the agents themselves, in a small lab of their own: one switchd between
+six nicd hosts at TDF 250, h1 and h2 on 100G ports, h3 and h4 on 20G, h5 and h6 on 4G. An
+elephant flow h1 → h2, then h3 → h4, then h5 → h6, each alone: switchd forwards, and two NICs
+send and receive, at three frame rates five times apart (about 12,000, 2,400 and 500 frames a
+second where the agents keep up). For each kind of agent the CPU time it spent
+(/proc/PID/schedstat, nanoseconds) over the flow's time gives its cores at that frame rate: the
+points of the curve rocelab.model.tdf reads costs off; and how late the agents ran their due
+events (their loops' lateness, 99th percentile), which sets the shortest frame time a lab can
+hold on this machine. CPU time is counted, not wall time, so
+what else the machine runs changes the figures little; the fidelity report
 (rocelab.runtime.fidelity) says when the machine could not give the agents that time.
 
 The result is kept under paths.cache_dir() per rocelab version and sources, CPU model and
-core count: changed agents are measured again. Calibrating takes a few seconds, once.
+core count: changed agents are measured again. Calibrating takes about ten seconds, once.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import json
 import os
 import platform
 import tempfile
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import rocelab
@@ -34,12 +36,14 @@ from rocelab.model.lab import Lab
 from rocelab.model.tdf import AgentCosts, TdfChoice, choose_tdf, pinned
 from rocelab.model.topology import load_topology
 from rocelab.roce.config import roce_config
+from rocelab.runtime.fidelity import timings
+from rocelab.runtime.readings import AgentReading, read_lab
 from rocelab.switch.fastpath import switchd_pipeline
 from rocelab.traffic.job import run_job
 from rocelab.traffic.spec import JobSpec
 
-CALIBRATION_TDF = 1000
-# h1 and h2 on 100G ports, h3 and h4 on 20G: the same flow at two frame rates, 5× apart.
+CALIBRATION_TDF = 250
+# Three host pairs on ports of three rates, 5× apart: the same flow at three frame rates.
 TOPOLOGY = """\
 name: calibration
 topology:
@@ -50,58 +54,94 @@ topology:
     h2: {role: host}
     h3: {role: host}
     h4: {role: host}
+    h5: {role: host}
+    h6: {role: host}
   links:
     - {endpoints: ["h1:eth1", "leaf1:eth1"]}
     - {endpoints: ["h2:eth1", "leaf1:eth2"]}
     - {endpoints: ["h3:eth1", "leaf1:eth3"], rate: 20G}
     - {endpoints: ["h4:eth1", "leaf1:eth4"], rate: 20G}
+    - {endpoints: ["h5:eth1", "leaf1:eth5"], rate: 4G}
+    - {endpoints: ["h6:eth1", "leaf1:eth6"], rate: 4G}
 """
-FLOWS = (("h1", "h2", 8_000_000), ("h3", "h4", 2_000_000))  # ~0.7 s each at TDF 1000
+FLOWS = (("h1", "h2", 20_000_000), ("h3", "h4", 4_000_000), ("h5", "h6", 800_000))  # ~0.4 s each at TDF 250
 
 
 def _cpu_ns(pid: int) -> int:
     return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
 
 
-def _fit(points: list[tuple[float, float]]) -> tuple[float, float]:
-    """(seconds per frame, cores when busy at all) of the line through two (frames/s, cores) points."""
-    (x1, y1), (x2, y2) = points
-    per_frame = max((y2 - y1) / (x2 - x1), 0.0)
-    return per_frame, max(y1 - per_frame * x1, 0.0)
+@dataclass(frozen=True)
+class FlowCost:
+    """One calibration flow: its data frames per second, and what each agent of the lab spent
+    on it (cores over the flow's time) and how often it slept and woke."""
+
+    src: str
+    dst: str
+    seconds: float  # emulated (wall-clock) seconds the flow took
+    frames_per_s: float
+    cores: dict[str, float]
+    wakeups: dict[str, int]
+    late_p99_s: float  # the 99th percentile of the flow's agents' lateness, the worst agent's (wall)
+
+    def per_frame(self, node: str) -> tuple[float, float]:
+        """(CPU µs, wake-ups) an agent spent per data frame of this flow."""
+        frames = self.frames_per_s * self.seconds
+        return self.cores[node] * self.seconds / frames * 1e6, self.wakeups.get(node, 0) / frames
 
 
-def measure(name: str) -> AgentCosts:
-    """Bring up the calibration lab as `name` (netns engine: the agents' cost is what is
-    measured, and containers run the same agents), run the two flows, take it down."""
-    engine = builtin_engines().get("netns")
+def calibration_lab(name: str, tdf: int = CALIBRATION_TDF) -> Lab:
     with tempfile.TemporaryDirectory(prefix="rocelab-calibration-") as folder:
         topology = Path(folder) / "calibration.yml"
         topology.write_text(TOPOLOGY)
         fabric = load_topology(topology)
-    lab = Lab(name, "calibration", fabric, "switchd", CALIBRATION_TDF, paths.profiles_dir() / "roce-lossless.json",
-              "emulated")
+    return Lab(name, "calibration", fabric, "switchd", tdf, paths.profiles_dir() / "roce-lossless.json", "emulated")
+
+
+def measure(name: str) -> AgentCosts:
+    """Bring up the calibration lab as `name` (netns engine: the agents' cost is what is
+    measured, and containers run the same agents), run the flows, take it down."""
+    engine = builtin_engines().get("netns")
+    lab = calibration_lab(name)
     record = engine.up(lab, TdfChoice(CALIBRATION_TDF, "calibration", 0.0, "measuring this machine's agents"))
     try:
-        return _measure_flows(record, lab)
+        return costs_of(run_flows(record, lab))
     finally:
         engine.down(record)
 
 
-def _measure_flows(record: LabState, lab: Lab) -> AgentCosts:
+def _late_p99_s(before: list[AgentReading], after: list[AgentReading], nodes: tuple[str, ...]) -> float:
+    return max((w.estimate_s(0.99) for w in timings(before, after) if w.node in nodes and w.events), default=0.0)
+
+
+def run_flows(record: LabState, lab: Lab, flows=FLOWS) -> list[FlowCost]:
+    """Each of `flows` (src, dst, bytes) alone, as an elephant, on a lab that is up."""
     pid = {p["node"]: p["pid"] for p in record.processes}
     pmtu = roce_config(lab.roce).pmtu_bytes
-    switch_points, nic_points = [], []
-    for src, dst, size in FLOWS:
+    out = []
+    for src, dst, size in flows:
+        readings = read_lab(record).agents
         before = {node: _cpu_ns(p) for node, p in pid.items()}
         report, _ = run_job(record, JobSpec("elephant", hosts=(src, dst), size_bytes=size, iterations=1))
         spent = {node: (_cpu_ns(p) - before[node]) / 1e9 for node, p in pid.items()}
+        after = read_lab(record).agents
         wall_s = report["total"]["time_s"]["emulated"]
-        frames_per_s = size / pmtu / wall_s  # data frames; their ACKs are part of each frame's cost
-        switch_points.append((frames_per_s, spent["leaf1"] / wall_s))
-        nic_points.append((frames_per_s, (spent[src] + spent[dst]) / 2 / wall_s))
-    switch_frame_s, switch_busy = _fit(switch_points)
-    nic_frame_s, nic_busy = _fit(nic_points)
-    return AgentCosts(switch_frame_s, nic_frame_s, os.cpu_count() or 1, switch_busy, nic_busy)
+        woke = {r.node: r.reply["loop"]["wakeups"] for r in readings if r.reply}
+        out.append(FlowCost(src, dst, wall_s, size / pmtu / wall_s, {node: s / wall_s for node, s in spent.items()},
+                            {r.node: r.reply["loop"]["wakeups"] - woke.get(r.node, 0) for r in after if r.reply},
+                            _late_p99_s(readings, after, ("leaf1", src, dst))))
+    return out
+
+
+def costs_of(flows: list[FlowCost], switch: str = "leaf1") -> AgentCosts:
+    """The curves: switchd's cores at each flow's frame rate, and nicd's (the mean of its sender
+    and receiver: a data frame sent or received, its ACKs included)."""
+    switch_points = sorted((f.frames_per_s, f.cores[switch]) for f in flows)
+    nic_points = sorted((f.frames_per_s, (f.cores[f.src] + f.cores[f.dst]) / 2) for f in flows)
+    # Lateness from the fastest flow: the most events (a slow flow's 1% is a handful, set by its
+    # start-up's control requests) and the busiest agents, as a lab's are.
+    busiest = max(flows, key=lambda f: f.frames_per_s)
+    return AgentCosts(tuple(switch_points), tuple(nic_points), os.cpu_count() or 1, busiest.late_p99_s)
 
 
 def _cpu_model() -> str:
@@ -130,12 +170,12 @@ def costs(lab_name: str) -> AgentCosts:
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
         kept = json.loads(cache.read_text())
         if kept["key"] == key:
-            return AgentCosts(**kept["costs"])
+            return AgentCosts.from_json(kept["costs"])
     measured = measure(f"{lab_name[:19]}-calibration")
     with contextlib.suppress(OSError):  # a read-only cache only costs the next `up` a measurement
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"key": key, "cpu": _cpu_model(), "costs": measured.__dict__}, indent=1))
+        tmp.write_text(json.dumps({"key": key, "cpu": _cpu_model(), "costs": measured.to_json()}, indent=1))
         os.replace(tmp, cache)
     return measured
 
@@ -146,9 +186,11 @@ def resolve_tdf(lab: Lab) -> tuple[Lab, TdfChoice]:
     here = costs(lab.name)
     pmtu = roce_config(lab.roce).pmtu_bytes
     if lab.tdf is None:
-        choice = choose_tdf(lab.fabric, lab.scenario, pmtu, here, floor=lab.tdf_floor)
+        choice = choose_tdf(lab.fabric, lab.scenario, pmtu, here, floor=lab.tdf_floor,
+                            bound_s=lab.fidelity_bound_s or 0.0)
         return replace(lab, tdf=choice.tdf), choice
-    return lab, pinned(lab.fabric, lab.scenario, pmtu, here, lab.tdf, lab.tdf_how)
+    return lab, pinned(lab.fabric, lab.scenario, pmtu, here, lab.tdf, lab.tdf_how,
+                       bound_s=lab.fidelity_bound_s or 0.0)
 
 
 def up(engine: Engine, lab: Lab) -> LabState:

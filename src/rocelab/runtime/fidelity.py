@@ -60,6 +60,17 @@ class AgentTiming:
                 return bound
         return 0.0
 
+    def estimate_s(self, q: float) -> float:
+        """The q-quantile, placed linearly inside its bucket: an estimate, not the judgement's
+        upper bound (the calibration's, whose figure should not jump a bucket between runs)."""
+        target, seen, low = q * self.events, 0, 0.0
+        for high, count in zip(LATENESS_BOUNDS_S, self.counts):
+            if count and seen + count >= target:
+                return low + (high - low) * (target - seen) / count
+            seen += count
+            low = high
+        return LATENESS_BOUNDS_S[-1] if self.events else 0.0
+
     def later_than(self, bound_s: float) -> int:
         """Events that may have been later than `bound_s`: those in buckets reaching past it
         (the histogram cannot tell, so the judgement errs on the side of "fell behind")."""

@@ -10,11 +10,19 @@ profile (the reference Switch's own objects are read here once), routing a flow 
 has not seen, and the counters' JSON (this core writes its state back into those objects
 and the reference formats it). Random draws (WRED, link loss and jitter) call the injected
 random.Random, in the reference's order, so a seeded run is the reference's run.
+
+It also runs switchd's loop (serve, at the end): rocelab.kernel.loop.Loop's Python loop, which
+nicd and the Python pipeline run, is its reference; tests/live/test_ring_live.py holds the two
+to the same frames out and counters on a real veth.
 */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <errno.h>
 #include <math.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <time.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -222,6 +230,16 @@ typedef struct {  /* a forwarding decision, as pipeline._resolve caches it */
 
 typedef struct { double release; PyObject *frame; } OnLink;
 
+#define LATE_BUCKETS 32  /* at least len(rocelab.kernel.loop.LATENESS_BOUNDS_S) + 1 */
+#define ERRNO_SLOTS 160
+
+/* What serve's loop counts, as rocelab.kernel.loop.LoopStats does; taken (and zeroed) by
+   take_loop_counts. */
+typedef struct {
+    long long rx, tx, wakeups, late[LATE_BUCKETS], tx_errors[ERRNO_SLOTS];
+    double late_total, late_max;
+} LoopCounts;
+
 typedef struct {
     PyObject *ref, *name;
     unsigned char mac[6];
@@ -251,6 +269,8 @@ typedef struct {
     PyObject *port_index, *rng_random, *rng_uniform, *trapped, *reasons;
     long long max_frame, flow_cache_max, trap_max;
     double next_timer;
+    LoopCounts loop;
+    double ahead;  /* serve's clock: may run up to early_s ahead of the monotonic clock */
 } Asic;
 
 static int queue_push(Queue *q, PyObject *frame, long long size, Pg *pg)
@@ -969,43 +989,31 @@ static PyObject *Asic_receive(Asic *self, PyObject *const *args, Py_ssize_t narg
     Py_RETURN_NONE;
 }
 
-/* receive_ring(port, ring, head, geometry, max_frames, max_bytes, now) -> (n, first_s, empty, head):
-   RxRing.read (rocelab.kernel.ring) with this core's receive, in C: the frames of a TPACKET_V2
-   receive ring from slot `head`, each handed to the pipeline and its slot given back to the
-   kernel, until `max_frames` frames or at least `max_bytes` bytes or an empty slot. `geometry`
-   is (block_bytes, slots_per_block, slot_bytes, slots). */
-static PyObject *Asic_receive_ring(Asic *self, PyObject *const *args, Py_ssize_t nargs)
+/* A TPACKET_V2 receive ring's layout (rocelab.kernel.ring.RxRing.geometry). */
+typedef struct { long block_bytes, per_block, slot_bytes, slots; } Geometry;
+
+static int geometry_fits(const Geometry *g, Py_ssize_t len)
 {
-    long head, block_bytes, per_block, slot_bytes, slots, max_frames, max_bytes;
-    if (nargs != 7 || !PyArg_ParseTuple(args[3], "llll", &block_bytes, &per_block, &slot_bytes, &slots)) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_TypeError, "receive_ring(port, ring, head, geometry, max_frames, max_bytes, now)");
-        return NULL;
-    }
-    int port_index = port_of(self, args[0]);
-    if (port_index < 0) return NULL;
-    head = PyLong_AsLong(args[2]);
-    max_frames = PyLong_AsLong(args[4]);
-    max_bytes = PyLong_AsLong(args[5]);
-    double now = PyFloat_AsDouble(args[6]);
-    if (PyErr_Occurred()) return NULL;
-    Py_buffer view;
-    if (PyObject_GetBuffer(args[1], &view, PyBUF_WRITABLE) < 0) return NULL;
-    if (head < 0 || head >= slots || slots <= 0 || per_block <= 0
-        || (slots - 1) / per_block * block_bytes + (slots - 1) % per_block * slot_bytes + slot_bytes > view.len) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "receive_ring: the geometry does not fit the ring");
-        return NULL;
-    }
-    unsigned char *base = view.buf;
-    long n = 0, nbytes = 0;
-    double first_s = 0.0;
-    int empty = 0, error = 0;
+    return g->slots > 0 && g->per_block > 0 && g->slot_bytes > 0
+        && (g->slots - 1) / g->per_block * g->block_bytes + (g->slots - 1) % g->per_block * g->slot_bytes
+           + g->slot_bytes <= len;
+}
+
+/* RxRing.read with this core's receive (for serve): the frames from slot *head on, each handed to the
+   pipeline and its slot given back to the kernel, until `max_frames` frames or at least
+   `max_bytes` bytes or an empty slot. Returns the frames read (-1: a Python error, the slot
+   given back all the same); *first_s is the first one's receive time (epoch seconds). */
+static long read_ring(Asic *self, int port_index, unsigned char *base, const Geometry *g, long *head,
+                      long max_frames, long max_bytes, double now, double *first_s, int *empty)
+{
+    long n = 0, nbytes = 0, h = *head;
+    *empty = 0;
+    *first_s = 0.0;
     for (;;) {
-        unsigned char *slot = base + head / per_block * block_bytes + head % per_block * slot_bytes;
+        unsigned char *slot = base + h / g->per_block * g->block_bytes + h % g->per_block * g->slot_bytes;
         uint32_t status = __atomic_load_n((uint32_t *)slot, __ATOMIC_ACQUIRE);
         if (!(status & 1)) {  /* TP_STATUS_USER: the kernel has filled the slot */
-            empty = 1;
+            *empty = 1;
             break;
         }
         if (n == max_frames || nbytes >= max_bytes) break;
@@ -1016,25 +1024,26 @@ static PyObject *Asic_receive_ring(Asic *self, PyObject *const *args, Py_ssize_t
         if (!n) {
             memcpy(&sec, slot + 16, 4);
             memcpy(&nsec, slot + 20, 4);
-            first_s = sec + nsec * 1e-9;
+            *first_s = sec + nsec * 1e-9;
         }
-        if ((long)mac + (long)snaplen > slot_bytes) snaplen = 0;  /* never read past the slot */
-        error = receive_frame(self, port_index, slot + mac, snaplen, now) < 0;
+        if ((long)mac + (long)snaplen > g->slot_bytes) snaplen = 0;  /* never read past the slot */
+        int error = receive_frame(self, port_index, slot + mac, snaplen, now) < 0;
         __atomic_store_n((uint32_t *)slot, 0, __ATOMIC_RELEASE);  /* TP_STATUS_KERNEL: the kernel's again */
         n++;
         nbytes += snaplen;
-        if (++head == slots) head = 0;
-        if (error) break;
+        if (++h == g->slots) h = 0;
+        if (error) {
+            *head = h;
+            return -1;
+        }
     }
-    PyBuffer_Release(&view);
-    if (error) return NULL;
-    return Py_BuildValue("ldNl", n, first_s, PyBool_FromLong(empty), head);
+    *head = h;
+    return n;
 }
 
-static PyObject *Asic_poll(Asic *self, PyObject *arg)
+/* Switch.poll: the (port, frame) pairs due by `now`. */
+static PyObject *poll_due(Asic *self, double now)
 {
-    double now = PyFloat_AsDouble(arg);
-    if (now == -1.0 && PyErr_Occurred()) return NULL;
     PyObject *out = PyList_New(0);
     if (!out) return NULL;
     self->pfc_sent = 0;
@@ -1060,16 +1069,30 @@ fail:
     return NULL;
 }
 
+static PyObject *Asic_poll(Asic *self, PyObject *arg)
+{
+    double now = PyFloat_AsDouble(arg);
+    if (now == -1.0 && PyErr_Occurred()) return NULL;
+    return poll_due(self, now);
+}
+
+/* Switch.next_event: when poll next has work (INFINITY: nothing pending). */
+static double next_due(const Asic *self)
+{
+    double t = self->next_timer;
+    for (int i = 0; i < self->nports; i++) {
+        const Port *p = &self->ports[i];
+        if (p->next_tx < t) t = p->next_tx;
+        if (p->link_count && p->link[p->link_head].release < t) t = p->link[p->link_head].release;
+    }
+    return t;
+}
+
 static PyObject *Asic_next_event(Asic *self, PyObject *arg)
 {
     double now = PyFloat_AsDouble(arg);
     if (now == -1.0 && PyErr_Occurred()) return NULL;
-    double t = self->next_timer;
-    for (int i = 0; i < self->nports; i++) {
-        Port *p = &self->ports[i];
-        if (p->next_tx < t) t = p->next_tx;
-        if (p->link_count && p->link[p->link_head].release < t) t = p->link[p->link_head].release;
-    }
+    double t = next_due(self);
     if (t == INFINITY) Py_RETURN_NONE;
     return PyFloat_FromDouble(t > now ? t : now);
 }
@@ -1082,6 +1105,250 @@ static PyObject *Asic_flush_flows(Asic *self, PyObject *Py_UNUSED(ignored))
         p->nflows = 0;
     }
     Py_RETURN_NONE;
+}
+
+
+/* ---- the event loop (serve) ----------------------------------------------------------------
+rocelab.kernel.loop.Loop.run, in C, for as long as frames and timers are all there is to do:
+switchd calls it and gets back control only when a control socket or a netlink watcher is
+readable, a trapped frame waits for the CPU's answer, a signal arrived, or nothing happened
+for idle_s. What the Python loop does per wake-up (the select list, next_event, the ring read,
+the lateness bookkeeping, poll, the sends) costs here a few microseconds instead of tens.
+
+Events due within `early_s` run at once: the loop's clock moves ahead to their time (never
+back), so they run in the same wake-up as what woke it. A sleep of this machine's kernel costs
+more CPU than the wait it saves when the wait is that short, and comes back later than asked. */
+
+#define MAX_WATCHED 256
+
+static double clock_s(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void record_late(LoopCounts *c, const double *bounds, int nbounds, double late)
+{
+    int i = 0;
+    while (i < nbounds && bounds[i] < late) i++;  /* bisect_left, as Lateness.record */
+    c->late[i]++;
+    c->late_total += late;
+    if (late > c->late_max) c->late_max = late;
+}
+
+/* Loop._transmit: run the core's due events at `now` and send what leaves. */
+static int send_due(Asic *self, const int *fds, double due, double now, const double *bounds, int nbounds)
+{
+    LoopCounts *c = &self->loop;
+    if (due <= now) record_late(c, bounds, nbounds, now - due);
+    PyObject *out = poll_due(self, now);
+    if (!out) return -1;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(out); i++) {
+        PyObject *pair = PyList_GET_ITEM(out, i);
+        int k = port_of(self, PyTuple_GET_ITEM(pair, 0));
+        if (k < 0) {
+            Py_DECREF(out);
+            return -1;
+        }
+        PyObject *frame = PyTuple_GET_ITEM(pair, 1);
+        /* a full peer backlog or a downed link: count, never stop */
+        if (send(fds[k], PyBytes_AS_STRING(frame), (size_t)PyBytes_GET_SIZE(frame), 0) < 0)
+            c->tx_errors[errno < ERRNO_SLOTS ? errno : 0]++;
+        else
+            c->tx++;
+    }
+    Py_DECREF(out);
+    return 0;
+}
+
+/* serve(ports, others, geometry, early_s, idle_s, bounds, round_frames, round_bytes, drain_rounds)
+   -> (readable others, ring heads)
+   ports: (fd, ring, head) of every port in this core's port order; others: descriptors to
+   watch and hand back when readable. */
+static PyObject *Asic_serve(Asic *self, PyObject *args)
+{
+    PyObject *ports, *others, *bounds_obj;
+    Geometry g;
+    double early, idle;
+    long round_frames, round_bytes, drain_rounds;
+    if (!PyArg_ParseTuple(args, "OO(llll)ddOlll", &ports, &others, &g.block_bytes, &g.per_block, &g.slot_bytes,
+                          &g.slots, &early, &idle, &bounds_obj, &round_frames, &round_bytes, &drain_rounds))
+        return NULL;
+    PyObject *pseq = PySequence_Fast(ports, "serve: ports must be a sequence");
+    PyObject *oseq = pseq ? PySequence_Fast(others, "serve: others must be a sequence") : NULL;
+    PyObject *bseq = oseq ? PySequence_Fast(bounds_obj, "serve: bounds must be a sequence") : NULL;
+    if (!bseq) {
+        Py_XDECREF(pseq);
+        Py_XDECREF(oseq);
+        return NULL;
+    }
+    int n = self->nports, nothers = (int)PySequence_Fast_GET_SIZE(oseq);
+    int nbounds = (int)PySequence_Fast_GET_SIZE(bseq);
+    PyObject *result = NULL;
+    Py_buffer *views = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Py_buffer));
+    struct pollfd *pfd = PyMem_Calloc((size_t)(n + nothers + 1), sizeof(struct pollfd));
+    long *heads = PyMem_Calloc((size_t)(n ? n : 1), sizeof(long));
+    int *fds = PyMem_Calloc((size_t)(n ? n : 1), sizeof(int));
+    int *ready = PyMem_Calloc((size_t)(n ? n : 1), sizeof(int));
+    int *unmeasured = PyMem_Calloc((size_t)(n ? n : 1), sizeof(int));
+    double bounds[LATE_BUCKETS];
+    int nviews = 0;
+    if (!views || !pfd || !heads || !fds || !ready || !unmeasured) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    if (PySequence_Fast_GET_SIZE(pseq) != n || nothers > MAX_WATCHED || nbounds >= LATE_BUCKETS) {
+        PyErr_SetString(PyExc_ValueError, "serve: one (fd, ring, head) per port, at most 256 others, "
+                        "at most 31 lateness bounds");
+        goto out;
+    }
+    for (int i = 0; i < nbounds; i++) {
+        bounds[i] = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(bseq, i));
+        if (bounds[i] == -1.0 && PyErr_Occurred()) goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        PyObject *ring;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(pseq, i), "iOl", &fds[i], &ring, &heads[i])) goto out;
+        if (PyObject_GetBuffer(ring, &views[i], PyBUF_WRITABLE) < 0) goto out;
+        nviews++;
+        if (heads[i] < 0 || heads[i] >= g.slots || !geometry_fits(&g, views[i].len)) {
+            PyErr_SetString(PyExc_ValueError, "serve: the geometry does not fit a port's ring");
+            goto out;
+        }
+        pfd[i].fd = fds[i];
+        pfd[i].events = POLLIN;
+    }
+    for (int i = 0; i < nothers; i++) {
+        int fd = PyLong_AsLong(PySequence_Fast_GET_ITEM(oseq, i));
+        if (fd == -1 && PyErr_Occurred()) goto out;
+        pfd[n + i].fd = fd;
+        pfd[n + i].events = POLLIN;
+    }
+    LoopCounts *c = &self->loop;
+    int handed_back = 0, trapped = 0;
+    while (!handed_back) {
+        double now = clock_s(CLOCK_MONOTONIC);
+        if (now < self->ahead) now = self->ahead;
+        double due = next_due(self);
+        if (due > now && due - now <= early) {
+            self->ahead = due;
+            now = due;
+        }
+        double wait = due - now;
+        if (wait > idle) wait = idle;
+        if (wait < 0) wait = 0;
+        struct timespec ts = {(time_t)wait, (long)((wait - (time_t)wait) * 1e9)};
+        int r, err;
+        Py_BEGIN_ALLOW_THREADS  /* asleep: any thread of the agent's may run */
+        r = ppoll(pfd, (nfds_t)(n + nothers), &ts, NULL);
+        err = errno;
+        Py_END_ALLOW_THREADS
+        if (r < 0) {
+            if (err != EINTR) {
+                errno = err;
+                PyErr_SetFromErrno(PyExc_OSError);
+                goto out;
+            }
+            if (PyErr_CheckSignals() < 0) goto out;  /* runs the Python handlers (Loop.stop) */
+            break;
+        }
+        if (wait > 0) c->wakeups++;  /* a sleep, and what woke it: the costly part */
+        int nready = 0;
+        for (int i = 0; i < n; i++)
+            if (pfd[i].revents & POLLIN) unmeasured[nready] = 1, ready[nready++] = i;
+        for (int i = 0; i < nothers; i++)
+            if (pfd[n + i].revents) handed_back = 1;
+        if (!r && due == INFINITY) break;  /* idle: let Python look at the world */
+        if (!nready) {
+            if (send_due(self, fds, due, now, bounds, nbounds) < 0) goto out;
+        }
+        /* Loop._drain: a round from each readable port in turn, the core run after every round */
+        for (long rnd = 0; nready && rnd < drain_rounds; rnd++) {
+            now = clock_s(CLOCK_MONOTONIC);
+            if (now < self->ahead) now = self->ahead;
+            if (rnd) due = next_due(self);
+            for (int j = 0; j < nready;) {
+                int i = ready[j], empty;
+                double first_s;
+                long got = read_ring(self, i, views[i].buf, &g, &heads[i], round_frames, round_bytes, now,
+                                     &first_s, &empty);
+                if (got < 0) goto out;
+                c->rx += got;
+                if (got && unmeasured[j]) {  /* the port's oldest frame: how long it waited to be read */
+                    double waited = clock_s(CLOCK_REALTIME) - first_s;
+                    record_late(c, bounds, nbounds, waited > 0 ? waited : 0.0);
+                    unmeasured[j] = 0;
+                }
+                if (empty) {
+                    ready[j] = ready[--nready];
+                    unmeasured[j] = unmeasured[nready];
+                } else {
+                    j++;
+                }
+            }
+            if (send_due(self, fds, due, now, bounds, nbounds) < 0) goto out;
+        }
+        trapped = (int)PyObject_Length(self->trapped);
+        if (trapped < 0) goto out;
+        if (trapped) break;
+    }
+    PyObject *readable = PyList_New(0), *head_list = PyList_New(n);
+    if (!readable || !head_list) {
+        Py_XDECREF(readable);
+        Py_XDECREF(head_list);
+        goto out;
+    }
+    for (int i = 0; i < n; i++) PyList_SET_ITEM(head_list, i, PyLong_FromLong(heads[i]));
+    for (int i = 0; i < nothers; i++) {
+        if (!pfd[n + i].revents) continue;
+        PyObject *fd = PyLong_FromLong(pfd[n + i].fd);
+        if (!fd || PyList_Append(readable, fd) < 0) {
+            Py_XDECREF(fd);
+            Py_DECREF(readable);
+            Py_DECREF(head_list);
+            goto out;
+        }
+        Py_DECREF(fd);
+    }
+    result = Py_BuildValue("NN", readable, head_list);
+out:
+    for (int i = 0; i < nviews; i++) PyBuffer_Release(&views[i]);
+    PyMem_Free(views);
+    PyMem_Free(pfd);
+    PyMem_Free(heads);
+    PyMem_Free(fds);
+    PyMem_Free(ready);
+    PyMem_Free(unmeasured);
+    Py_DECREF(pseq);
+    Py_DECREF(oseq);
+    Py_DECREF(bseq);
+    return result;
+}
+
+/* take_loop_counts() -> (rx_frames, tx_frames, wakeups, lateness counts, total_s, max_s, {errno: n}):
+   what serve counted since the last call, zeroed. */
+static PyObject *Asic_take_loop_counts(Asic *self, PyObject *Py_UNUSED(ignored))
+{
+    LoopCounts *c = &self->loop;
+    PyObject *late = PyList_New(LATE_BUCKETS), *errors = PyDict_New();
+    if (!late || !errors) goto fail;
+    for (int i = 0; i < LATE_BUCKETS; i++) PyList_SET_ITEM(late, i, PyLong_FromLongLong(c->late[i]));
+    for (int e = 0; e < ERRNO_SLOTS; e++) {
+        if (!c->tx_errors[e]) continue;
+        PyObject *k = PyLong_FromLong(e), *v = PyLong_FromLongLong(c->tx_errors[e]);
+        int bad = !k || !v || PyDict_SetItem(errors, k, v) < 0;
+        Py_XDECREF(k);
+        Py_XDECREF(v);
+        if (bad) goto fail;
+    }
+    PyObject *r = Py_BuildValue("LLLNddN", c->rx, c->tx, c->wakeups, late, c->late_total, c->late_max, errors);
+    memset(c, 0, sizeof *c);
+    return r;
+fail:
+    Py_XDECREF(late);
+    Py_XDECREF(errors);
+    return NULL;
 }
 
 /* ---- state in and out of the reference's objects ---------------------------------------
@@ -1635,11 +1902,14 @@ static void Asic_dealloc(Asic *self)
 static PyMethodDef Asic_methods[] = {
     {"receive", (PyCFunction)(void (*)(void))Asic_receive, METH_FASTCALL,
      "receive(port, frame, now): take one received frame (Switch.receive)"},
-    {"receive_ring", (PyCFunction)(void (*)(void))Asic_receive_ring, METH_FASTCALL,
-     "receive_ring(port, ring, head, geometry, max_frames, max_bytes, now): RxRing.read in C"},
     {"poll", (PyCFunction)Asic_poll, METH_O, "poll(now) -> [(port, frame)] due now (Switch.poll)"},
     {"next_event", (PyCFunction)Asic_next_event, METH_O,
      "next_event(now) -> the time poll next has work, or None (Switch.next_event)"},
+    {"serve", (PyCFunction)Asic_serve, METH_VARARGS,
+     "serve(ports, others, geometry, early_s, idle_s, bounds, round_frames, round_bytes, drain_rounds) -> "
+     "(readable others, ring heads): the agent loop in C"},
+    {"take_loop_counts", (PyCFunction)Asic_take_loop_counts, METH_NOARGS,
+     "what serve counted since the last call: (rx, tx, wakeups, lateness counts, total_s, max_s, {errno: n})"},
     {"_flush_flows", (PyCFunction)Asic_flush_flows, METH_NOARGS, "forget every cached forwarding decision"},
     {"_store", (PyCFunction)Asic_store, METH_NOARGS, "write the state into the reference's objects"},
     {"_load", (PyCFunction)Asic_load, METH_NOARGS, "read the state from the reference's objects"},

@@ -82,7 +82,10 @@ class CpuPort:
         """Wrap this switch from now on (a reload builds a new one)."""
         self.switch = switch
         self.receive = switch.receive  # every frame: no call of our own in between
-        self.receive_ring = getattr(switch, "receive_ring", None)  # the C pipeline reads the ring itself
+        # The C pipeline reads the rings and runs the loop itself (rocelab.kernel.loop).
+        self.serve = getattr(switch, "serve", None)
+        self.take_loop_counts = getattr(switch, "take_loop_counts", None)
+        self.port_names = [port.name for port in switch._ports]
 
     def poll(self, now: float) -> list:
         out = self.switch.poll(now)
@@ -135,7 +138,7 @@ class Switchd:
         self.cpu = CpuPort(self.switch, config["ports"])
         self.loop = Loop(self.cpu, {n: open_port(n) for n in self.names},
                          ControlServer(Path(config["socket"]), self.handle),
-                         watchers={self.events.fileno(): self.refresh_fib})
+                         watchers={self.events.fileno(): self.refresh_fib}, early_s=config.get("early_s", 0.0))
 
     def refresh_fib(self) -> None:
         self.events.get()

@@ -6,7 +6,9 @@ and keeps it as its configuration and its counters' format: the C core reads the
 objects once, runs every frame itself, routes a flow it has not seen through the reference's
 `_route`, and writes its state back into the reference's objects when counters are read.
 tests/unit/test_switch_fastpath.py holds the two to the same frames out and the same
-counters over a recorded trace, and every switch test runs on both.
+counters over a recorded trace, and every switch test runs on both. The C core also runs
+switchd's loop (`serve`, rocelab.kernel.loop): the rings, the pipeline and the sends, with no
+Python per wake-up.
 
     make_switch(name, ports, profile, fib, rng)   FastSwitch where the C core is built (and
                                                    not switched off), else Switch

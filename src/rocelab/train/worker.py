@@ -23,7 +23,7 @@ from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 from torch.nn.parallel import DistributedDataParallel
 
-from rocelab.train.core import Done, Ready, Step, bucket_bytes, event_line, ring_share_bytes
+from rocelab.train.core import Done, Ready, Step, bucket_bytes, event_line, ring_share_bytes, sync_span_s
 
 HIDDEN = (1024, 896)  # 64 → 1024 → 896 → 10: 993,930 parameters, a 3.98 MB fp32 gradient
 HELD_OUT = 0.2  # of the 1,797 digits, kept out of training to measure accuracy
@@ -38,22 +38,31 @@ def mlp(features: int, classes: int) -> nn.Module:
 
 
 class BucketMeter:
-    """DDP comm hook state: counts what each gradient bucket hands to AllReduce, then
-    AllReduces it exactly as DDP's default hook does."""
+    """DDP comm hook state: counts what each gradient bucket hands to AllReduce and when it
+    comes back reduced, then AllReduces it exactly as DDP's default hook does."""
 
     def __init__(self, group):
         self.group = group
         self.buckets: list[tuple[int, int]] = []
+        self.spans: list[tuple[float, float]] = []
 
-    def take(self) -> int:
-        synced, self.buckets = bucket_bytes(self.buckets), []
-        return synced
+    def take(self) -> tuple[int, float]:
+        """The step's (bytes synced, AllReduce time), and a fresh start for the next step."""
+        synced, seconds = bucket_bytes(self.buckets), sync_span_s(self.spans)
+        self.buckets, self.spans = [], []
+        return synced, seconds
 
 
 def metered_allreduce(meter: BucketMeter, bucket):
     buffer = bucket.buffer()
     meter.buckets.append((buffer.numel(), buffer.element_size()))
-    return allreduce_hook(meter.group, bucket)
+    began = time.perf_counter()
+
+    def reduced(fut):
+        meter.spans.append((began, time.perf_counter()))
+        return fut.value()
+
+    return allreduce_hook(meter.group, bucket).then(reduced)
 
 
 def emit(event) -> None:
@@ -104,9 +113,9 @@ def main(config: dict) -> int:
         with torch.no_grad():  # every replica is the same model, so every worker gets the same accuracy
             accuracy = int((model(x_test).argmax(1) == y_test).sum()) / len(y_test)  # exact: 342/360 is 0.95
         steps += 1
-        synced = meter.take()
+        synced, sync_s = meter.take()
         emit(Step(rank, steps, loss.item(), accuracy, step_time_s, time.perf_counter() - start, synced,
-                  ring_share_bytes(synced, workers)))
+                  ring_share_bytes(synced, workers), sync_s))
         reached = accuracy >= config["target_accuracy"]
     emit(Done(rank, steps, reached))
     dist.destroy_process_group()

@@ -1,0 +1,103 @@
+"""What a data frame costs the agents, and the TDF every shipped lab gets from it.
+
+    python benchmarks/bench_frame_cost.py [--tdf 250]
+
+1. The calibration lab (rocelab.runtime.calibration: one switchd, six nicd hosts on 100G, 20G
+   and 4G ports) at --tdf, three elephant flows each alone, so three frame rates 5x apart:
+   per flow, switchd's and each NIC's CPU per data frame (/proc/PID/schedstat) and how often
+   each slept and woke per frame (the agents' loop counters), and how late the flow's agents
+   ran their due events (p99, wall). First with switchd as it runs
+   here (its C pipeline running its own loop, where built), then, in the same run, with
+   ROCELAB_PURE_SWITCH=1 (the Python pipeline in the Python loop): the reference, and the ratio.
+2. The auto TDF every shipped lab gets from the first set of figures (rocelab.model.tdf), and
+   the case and agent that decide it.
+Needs root. Run `python benchmarks/bench_labs.py` for each lab's run at that TDF.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+os.environ.setdefault("ROCELAB_STATE_DIR", tempfile.mkdtemp(prefix="rocelab-bench-"))
+
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from rocelab import paths  # noqa: E402
+from rocelab.engines import builtin_engines  # noqa: E402
+from rocelab.model.lab import load_lab  # noqa: E402
+from rocelab.model.tdf import TdfChoice, choose_tdf  # noqa: E402
+from rocelab.roce.config import roce_config  # noqa: E402
+from rocelab.runtime import calibration  # noqa: E402
+from rocelab.switch.fastpath import PURE_ENV, switchd_pipeline  # noqa: E402
+
+
+def measure(tdf: int) -> list[calibration.FlowCost]:
+    engine = builtin_engines().get("netns")
+    lab = calibration.calibration_lab("bench-frame-cost", tdf)
+    record = engine.up(lab, TdfChoice(tdf, "option", 0.0, "bench_frame_cost"))
+    try:
+        return calibration.run_flows(record, lab, [(src, dst, size * calibration.CALIBRATION_TDF // tdf)
+                                                   for src, dst, size in calibration.FLOWS])
+    finally:
+        engine.down(record)
+
+
+def flow_table(title: str, flows: list[calibration.FlowCost]) -> Table:
+    table = Table(title=title, title_justify="left")
+    for column in ("flow", "frames/s", "switchd µs/frame", "wake-ups/frame", "sender µs/frame", "wake-ups/frame ",
+                   "receiver µs/frame", "wake-ups/frame  ", "lateness p99"):
+        table.add_column(column, justify="left" if column == "flow" else "right")
+    for f in flows:
+        cells = [f"{f.src} → {f.dst}", f"{f.frames_per_s:,.0f}"]
+        for node in ("leaf1", f.src, f.dst):
+            us, woke = f.per_frame(node)
+            cells += [f"{us:.1f}", f"{woke:.2f}"]
+        table.add_row(*cells, f"≤{f.late_p99_s * 1e3:.2g} ms")
+    return table
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tdf", type=int, default=calibration.CALIBRATION_TDF,
+                        help=f"TDF of the calibration lab (default {calibration.CALIBRATION_TDF}, as `up` calibrates)")
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench_frame_cost: needs root (the netns engine creates namespaces)")
+    console = Console(width=200)
+    runs = {}
+    for label, pure in ((f"switchd {switchd_pipeline()} pipeline", False), ("reference: ROCELAB_PURE_SWITCH=1", True)):
+        if pure:
+            os.environ[PURE_ENV] = "1"
+        flows = measure(args.tdf)
+        os.environ.pop(PURE_ENV, None)
+        runs[label] = flows
+        console.print(flow_table(f"{label}, TDF {args.tdf}, {os.cpu_count()} cores", flows))
+    (here, here_flows), (_, ref_flows) = runs.items()
+    console.print("switchd CPU per frame against the reference, same flows: " + ", ".join(
+        f"{a.frames_per_s:,.0f} frames/s {a.cores['leaf1'] / a.frames_per_s / (b.cores['leaf1'] / b.frames_per_s):.2f}x"
+        for a, b in zip(here_flows, ref_flows)))
+    costs = calibration.costs_of(here_flows)
+    console.print(f"the agents' lateness, p99 in the fastest flow (what `up` takes): ≤{costs.late_p99_s * 1e3:.2g} ms "
+                  f"(wall)")
+    table = Table(title=f"auto TDF of every shipped lab from the {here} figures", title_justify="left")
+    for column in ("lab", "auto TDF", "load", "what decides it"):
+        table.add_column(column, justify="right" if column in ("auto TDF", "load") else "left", overflow="fold")
+    for lab_dir in sorted(p for p in paths.labs_dir().iterdir() if (p / "lab.yml").exists()):
+        lab = load_lab(lab_dir.name)
+        choice = choose_tdf(lab.fabric, lab.scenario, roce_config(lab.roce).pmtu_bytes, costs, floor=lab.tdf_floor,
+                            bound_s=lab.fidelity_bound_s or 0.0)
+        pinned = f" (lab.yml pins {lab.tdf})" if lab.tdf else ""
+        table.add_row(lab_dir.name, f"{choice.tdf}{pinned}", f"{choice.load:.0%}",
+                      choice.why.split("(", 1)[1].split(")", 1)[0])
+    console.print(table)
+
+
+if __name__ == "__main__":
+    main()
