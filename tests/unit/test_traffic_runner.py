@@ -210,3 +210,16 @@ def test_job_host_serves_a_whole_job_then_a_second_one():
     assert second["h2"]["bytes_sent"] == 1_000_000
     with pytest.raises(ValueError, match="no job 'two'"):
         hosts["h1"].handle({"op": "job_status", "job": "two"})
+
+
+def test_a_job_of_many_qps_at_a_high_tdf_gets_until_its_first_messages_can_finish_before_it_stalls():
+    from rocelab.traffic.job import STALL_ROUNDS, _stall_s
+    from rocelab.traffic.patterns import builtin_patterns
+    from rocelab.traffic.spec import JobSpec
+
+    plan = builtin_patterns().get("elephant").plan(("h1", "h5"), 16 << 20)
+    spec = JobSpec("elephant", qps=16, message_bytes=1 << 20, stall_timeout_s=20.0)
+    slow = {h: {"port_rate_bps": 100e9 / 12500} for h in plan.hosts}  # 8 Mb/s
+    assert _stall_s(spec, plan, slow) == pytest.approx(STALL_ROUNDS * 16 * (1 << 20) * 8 / 8e6)  # 67 s
+    fast = {h: {"port_rate_bps": 100e9 / 1000} for h in plan.hosts}
+    assert _stall_s(spec, plan, fast) == 20.0  # where messages come quickly, the spec's own timeout

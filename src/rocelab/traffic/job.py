@@ -41,6 +41,7 @@ from rocelab.traffic.runner import DONE, FAILED, GAP, WAITING
 from rocelab.traffic.spec import JobSpec
 
 POLL_S = 0.2
+STALL_ROUNDS = 4  # _stall_s
 START_MARGIN_S = 0.2  # from the last job_start request to the common start instant
 REQUEST_TIMEOUT_S = 30.0  # job_result of a long job is a few MB of JSON
 PEAK_WINDOW = 0.05  # bw: the peak is the best rate over a twentieth of the run
@@ -173,7 +174,7 @@ def run_job(record: LabState, spec: JobSpec, *, on_progress: Callable[[Progress]
             for h in hosts:
                 _ask(sockets, h, "job_start", job=job_id, start_at=start_at)
             _watch(sockets, hosts, job_id, spec, start_at, plan.size_bytes * plan.bus_factor * BITS_PER_BYTE,
-                   on_progress, clock, sleep, stop)
+                   on_progress, clock, sleep, stop, _stall_s(spec, plan, prepared))
             fidelity = watch.result()
             results = {h: _ask(sockets, h, "job_result", job=job_id) for h in hosts}
         finally:
@@ -187,9 +188,20 @@ def run_job(record: LabState, spec: JobSpec, *, on_progress: Callable[[Progress]
     return {**report, "fidelity": fidelity.to_json()}, results
 
 
+def _stall_s(spec: JobSpec, plan: Plan, prepared: Mapping[str, dict]) -> float:
+    """How long the job may move nothing before it counts as stalled: its stall timeout, or, where
+    longer, STALL_ROUNDS times what a host's first messages take on its own port. Progress is
+    counted in whole messages, and a host's QPs share its port (at a high TDF, 16 QPs of 1 MiB
+    at 8 Mb/s finish their first messages together after 17 s); an ECMP collision or PFC may
+    halve that rate again."""
+    first_round_s = max(len(plan.peers(h)) * spec.qps * spec.message_bytes * BITS_PER_BYTE
+                           / prepared[h]["port_rate_bps"] for h in plan.hosts)
+    return max(spec.stall_timeout_s, STALL_ROUNDS * first_round_s)
+
+
 def _watch(sockets: Mapping[str, Path], hosts: tuple[str, ...], job_id: str, spec: JobSpec, start_at: float,
            busbw_factor_bits: float, on_progress: Callable[[Progress], None] | None, clock: Callable[[], float],
-           sleep: Callable[[float], None], stop: Callable[[], bool]) -> None:
+           sleep: Callable[[float], None], stop: Callable[[], bool], stall_s: float) -> None:
     last_moved = clock()
     last_mark = None
     while True:
@@ -213,8 +225,8 @@ def _watch(sockets: Mapping[str, Path], hosts: tuple[str, ...], job_id: str, spe
             return
         if stop():
             raise JobStopped(f"stopped ({done:,} of {total:,} bytes moved)")
-        if now - last_moved > spec.stall_timeout_s:
-            raise JobStalled(f"no progress for {spec.stall_timeout_s:g} s ({done:,} of {total:,} bytes moved)"
+        if now - last_moved > stall_s:
+            raise JobStalled(f"no progress for {stall_s:g} s ({done:,} of {total:,} bytes moved)"
                             + _waiting(status))
 
 
