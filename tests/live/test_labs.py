@@ -59,15 +59,12 @@ def run_verdict(lab: str, argv: list[str], cwd: Path) -> dict:
 
 
 def check_run(lab: str, argv: list[str], cwd: Path) -> str | None:
-    """The lab passes its own checks where its agents kept up. A run that fell behind is
-    inconclusive, never failed: the lab comes up again at the TDF its fidelity line advises,
-    once. None when it passed; why not, when it was inconclusive both times."""
+    """The lab passes its own checks where its agents kept up, once, at the TDF `up` picked. A
+    run that fell behind is inconclusive, never failed: None when it passed; why not, when it
+    was inconclusive. (It used to come up again at the advised TDF, once: on this project's
+    machine that took lab-placement from about 10 to over 20 minutes of the suite, and turned
+    one of three inconclusive verdicts in two suite runs.)"""
     doc = run_verdict(lab, argv, cwd)
-    if doc["verdict"] == "inconclusive":
-        advice = max(c["fidelity"]["advice_tdf"] for c in doc["cases"] if not c["fidelity"]["kept_up"])
-        cli("down", lab)
-        cli("up", lab, "--tdf", str(advice))
-        doc = run_verdict(lab, argv, cwd)
     failed = [c for c in doc["checks"] if not c["passed"] and not c["inconclusive"]]
     assert doc["verdict"] != "failed", f"{lab} failed: {failed} {[c['error'] for c in doc['cases']]}"
     if doc["verdict"] == "inconclusive":
@@ -96,7 +93,7 @@ def test_every_command_in_the_guide_runs_and_the_lab_passes_its_checks(lab, clea
         if argv[0] == "run":  # another lab the guide builds (lab-ecn-dcqcn's own variant)
             assert "verdict: failed" not in result.stdout, f"`{command}`:\n{result.stdout[-3000:]}"
     if inconclusive:
-        pytest.skip(f"{lab}: the agents fell behind even at the advised TDF, so its checks are inconclusive "
+        pytest.skip(f"{lab}: the agents fell behind at the TDF `up` picked, so its checks are inconclusive "
                     f"on this machine now: {inconclusive}")
 
 
