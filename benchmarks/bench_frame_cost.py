@@ -30,23 +30,11 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from rocelab import paths  # noqa: E402
-from rocelab.engines import builtin_engines  # noqa: E402
 from rocelab.model.lab import load_lab  # noqa: E402
-from rocelab.model.tdf import TdfChoice, choose_tdf  # noqa: E402
+from rocelab.model.tdf import choose_tdf  # noqa: E402
 from rocelab.roce.config import roce_config  # noqa: E402
 from rocelab.runtime import calibration  # noqa: E402
 from rocelab.switch.fastpath import PURE_ENV, switchd_pipeline  # noqa: E402
-
-
-def measure(tdf: int) -> list[calibration.FlowCost]:
-    engine = builtin_engines().get("netns")
-    lab = calibration.calibration_lab("bench-frame-cost", tdf)
-    record = engine.up(lab, TdfChoice(tdf, "option", 0.0, "bench_frame_cost"))
-    try:
-        return calibration.run_flows(record, lab, [(src, dst, size * calibration.CALIBRATION_TDF // tdf)
-                                                   for src, dst, size in calibration.FLOWS])
-    finally:
-        engine.down(record)
 
 
 def flow_table(title: str, flows: list[calibration.FlowCost]) -> Table:
@@ -75,7 +63,7 @@ def main() -> None:
     for label, pure in ((f"switchd {switchd_pipeline()} pipeline", False), ("reference: ROCELAB_PURE_SWITCH=1", True)):
         if pure:
             os.environ[PURE_ENV] = "1"
-        flows = measure(args.tdf)
+        flows = calibration.measure_flows("bench-frame-cost", args.tdf)
         os.environ.pop(PURE_ENV, None)
         runs[label] = flows
         console.print(flow_table(f"{label}, TDF {args.tdf}, {os.cpu_count()} cores", flows))

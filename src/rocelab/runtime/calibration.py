@@ -86,8 +86,8 @@ class FlowCost:
 
     def per_frame(self, node: str) -> tuple[float, float]:
         """(CPU µs, wake-ups) an agent spent per data frame of this flow."""
-        frames = self.frames_per_s * self.seconds
-        return self.cores[node] * self.seconds / frames * 1e6, self.wakeups.get(node, 0) / frames
+        return (self.cores[node] / self.frames_per_s * 1e6,
+                self.wakeups.get(node, 0) / (self.frames_per_s * self.seconds))
 
 
 def calibration_lab(name: str, tdf: int = CALIBRATION_TDF) -> Lab:
@@ -99,13 +99,19 @@ def calibration_lab(name: str, tdf: int = CALIBRATION_TDF) -> Lab:
 
 
 def measure(name: str) -> AgentCosts:
-    """Bring up the calibration lab as `name` (netns engine: the agents' cost is what is
-    measured, and containers run the same agents), run the flows, take it down."""
+    """This machine's agent costs, from the calibration lab brought up as `name`."""
+    return costs_of(measure_flows(name))
+
+
+def measure_flows(name: str, tdf: int = CALIBRATION_TDF) -> list[FlowCost]:
+    """Bring up the calibration lab as `name` at `tdf` (netns engine: the agents' cost is what is
+    measured, and containers run the same agents), run its flows, each as many seconds as at
+    CALIBRATION_TDF, and take it down."""
     engine = builtin_engines().get("netns")
-    lab = calibration_lab(name)
-    record = engine.up(lab, TdfChoice(CALIBRATION_TDF, "calibration", 0.0, "measuring this machine's agents"))
+    lab = calibration_lab(name, tdf)
+    record = engine.up(lab, TdfChoice(tdf, "calibration", 0.0, "measuring this machine's agents"))
     try:
-        return costs_of(run_flows(record, lab))
+        return run_flows(record, lab, [(src, dst, size * CALIBRATION_TDF // tdf) for src, dst, size in FLOWS])
     finally:
         engine.down(record)
 
