@@ -152,7 +152,9 @@ def test_the_page_shows_pfc_pauses_queue_depth_and_drops_live(dashboard, browser
     pfc = watch_case(browser, "pfc", pfc_seen)
     assert pfc["depth"] > depth_before
     assert pfc["busbw"].startswith("busbw ") and pfc["busbw"].endswith("b/s"), pfc["busbw"]
-    assert pfc["run"]["passed"]
+    # This test is about the page: a run the agents could not keep up with (a busy CI machine) is
+    # inconclusive, not wrong, and the page must still have shown it; a failed check is a failure.
+    assert pfc["run"]["verdict"] in ("passed", "inconclusive"), pfc["run"]["checks"]
     # The run report links the dashboard's snapshot: one HTML file with plotly.js inside.
     snapshot = Path(pfc["run"]["run_dir"]) / "dashboard.html"
     assert snapshot.is_file() and "dashboard.html" in (snapshot.parent / "pfc" / "report.html").read_text()
