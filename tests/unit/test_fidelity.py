@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import pytest
 
 from rocelab.kernel.loop import LATENESS_BOUNDS_S, Loop, LoopStats
 from rocelab.model.scenario import Case, evaluate, parse_check
-from rocelab.runtime.fidelity import AgentTiming, judge, timings
+from rocelab.runtime.fidelity import AgentTiming, cpu_share, cpu_times, judge, timings
 from rocelab.runtime.readings import AgentReading
 from rocelab.runtime.scenario import CaseResult, ScenarioRun
 from rocelab.traffic.spec import JobSpec
@@ -76,6 +76,18 @@ def test_one_agent_often_late_or_one_dropped_frame_means_it_fell_behind_with_adv
     assert "FELL BEHIND" in late.line() and f"--tdf {late.advice_tdf}" in late.line()
     dropped = judge([window("leaf1", 10_000, 0, dropped=1)], TDF, BOUND_S)
     assert not dropped.kept_up and "1 frames dropped unread" in dropped.line()
+
+
+def test_a_late_verdict_says_how_busy_the_machine_was_and_what_its_host_took():
+    # /proc/stat ticks: user nice system idle iowait irq softirq steal
+    share = cpu_share([100, 0, 50, 800, 0, 0, 0, 50], [460, 0, 130, 840, 10, 0, 0, 110], 2)
+    assert share.busy == pytest.approx(500 / 550) and share.steal == pytest.approx(60 / 550)
+    late = replace(judge([window("spine1", 1_000, 100)], TDF, BOUND_S), machine=share)
+    assert "2 CPUs were 91% busy meanwhile, 11% of it taken by the VM's host (steal)" in late.line()
+    assert late.to_json()["machine"]["steal"] == pytest.approx(60 / 550)
+    quiet = cpu_share([0, 0, 0, 100, 0, 0, 0, 0], [10, 0, 0, 190, 0, 0, 0, 0], 2)
+    assert "steal" not in quiet.clause() and "10% busy" in quiet.clause()
+    assert len(cpu_times()) == 8 and sum(cpu_times()) > 0  # this machine's own /proc/stat
 
 
 def run_with(behind: bool, observations: dict[str, float], check: str) -> ScenarioRun:

@@ -48,11 +48,12 @@ SAFE_FRACTION = 0.6
 # The fidelity bound (one MTU frame on the lab's fastest link, rocelab.runtime.fidelity) must
 # be LATENESS_MARGIN times the lateness the agents showed in the calibration, scaled by how many
 # agents a case keeps busy against the calibration's three: each waits for the others' turns on
-# the cores. Measured on a 2-core machine (2026-11-25): the calibration's p99 0.3–0.5 ms;
-# lab-pfc's six agents fell behind with a 1 ms bound (TDF 3000) and kept up with 1.33 ms (4000);
-# lab-ecmp's fourteen showed a p99 of 1.5–3 ms at TDF 8000 and fell behind there. With 2, `up`
-# picked 4000 for lab-pfc from a 0.3 ms calibration, where it kept up in two runs of three.
-LATENESS_MARGIN = 2.5
+# the cores. Measured on a 2-core machine beside a CPU-bound process (2026-11-26), once switchd
+# answered the run's counter sampling packed (it had stalled its loop 1-4 ms per request):
+# lab-pfc's six agents kept up at TDF 2000 and 3000 (a 0.67 and 1 ms bound; 14-163 late events
+# of ~40,000 per case) and fell behind at 1500; before, they fell behind at 3000 in three runs
+# of four. 1.5 × (6 ÷ 3) × a 0.3-0.66 ms calibration p99 picks 3000-6000 for it.
+LATENESS_MARGIN = 1.5
 CALIBRATION_AGENTS = 3
 MAX_TDF = 100_000
 ROCE_FRAME_OVERHEAD_BYTES = 14 + 20 + 8 + 12 + 4  # Ethernet, IPv4, UDP, BTH, ICRC around a payload

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter, deque
-from dataclasses import asdict, fields
+from dataclasses import fields
 
 from rocelab.roce.cc import CcRegistry, builtin_cc_registry
 from rocelab.roce.config import NicConfig
@@ -135,7 +135,7 @@ class Nic:
         if qp in self._connected:
             self._connected.remove(qp)
             self._rr_next = 0
-        self._retired.update(asdict(qp.counters))
+        self._retired.update(qp.counters.as_dict())
 
     def post_write(self, qpn: int, wr_id: int, data: bytes | bytearray | memoryview, *,
                    remote_va: int, r_key: int) -> None:
@@ -294,7 +294,7 @@ class Nic:
         now = self._now
         totals = self._retired.copy()
         for qp in self._qps.values():
-            totals.update(asdict(qp.counters))
+            totals.update(qp.counters.as_dict())
         return {
             "tx_packets": self.tx_packets, "tx_bytes": self.tx_bytes,
             "rx_packets": self.rx_packets, "rx_bytes": self.rx_bytes,

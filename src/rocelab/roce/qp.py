@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import zlib
 from collections import Counter, deque
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from enum import StrEnum
 
 from rocelab.roce.cc import CongestionControl
@@ -126,6 +126,14 @@ class QpCounters:
     messages_sent: int = 0
     messages_received: int = 0
     fatal_errors: int = 0  # transitions to ERROR other than by destroy
+
+    def as_dict(self) -> dict[str, int]:
+        # Not dataclasses.asdict: its deep copy made a 16-QP NIC's counters request take ~2 ms
+        # of nicd's loop; these are flat ints.
+        return {name: getattr(self, name) for name in QP_COUNTERS}
+
+
+QP_COUNTERS = tuple(f.name for f in fields(QpCounters))
 
 
 class _SendWr:
@@ -633,6 +641,6 @@ class QueuePair:
             "error_status": None if self.error_status is None else str(self.error_status),
             "priority": self.priority,
             "cc": None if self.cc is None else {"algorithm": self.cc.name, **self.cc.state()},
-            **asdict(self.counters),
+            **self.counters.as_dict(),
             "drops": dict(self.drops),
         }

@@ -16,7 +16,8 @@ line says by how much the agents fell behind and which TDF would give them room.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import asdict, dataclass, replace
 from typing import Iterable
 
 from rocelab.kernel.loop import LATENESS_BOUNDS_S
@@ -97,6 +98,7 @@ class Fidelity:
     worst_agent: str
     rx_dropped: int
     advice_tdf: int | None
+    machine: CpuShare | None = None  # what this machine's CPUs did over the same window (wall clock)
 
     def line(self) -> str:
         if self.kept_up:
@@ -107,8 +109,9 @@ class Fidelity:
         return (f"fidelity: the emulation FELL BEHIND at TDF {self.tdf}: {self.late_events:,} of {self.events:,} due "
                 f"events ran later than one frame on the fastest link ({_ms(self.bound_s)}), the worst "
                 f"({self.worst_agent}) up to {_ms(self.worst_s)} ({_us(self.worst_s / self.tdf)} "
-                f"production-equivalent){dropped}. Results that depend on timing are inconclusive: run again on a "
-                f"quieter machine, or `up` with --tdf {self.advice_tdf}")
+                f"production-equivalent){dropped}{self.machine.clause() if self.machine else ''}. Results that "
+                f"depend on timing are inconclusive: run again on a quieter machine, or `up` with --tdf "
+                f"{self.advice_tdf}")
 
     def to_json(self) -> dict:
         return {"kept_up": self.kept_up, "tdf": self.tdf, "bound_s": {"emulated": self.bound_s,
@@ -116,7 +119,7 @@ class Fidelity:
                 "p99_s": {"emulated": self.p99_s, "production": self.p99_s / self.tdf},
                 "worst_s": {"emulated": self.worst_s, "production": self.worst_s / self.tdf},
                 "worst_agent": self.worst_agent, "rx_dropped": self.rx_dropped, "advice_tdf": self.advice_tdf,
-                "line": self.line()}
+                "machine": asdict(self.machine) if self.machine else None, "line": self.line()}
 
 
 def _ms(seconds: float) -> str:
@@ -141,13 +144,43 @@ def judge(windows: list[AgentTiming], tdf: int, bound_s: float) -> Fidelity:
                     f"{worst.agent} on {worst.node}" if worst else "", sum(w.rx_dropped for w in windows), advice)
 
 
+@dataclass(frozen=True)
+class CpuShare:
+    """How busy this machine's CPUs were over a window, wall clock: a late agent on a machine
+    whose CPUs were all busy, or whose host took them (steal, on a VM), says why it was late."""
+
+    cpus: int
+    busy: float  # share of all CPUs' time not idle, steal included
+    steal: float  # share a hypervisor ran something else on them
+
+    def clause(self) -> str:
+        stolen = f", {self.steal:.0%} of it taken by the VM's host (steal)" if self.steal >= 0.005 else ""
+        return f"; this machine's {self.cpus} CPUs were {self.busy:.0%} busy meanwhile{stolen}"
+
+
+def cpu_times() -> list[int]:
+    """The `cpu` line of /proc/stat: user nice system idle iowait irq softirq steal, in ticks."""
+    with open("/proc/stat") as stat:
+        return [int(v) for v in stat.readline().split()[1:9]]
+
+
+def cpu_share(before: list[int], after: list[int], cpus: int) -> CpuShare:
+    spent = [b - a for a, b in zip(before, after)]
+    total = sum(spent) or 1
+    idle = spent[3] + spent[4]
+    return CpuShare(cpus, (total - idle) / total, spent[7] / total)
+
+
 class Watch:
     """Every agent's loop read now; `.result()` reads again and judges the window between."""
 
     def __init__(self, record: LabState):
         self.record = record
         self.before = read_lab(record).agents
+        self.cpu_before = cpu_times()
 
     def result(self) -> Fidelity:
         after = read_lab(self.record).agents
-        return judge(timings(self.before, after), self.record.tdf, self.record.fidelity_bound_s)
+        machine = cpu_share(self.cpu_before, cpu_times(), os.cpu_count() or 1)
+        return replace(judge(timings(self.before, after), self.record.tdf, self.record.fidelity_bound_s),
+                       machine=machine)

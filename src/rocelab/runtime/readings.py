@@ -9,6 +9,7 @@ from typing import Callable
 from rocelab.engines import state as lab_state
 from rocelab.engines.state import LabState
 from rocelab.kernel import control
+from rocelab.switch.counters import expand
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,12 @@ def read_lab(record: LabState, timeout_s: float = 2.0) -> LabReading:
     agents = []
     for proc in record.processes:
         try:
-            reply = control.request(control.socket_path(record.name, proc["node"]), "counters", timeout_s)
+            # Packed: switchd answers in microseconds and this reader builds the nested view
+            # (nicd has no packed form and ignores the field).
+            reply = control.request(control.socket_path(record.name, proc["node"]), "counters", timeout_s,
+                                    packed=True)
+            if "packed_counters" in reply:
+                reply["counters"] = expand(reply.pop("packed_counters"))
             agents.append(AgentReading(proc["node"], proc["what"], reply))
         except (control.AgentUnreachable, RuntimeError) as exc:
             agents.append(AgentReading(proc["node"], proc["what"], None, str(exc)))

@@ -9,6 +9,8 @@ profile from a SONiC config_db.json, and a control socket:
 
     ping                                   → {"node", "scheduling", "pipeline": "c" | "python"}
     counters                               → {"counters": …, "loop": …, "tdf": N}
+    counters {"packed": true}              → {"packed_counters": …, …}: flat, for frequent readers
+                                             (rocelab.switch.counters.expand)
     clear                                  → zero every counter
     reload {"profile": PATH}               → a new profile (counters restart)
     impair {"port", "delay_s", "jitter_s", "loss_pct"}  → link impairment out of a port,
@@ -31,7 +33,7 @@ from pathlib import Path
 
 from pyroute2 import IPRoute
 
-from rocelab.switch import kernel_fib
+from rocelab.switch import counters, kernel_fib
 from rocelab.kernel.loop import Loop, open_port
 from rocelab.kernel.control import ControlServer
 from rocelab.ethernet import ETH, ETH_P_8021Q, ETH_P_IPV4, IPPROTO_ICMP, internet_checksum, ipv4_header, mac_bytes
@@ -152,7 +154,9 @@ class Switchd:
             return {"node": self.config["node"], "scheduling": self.loop.stats.scheduling,
                     "pipeline": self.switch.implementation}
         if op == "counters":
-            return {"counters": self.switch.counters(now), "tdf": self.config["tdf"], "pfc_wd_tdf": self.pfc_wd_tdf,
+            packed = self.switch.packed_counters(now)
+            return {**({"packed_counters": packed} if req.get("packed") else {"counters": counters.expand(packed)}),
+                    "tdf": self.config["tdf"], "pfc_wd_tdf": self.pfc_wd_tdf,
                     "profile": self.profile.source, "loop": asdict(self.loop.read_drops())}
         if op == "clear":
             self.switch.clear_counters(now)

@@ -72,9 +72,11 @@ if Asic is not None:
             self.reference.set_impairment(port_name, delay_s, jitter_s, loss_pct)
             self._load()
 
+        def packed_counters(self, now: float) -> dict:
+            return counters.pack(self.name, now, [p.name for p in self._ports], *self.counter_values(now))
+
         def counters(self, now: float) -> dict:
-            self._store()
-            return self.reference.counters(now)
+            return counters.expand(self.packed_counters(now))
 
         def clear_counters(self, now: float) -> None:
             self._store()

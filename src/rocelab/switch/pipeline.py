@@ -23,8 +23,9 @@ from rocelab.registry import Registry
 from rocelab.switch.counters import (
     BAD_IPV4_CHECKSUM, BAD_IPV4_HEADER, FLOW_CONTROL_DISABLED, IMPAIRMENT_LOSS, MAC_CONTROL_UNSUPPORTED, NO_ROUTE,
     NOT_FOR_US, NOT_IPV4, OVERSIZED, PFCWD_DROP, TO_SELF, TRUNCATED, TTL_EXPIRED, WRED_DROP,
-    TAIL_DROP, count_drop, drops_json,
+    TAIL_DROP, HOLDERS_PER_PORT, count_drop,
 )
+from rocelab.switch import counters
 from rocelab.switch.fib import Fib, RouteTable, ecmp_hash
 from rocelab.ethernet import (ECN_CE, ECN_MASK, ETH_P_8021Q, ETH_P_IPV4, ETH_P_MAC_CONTROL, IPPROTO_TCP, IPPROTO_UDP,
                               PauseTimers, mac_bytes, mac_control, pause_duration_s)
@@ -561,34 +562,34 @@ class Switch:
 
     # ---- counters --------------------------------------------------------------------
 
+    def counter_values(self, now: float) -> tuple[list, list]:
+        """Every counter packed (rocelab.switch.counters.pack), read from the objects."""
+        values: list = []
+        drops: list = []
+        for index, port in enumerate(self._ports):
+            values += [port.rx_packets, port.rx_bytes, sum(q.tx_packets for q in port.queues),
+                       sum(q.tx_bytes for q in port.queues), port.pause_rx_frames, *port.pfc_rx_frames,
+                       *port.pfc_tx_frames, *(port.pause.paused_time_s(p, now) for p in range(PRIORITIES))]
+            for q in port.queues:
+                wd = q.watchdog
+                values += [q.tx_packets, q.tx_bytes, q.ecn_marked_packets, q.ecn_marked_bytes, q.depth_bytes,
+                           q.watermark_bytes, q.shared_watermark_bytes, int(wd is not None),
+                           int(bool(wd and wd.stormed)), wd.storms_detected if wd else 0,
+                           wd.storms_restored if wd else 0]
+            for pg in port.pgs:
+                values += [pg.rx_packets, pg.rx_bytes, int(pg.lossless), int(pg.xoff_active), pg.reserved_used_bytes,
+                           pg.shared_used_bytes, pg.headroom_used_bytes, pg.shared_watermark_bytes,
+                           pg.headroom_watermark_bytes]
+            for offset, holder in enumerate([port, *port.queues, *port.pgs]):
+                drops += [[index * HOLDERS_PER_PORT + offset, reason, n, b] for reason, (n, b) in holder.drops.items()]
+        return values, drops
+
+    def packed_counters(self, now: float) -> dict:
+        return counters.pack(self.name, now, [p.name for p in self._ports], *self.counter_values(now))
+
     def counters(self, now: float) -> dict:
         """Every counter as plain JSON-able data (layout: `rocelab.switch` docstring)."""
-        ports = {}
-        totals: dict[str, list[int]] = {}
-        for port in self._ports:
-            queues = [_queue_counters(q) for q in port.queues]
-            pgs = [_pg_counters(pg) for pg in port.pgs]
-            holder: Any
-            for holder in [port, *port.queues, *port.pgs]:
-                for reason, (n, b) in holder.drops.items():
-                    entry = totals.setdefault(reason, [0, 0])
-                    entry[0] += n
-                    entry[1] += b
-            ports[port.name] = {
-                "rx_packets": port.rx_packets,
-                "rx_bytes": port.rx_bytes,
-                "tx_packets": sum(q.tx_packets for q in port.queues),
-                "tx_bytes": sum(q.tx_bytes for q in port.queues),
-                "drops": drops_json(port.drops),
-                "pfc_rx_frames": list(port.pfc_rx_frames),
-                "pfc_tx_frames": list(port.pfc_tx_frames),
-                "pause_rx_frames": port.pause_rx_frames,
-                "paused_time_s": [port.pause.paused_time_s(p, now) for p in range(PRIORITIES)],
-                "queues": queues,
-                "pgs": pgs,
-            }
-        return {"switch": self.name, "time_s": now, "drops": drops_json(totals),
-                "ports": ports}
+        return counters.expand(self.packed_counters(now))
 
     def clear_counters(self, now: float) -> None:
         """Zero every counter and restart watermarks from the current occupancy."""
@@ -628,35 +629,3 @@ def _unusual_ipv4(frame, size: int) -> tuple | str:
     return ihl, tos, total_len, frag, ttl, proto, src, dst, sport, dport
 
 
-def _queue_counters(q: _Queue) -> dict:
-    wd = q.watchdog
-    return {
-        "tx_packets": q.tx_packets,
-        "tx_bytes": q.tx_bytes,
-        "ecn_marked_packets": q.ecn_marked_packets,
-        "ecn_marked_bytes": q.ecn_marked_bytes,
-        "depth_bytes": q.depth_bytes,
-        "watermark_bytes": q.watermark_bytes,
-        "shared_watermark_bytes": q.shared_watermark_bytes,
-        "drops": drops_json(q.drops),
-        "pfcwd": None if wd is None else {
-            "stormed": wd.stormed,
-            "storms_detected": wd.storms_detected,
-            "storms_restored": wd.storms_restored,
-        },
-    }
-
-
-def _pg_counters(pg: _Pg) -> dict:
-    return {
-        "rx_packets": pg.rx_packets,
-        "rx_bytes": pg.rx_bytes,
-        "lossless": pg.lossless,
-        "xoff": pg.xoff_active,
-        "reserved_bytes": pg.reserved_used_bytes,
-        "shared_bytes": pg.shared_used_bytes,
-        "headroom_bytes": pg.headroom_used_bytes,
-        "shared_watermark_bytes": pg.shared_watermark_bytes,
-        "headroom_watermark_bytes": pg.headroom_watermark_bytes,
-        "drops": drops_json(pg.drops),
-    }

@@ -1,0 +1,67 @@
+"""What one `counters` request costs switchd's loop, and its reader: the C core's packed
+counters against the nested view built from the reference's objects (what switchd answered
+before the packed form: `_store` into the reference, its nested dict, JSON), same switch, same run.
+
+    python benchmarks/bench_counters.py [--requests N]
+
+While a case runs, the sampler asks every agent for its counters 20 times a second; the loop
+serves nothing else during a request, so its cost is lateness for every event due meanwhile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+
+from rocelab import paths
+from rocelab.switch import Fib, NextHop, PortSpec
+from rocelab.switch.agent import load_profile
+from rocelab.switch.counters import expand
+from rocelab.switch.fastpath import FastSwitch
+
+
+def _switch(ports: int) -> FastSwitch:
+    names = [f"eth{i + 1}" for i in range(ports)]
+    specs = [PortSpec(n, f"02:00:00:00:01:{i:02x}", 100e9 / 1000) for i, n in enumerate(names)]
+    fib = Fib(routes={f"198.18.{i}.0/24": [NextHop(n, f"02:00:00:00:02:{i:02x}")] for i, n in enumerate(names)},
+              local=frozenset())
+    profile = load_profile(str(paths.profiles_dir() / "roce-lossless.json"), 1000)
+    return FastSwitch("leaf1", specs, profile, fib, random.Random(1))
+
+
+def _per_request_us(fn, requests: int) -> float:
+    start = time.perf_counter()
+    for _ in range(requests):
+        fn()
+    return (time.perf_counter() - start) / requests * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=300)
+    args = parser.parse_args()
+    print(f"{'ports':>5}  {'nested (before) µs':>18}  {'packed µs':>9}  {'ratio':>6}  {'reader expand µs':>16}  "
+          f"{'JSON bytes nested/packed':>24}")
+    for ports in (5, 32):
+        switch = _switch(ports)
+        now = time.monotonic()
+
+        def nested() -> str:
+            switch._store()
+            return json.dumps(switch.reference.counters(now))
+
+        def packed() -> str:
+            return json.dumps(switch.packed_counters(now))
+
+        before = _per_request_us(nested, args.requests)
+        after = _per_request_us(packed, args.requests)
+        wire = json.loads(packed())
+        reader = _per_request_us(lambda: expand(wire), args.requests)
+        print(f"{ports:>5}  {before:>18.0f}  {after:>9.0f}  {after / before:>6.2f}  {reader:>16.0f}  "
+              f"{len(nested()):>12,}/{len(packed()):,}")
+
+
+if __name__ == "__main__":
+    main()
