@@ -22,6 +22,9 @@ CLI = [sys.executable, "-m", "rocelab"]
 LABS = sorted(p.parent.name for p in (ROOT / "labs").glob("*/lab.yml") if "scenario:" in p.read_text())
 GUIDED = sorted(p.parent.name for p in (ROOT / "labs").glob("*/README.md"))
 SH_BLOCK = re.compile(r"```sh\n(.*?)```", re.S)
+# The guide's `run` typed for these cases only: the lab's whole scenario runs and is judged in a
+# test of its own (lab-training: tests/live/test_training.py), where it would otherwise train twice.
+RUN_ONLY = {"lab-training": ["--case", "clean"]}
 
 
 def guide_commands(lab: str) -> list[str]:
@@ -85,7 +88,7 @@ def test_every_command_in_the_guide_runs_and_the_lab_passes_its_checks(lab, clea
     for command in commands:
         argv = shlex.split(command)[1:]  # `invoke` is the tasks file; the console script is the same front door
         if argv[:2] == ["run", lab]:
-            inconclusive = check_run(lab, argv, tmp_path) or inconclusive
+            inconclusive = check_run(lab, [*argv, *RUN_ONLY.get(lab, [])], tmp_path) or inconclusive
             continue
         # From a scratch folder: files a command writes (graph PNGs, pcaps, run reports) land there.
         result = subprocess.run([*CLI, *argv], capture_output=True, text=True, cwd=tmp_path, timeout=1800)

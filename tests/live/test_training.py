@@ -56,6 +56,7 @@ def lab():
 @dataclass
 class Observed:
     cases: dict  # case name → CaseResult
+    run: object = None  # the ScenarioRun: its verdict over lab.yml's checks
     streamed: list = field(default_factory=list)  # (time, case, step number) as on_step heard them
     case_started: dict = field(default_factory=dict)  # case name → time
 
@@ -73,7 +74,18 @@ def scenario(lab):
     result = run(record, spec.scenario, spec.profile, spec.fabric, on_case=on_case,
                  on_step=lambda step, workers: seen.streamed.append((time.monotonic(), current[0], step.step)))
     seen.cases = {c.case.name: c for c in result.cases}
+    seen.run = result
     return seen
+
+
+def test_the_labs_own_checks_pass_where_the_agents_kept_up(scenario):
+    """lab-training's whole scenario is judged here (tests/live/test_labs.py types its guide's
+    `run` for the clean case only: the four cases train twice otherwise)."""
+    run = scenario.run
+    failed = [r.check.text for r in run.checks if not r.passed and not run.inconclusive(r)]
+    assert run.verdict != "failed", failed
+    if run.verdict == "inconclusive":
+        pytest.skip("; ".join(c.fidelity.line() for c in run.cases if c.fidelity and not c.fidelity.kept_up))
 
 
 def test_clean_run_reaches_its_target_accuracy(lab, scenario):
@@ -115,8 +127,10 @@ def test_each_impaired_run_is_slower_than_clean_or_reported_stalled_in_time(scen
         assert impaired["train_time_s"] <= limit
         assert "stalled" in scenario.cases[case].error
     else:
+        # The AllReduce time: what the fabric costs a step, which a busy CPU does not move (the
+        # wall-clock training time it does, more for the clean case than 10% loss does).
         assert impaired["reached_target"] == 1
-        assert impaired["train_time_s"] > clean["train_time_s"]
+        assert impaired["sync_time_s"] > clean["sync_time_s"]
     if case != "latency":
         assert impaired["drops.impairment_loss"] > 0
 
