@@ -8,7 +8,7 @@ import pytest
 
 from rocelab.kernel.loop import LATENESS_BOUNDS_S, Loop, LoopStats
 from rocelab.model.scenario import Case, evaluate, parse_check
-from rocelab.runtime.fidelity import AgentTiming, judge, timings
+from rocelab.runtime.fidelity import AgentTiming, judge, switch_pipelines, timings
 from rocelab.runtime.readings import AgentReading
 from rocelab.runtime.scenario import CaseResult, ScenarioRun
 from rocelab.traffic.spec import JobSpec
@@ -76,6 +76,21 @@ def test_one_agent_often_late_or_one_dropped_frame_means_it_fell_behind_with_adv
     assert "FELL BEHIND" in late.line() and f"--tdf {late.advice_tdf}" in late.line()
     dropped = judge([window("leaf1", 10_000, 0, dropped=1)], TDF, BOUND_S)
     assert not dropped.kept_up and "1 frames dropped unread" in dropped.line()
+
+
+def test_the_fidelity_line_says_which_pipeline_each_switch_ran_and_why():
+    why = "the C core lacks pfcwd:forward (Ethernet0)"
+    after = [AgentReading("leaf1", "switchd", {"pipeline": "c", "pipeline_why": "the C core implements it all"}),
+             AgentReading("leaf2", "switchd", {"pipeline": "python", "pipeline_why": why}),
+             AgentReading("h1", "nicd", {"loop": {}}), AgentReading("spine1", "switchd", None)]
+    pipelines = switch_pipelines(after)
+    assert [p.node for p in pipelines] == ["leaf1", "leaf2"]
+    kept = judge([window("leaf1", 100, 0)], TDF, BOUND_S, pipelines)
+    assert kept.line().endswith(f"; switchd on C: leaf1; on Python: leaf2 ({why})")
+    assert kept.to_json()["pipelines"][1] == {"node": "leaf2", "pipeline": "python", "why": why}
+    behind = judge([window("leaf1", 100, 50)], TDF, BOUND_S, pipelines)
+    assert f"on Python: leaf2 ({why}). Results that depend on timing are inconclusive" in behind.line()
+    assert judge([window("h1", 100, 0)], TDF, BOUND_S).line().endswith("no frame dropped unread")
 
 
 def run_with(behind: bool, observations: dict[str, float], check: str) -> ScenarioRun:

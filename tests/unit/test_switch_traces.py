@@ -232,7 +232,7 @@ ECN_MODE = st.sampled_from(ECN_MODES)
 PROBABILITY = st.sampled_from((0, 5, 50, 100))
 QUEUE_RESERVED = st.sampled_from((0, 0, 3000))
 WATCHDOG = st.none() | st.builds(PfcWatchdog, st.sampled_from(("drop", "drop", "forward", "alert")),
-                                 st.sampled_from((2, 10, 50)), st.sampled_from((10, 50, 200)))
+                                 st.sampled_from((2, 5, 20)), st.sampled_from((10, 50, 200)))
 MAP_SEED = st.integers(0, 2**32)
 POOL_SIZE = st.sampled_from((20_000, 200_000, 10**7))
 POOL_HEADROOM = st.sampled_from((0, 0, 8000, 50_000))
@@ -337,7 +337,7 @@ IMPAIR_JITTER = st.sampled_from((0.0, 5e-5))
 IMPAIR_LOSS = st.sampled_from((0.0, 0.0, 30.0))
 TICK = st.sampled_from((None, None, 1e-4, 2e-3))
 SEED = st.integers(0, 3)
-TAIL = st.sampled_from((0.01, 0.2))
+TAIL = st.sampled_from((0.02, 0.2))
 
 
 @st.composite
@@ -455,27 +455,14 @@ def first_difference(a: Any, b: Any, path: str = "") -> str | None:
     return None
 
 
-def difference_between_pipelines(trace: Trace) -> str | None:
-    log_c, log_py = run(fastpath.FastSwitch, trace), run(Switch, trace)
+def difference(log_c: list[tuple], log_py: list[tuple]) -> str | None:
     if log_c == log_py:
         return None
     for k, (c, py) in enumerate(zip(log_c, log_py)):
         found = first_difference(c, py, f"[{k}]")
         if found:
             return found
-    if len(log_c) != len(log_py):
-        return f"C's log has {len(log_c)} entries, Python's {len(log_py)}"
-    return None
-
-
-# ---- the property ---------------------------------------------------------------------------
-
-@needs_c
-@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large], deadline=None)
-@given(traces())
-def test_the_c_pipeline_sends_and_counts_as_the_python_one_on_any_trace(trace):
-    found = difference_between_pipelines(trace)
-    assert found is None, found
+    return f"C's log has {len(log_c)} entries, Python's {len(log_py)}"
 
 
 def what_happened(log: list[tuple]) -> set[str]:
@@ -486,9 +473,8 @@ def what_happened(log: list[tuple]) -> set[str]:
             seen.add("trap")
         if entry[0] != "counters":
             continue
-        counters = entry[2]
-        seen.update(f"drop:{reason}" for reason in counters["drops"])
-        for port in counters["ports"].values():
+        seen.update(f"drop:{reason}" for reason in entry[2]["drops"])
+        for port in entry[2]["ports"].values():
             if any(port["pfc_tx_frames"]):
                 seen.add("pfc_tx")
             if any(port["paused_time_s"]):
@@ -503,19 +489,39 @@ def what_happened(log: list[tuple]) -> set[str]:
     return seen
 
 
+# What the property's traces made happen in the reference, for the test after it.
+REACHED: set[str] = set()
+TRACES_RUN = [0]
+
+
+# ---- the property ---------------------------------------------------------------------------
+
+@needs_c
+@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large], deadline=None)
+@given(traces())
+def test_the_c_pipeline_sends_and_counts_as_the_python_one_on_any_trace(trace):
+    log_c, log_py = run(fastpath.FastSwitch, trace), run(Switch, trace)
+    REACHED.update(what_happened(log_py))
+    TRACES_RUN[0] += 1
+    found = difference(log_c, log_py)
+    assert found is None, found
+
+
 def test_the_generated_traces_reach_every_stage():
-    """The property above is only as good as what its traces make happen: across a few
-    hundred of them, the reference pipeline must have dropped for every reason, marked ECN,
-    sent and honoured PFC, found a storm, used headroom and trapped a TTL-expired packet."""
-    seen: set[str] = set()
+    """The property above is only as good as what its traces make happen: across them, the
+    reference pipeline must have dropped for every reason, marked ECN, sent and honoured PFC,
+    found a storm, used headroom and trapped a TTL-expired packet. Read from the property's
+    run (2,000 traces in CI); where fewer ran (the dev profile, no C core, -k), from 800 traces
+    through the reference alone."""
+    seen = set(REACHED)
+    if TRACES_RUN[0] < 800:
+        @settings(max_examples=800, derandomize=True, database=None, deadline=None,
+                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+        @given(traces())
+        def collect(trace):
+            seen.update(what_happened(run(Switch, trace)))
 
-    @settings(max_examples=300, derandomize=True, database=None, deadline=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-    @given(traces())
-    def collect(trace):
-        seen.update(what_happened(run(Switch, trace)))
-
-    collect()
+        collect()
     reasons = {getattr(counters, name) for name in dir(counters) if name.isupper()}
     expected = {f"drop:{r}" for r in reasons} | {"pfc_tx", "paused", "ecn_marked", "storm", "headroom", "trap"}
     assert expected <= seen, sorted(expected - seen)
