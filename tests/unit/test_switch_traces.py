@@ -43,6 +43,7 @@ from rocelab.qos.model import (DSCP_VALUES, PRIORITIES, TRAFFIC_CLASSES, BufferP
 from rocelab.qos.ports import to_sonic
 from rocelab.switch import Fib, NextHop, PortSpec, Switch, counters, fastpath
 from rocelab.switch.frames import build_pfc
+from test_switch_support import host_ip, host_mac, switch_mac
 
 needs_c = pytest.mark.skipif(fastpath.FastSwitch is None, reason="the C fast path is not built here (no C compiler)")
 
@@ -50,18 +51,6 @@ INGRESS_POOL, EGRESS_POOL = "ingress_lossless_pool", "egress_lossy_pool"
 RATES_BPS = (10e6, 40e6, 100e6)  # 10G, 40G, 100G at TDF 1000
 ECN_MODES = ("ecn_none", "ecn_green", "ecn_yellow", "ecn_all", "ecn_green_red")
 UNROUTED = "192.0.2.9"
-
-
-def switch_mac(port: int) -> str:
-    return f"02:00:00:00:00:{port:02x}"
-
-
-def host_mac(port: int) -> str:
-    return f"02:00:00:00:01:{port:02x}"
-
-
-def host_ip(port: int) -> str:
-    return f"198.18.{port}.2"
 
 
 @dataclass(frozen=True)
@@ -145,7 +134,7 @@ CUT = st.integers(0, 9300)
 def destinations(draw, nports: int, ngroups: int, routed: bool) -> str:
     kind = draw(ROUTED if routed else DESTINATION)
     if kind == "host":
-        return host_ip(draw(PORT) % nports + 1)
+        return host_ip(f"eth{draw(PORT) % nports + 1}")
     if kind == "ecmp" and ngroups:
         return f"10.{draw(GROUP) % ngroups}.{draw(BYTE) % 4}.{draw(BYTE)}"
     if kind == "local":
@@ -170,7 +159,7 @@ class Lossless:
 
 
 @st.composite
-def ip_frames(draw, port: int, nports: int, ngroups: int, lossless: Lossless, routed: bool = False) -> bytes:
+def ip_frames(draw, port: str, nports: int, ngroups: int, lossless: Lossless, routed: bool = False) -> bytes:
     """An IPv4 frame: `routed`, one the switch forwards if its buffers let it (RoCE-like, to a
     host or an ECMP group), else anything IPv4 (any MAC, TTL, protocol, fragment, options, tag)."""
     dscp = draw(DSCP)
@@ -188,7 +177,7 @@ def ip_frames(draw, port: int, nports: int, ngroups: int, lossless: Lossless, ro
 
 
 @st.composite
-def frames(draw, port: int, nports: int, ngroups: int, lossless: Lossless) -> bytes:
+def frames(draw, port: str, nports: int, ngroups: int, lossless: Lossless) -> bytes:
     """Any frame a host might send: mostly IPv4, also PFC, 802.3x, other MAC Control, a
     corrupted IPv4 frame (a few header bytes overwritten, perhaps cut short), random bytes."""
     kind = draw(FRAME_KIND)
@@ -243,7 +232,7 @@ ROUTE_KEPT = st.integers(0, 5)
 
 @st.composite
 def specs(draw) -> tuple[PortSpec, ...]:
-    return tuple(PortSpec(f"eth{i}", switch_mac(i), draw(RATE), delay_s=draw(DELAY), jitter_s=draw(JITTER),
+    return tuple(PortSpec(f"eth{i}", switch_mac(f"eth{i}"), draw(RATE), delay_s=draw(DELAY), jitter_s=draw(JITTER),
                           loss_pct=draw(LOSS), burst_bytes=draw(BURST), global_flow_control_rx=draw(BOOL))
                  for i in range(1, draw(PORT_COUNT) + 1))
 
@@ -313,17 +302,17 @@ def fib(draw, nports: int, ngroups: int) -> Fib:
     routes: dict[str, list[NextHop]] = {}
     for i in range(1, nports + 1):
         if draw(ROUTE_KEPT):
-            routes[f"198.18.{i}.0/24"] = [NextHop(f"eth{i}", host_mac(i))]
+            routes[f"198.18.{i}.0/24"] = [NextHop(f"eth{i}", host_mac(f"eth{i}"))]
     if draw(BOOL):
         p = draw(PORT) % nports + 1
-        routes["0.0.0.0/0"] = [NextHop(f"eth{p}", host_mac(p))]
+        routes["0.0.0.0/0"] = [NextHop(f"eth{p}", host_mac(f"eth{p}"))]
     for g in range(ngroups):
         members = [p % nports + 1 for p in draw(MEMBERS)]
         routes[f"10.{g}.0.0/16"] = [NextHop(f"eth{p}", f"02:aa:00:{g:02x}:{m:02x}:{p:02x}")
                                     for m, p in enumerate(members)]
         if draw(BOOL):
             p = draw(PORT) % nports + 1
-            routes[f"10.{g}.1.0/24"] = [NextHop(f"eth{p}", host_mac(p))]
+            routes[f"10.{g}.1.0/24"] = [NextHop(f"eth{p}", host_mac(f"eth{p}"))]
     return Fib(routes=routes, local=frozenset(f"198.18.{i}.1" for i in range(1, nports + 1)))
 
 
@@ -356,7 +345,8 @@ def traces(draw) -> Trace:
         args: tuple = ()
         if op == "frame":
             port = draw(PORT) % n + 1
-            args = (f"eth{port}", draw(frames(port, n, ngroups, lossless[port - 1])), draw(COPIES), draw(SPACING_US))
+            args = (f"eth{port}", draw(frames(f"eth{port}", n, ngroups, lossless[port - 1])), draw(COPIES),
+                    draw(SPACING_US))
         elif op == "impair":
             args = (f"eth{draw(PORT) % n + 1}", draw(IMPAIR_DELAY), draw(IMPAIR_JITTER), draw(IMPAIR_LOSS))
         elif op == "fib":
