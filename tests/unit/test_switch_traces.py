@@ -208,18 +208,23 @@ DELAY = st.sampled_from((0.0, 0.0, 0.0, 1e-5, 3e-4))
 JITTER = st.sampled_from((0.0, 0.0, 0.0, 0.0, 2e-4))
 LOSS = st.sampled_from((0.0,) * 6 + (10.0, 100.0))
 BURST = st.sampled_from((4 * 9234, 4 * 9234, 1500))
-DYNAMIC_TH = st.integers(-4, 3)
-STATIC_TH = st.sampled_from((0, 3000, 20_000, 200_000))
-RESERVED = st.sampled_from((0, 0, 1500, 10_000))
-XOFF = st.sampled_from((0, 5000, 20_000, 100_000))
-XON = st.none() | st.sampled_from((0, 2000, 20_000))
-SCHEDULER = st.none() | st.builds(Scheduler, st.just("s"), st.sampled_from(("STRICT", "DWRR", "WRR")),
-                                  st.sampled_from((1, 1, 3, 30, 100)))
-KMIN = st.sampled_from((0, 1000, 10_000, 50_000))
-KSPAN = st.sampled_from((0, 5000, 50_000))
-ECN_MODE = st.sampled_from(ECN_MODES)
-PROBABILITY = st.sampled_from((0, 5, 50, 100))
-QUEUE_RESERVED = st.sampled_from((0, 0, 3000))
+# Buffer profiles, schedulers and WRED profiles are drawn whole from every combination of
+# their fields (one draw each: drawing field by field doubled the test's time).
+THRESHOLDS = [{"dynamic_th": d} for d in range(-4, 4)] + [{"static_th_bytes": b} for b in (0, 3000, 20_000, 200_000)]
+XON = (None, 0, 2000, 20_000)
+LOSSLESS_PG = st.sampled_from([
+    BufferProfile("pg_lossless", INGRESS_POOL, reserved, **th, xoff_bytes=xoff, xon_bytes=xon, xon_offset_bytes=offset)
+    for reserved in (0, 1500, 10_000) for th in THRESHOLDS for xoff in (0, 5000, 20_000, 100_000) for xon in XON
+    for offset in XON])
+LOSSY_PG = st.sampled_from([BufferProfile("pg_lossy", INGRESS_POOL, reserved, **th)
+                            for reserved in (0, 1500, 10_000) for th in THRESHOLDS])
+QUEUE_BUFFER = st.none() | st.sampled_from([BufferProfile("q_lossy", EGRESS_POOL, reserved, **th)
+                                            for reserved in (0, 3000) for th in THRESHOLDS])
+SCHEDULER = st.none() | st.sampled_from([Scheduler("s", kind, weight) for kind in ("STRICT", "DWRR", "WRR")
+                                         for weight in (1, 3, 30, 100)])
+WRED = st.none() | st.sampled_from([
+    WredProfile("w", drops, mode, kmin, kmin + span, probability) for drops in (True, False) for mode in ECN_MODES
+    for kmin in (0, 1000, 10_000, 50_000) for span in (0, 5000, 50_000) for probability in (0, 5, 50, 100)])
 WATCHDOG = st.none() | st.builds(PfcWatchdog, st.sampled_from(("drop", "drop", "forward", "alert")),
                                  st.sampled_from((2, 5, 20)), st.sampled_from((10, 50, 200)))
 MAP_SEED = st.integers(0, 2**32)
@@ -237,26 +242,8 @@ def specs(draw) -> tuple[PortSpec, ...]:
                  for i in range(1, draw(PORT_COUNT) + 1))
 
 
-def thresholds(draw) -> dict:
-    """dynamic_th or static_th_bytes: exactly one bounds a profile's shared use."""
-    return {"dynamic_th": draw(DYNAMIC_TH)} if draw(BOOL) else {"static_th_bytes": draw(STATIC_TH)}
-
-
-def pg_profile(draw, lossless: bool) -> BufferProfile:
-    fields = dict(name="pg_lossless" if lossless else "pg_lossy", pool=INGRESS_POOL, size_bytes=draw(RESERVED),
-                  **thresholds(draw))
-    if lossless:
-        fields.update(xoff_bytes=draw(XOFF), xon_bytes=draw(XON), xon_offset_bytes=draw(XON))
-    return BufferProfile(**fields)
-
-
 def queue_qos(draw) -> QueueQos:
-    wred = None
-    if draw(BOOL):
-        kmin = draw(KMIN)
-        wred = WredProfile("w", draw(BOOL), draw(ECN_MODE), kmin, kmin + draw(KSPAN), draw(PROBABILITY))
-    buffer = BufferProfile("q_lossy", EGRESS_POOL, draw(QUEUE_RESERVED), **thresholds(draw)) if draw(BOOL) else None
-    return QueueQos(scheduler=draw(SCHEDULER), wred=wred, buffer=buffer)
+    return QueueQos(scheduler=draw(SCHEDULER), wred=draw(WRED), buffer=draw(QUEUE_BUFFER))
 
 
 def maps(draw) -> dict:
@@ -278,7 +265,7 @@ def port_qos(draw) -> dict:
     tc_to_pg = fields.get("tc_to_pg", tuple(range(PRIORITIES)))
     pfc_enable = draw(PFC_ENABLE)
     lossless_pgs = {tc_to_pg[tc] for tc in pfc_enable}
-    pgs = {pg: pg_profile(draw, lossless=pg in lossless_pgs) for pg in lossless_pgs | draw(PRIORITY_SETS[2])}
+    pgs = {pg: draw(LOSSLESS_PG if pg in lossless_pgs else LOSSY_PG) for pg in lossless_pgs | draw(PRIORITY_SETS[2])}
     tc_to_queue = fields.get("tc_to_queue", tuple(range(PRIORITIES)))
     queues = {q: queue_qos(draw) for q in {tc_to_queue[tc] for tc in pfc_enable} | draw(PRIORITY_SETS[3])}
     return dict(fields, pfc_enable=pfc_enable, pgs=pgs, queues=queues, pfc_wd=draw(WATCHDOG))
