@@ -358,7 +358,9 @@ def run(implementation, trace: Trace) -> list[tuple]:
     for order, (at_us, op, args) in enumerate(trace.events):
         if op == "frame":
             port, frame, copies, gap_us = args
-            arrivals += [((at_us + k * gap_us) * 1e-6, order, op, (port, frame)) for k in range(copies)]
+            # in each buffer type a shell may hand over
+            arrivals += [((at_us + k * gap_us) * 1e-6, order, op, (port, (bytes, bytearray, memoryview)[k % 3](frame)))
+                         for k in range(copies)]
         else:
             arrivals.append((at_us * 1e-6, order, op, args))
     arrivals.sort(key=lambda a: (a[0], a[1]))
