@@ -17,11 +17,12 @@ must be equal.
 The CI profile (tests/unit/conftest.py) runs 2,000 examples; HYPOTHESIS_PROFILE=dev runs 200.
 
 How it was checked that a changed C decision fails it (generation only, two seeds each, 2,000
-examples at most): WRED's `depth <= q->wred_min` in _fastpath.c's wred_decide changed to `<`
-failed at the 26th and the 206th example (a frame's departure time); PFC honoured on a priority
-outside pfc_enable (receive_pfc's check dropped) at the 4th and the 6th (paused_time_s). STRICT
-queues served lowest index first failed at the 1,456th in one run and not at all in the other:
-two busy STRICT queues on one port at once are rare in these traces.
+examples at most, the generator as committed): WRED's `depth <= q->wred_min` in _fastpath.c's
+wred_decide changed to `<` failed at the 62nd and the 126th example (a frame's departure time);
+PFC honoured on a priority outside pfc_enable (receive_pfc's check dropped) at the 11th in both
+(paused_time_s). With an earlier version of these strategies, STRICT queues served lowest index
+first failed at the 1,456th example in one run and not at all in the other: two busy STRICT
+queues on one port at once are rare in these traces.
 """
 
 from __future__ import annotations
