@@ -18,6 +18,7 @@ from pyroute2 import IPRoute
 
 from rocelab.engines import state as lab_state
 from rocelab.kernel.netns import NETNS_DIR, entering, run_in
+from rocelab.switch.fastpath import switchd_pipeline
 
 pytestmark = pytest.mark.root
 ROOT = Path(__file__).resolve().parents[2]
@@ -152,6 +153,10 @@ def test_up_of_a_lab_that_is_up_exits_2_and_two_labs_coexist(tmp_path):
         assert h1["role"] == "host" and h1["netns"] == f"{first.stem}.h1"
         assert h1["interfaces"] == [{"name": "eth1", "address": "198.19.1.2/24", "peer": "leaf1:eth1",
                                      "mac": h1["interfaces"][0]["mac"]}]
+        # each switch says which pipeline it runs and why; a host runs none
+        leaf1 = next(n for n in one["nodes"] if n["name"] == "leaf1")
+        assert leaf1["pipeline"]["pipeline"] == switchd_pipeline() and leaf1["pipeline"]["why"]
+        assert h1["pipeline"] is None
         # exec runs inside the node: the host sees its own fabric address.
         out = subprocess.run([*CLI, "exec", "h1", "--lab", second.stem, "--", "ip", "-br", "addr"],
                              capture_output=True, text=True).stdout

@@ -3,17 +3,30 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+from hypothesis import settings
 
 import test_switch_support
+
+# The generated traces (test_switch_traces.py): CI runs 2,000 examples; HYPOTHESIS_PROFILE=dev
+# runs 200 while working on the switch.
+settings.register_profile("ci", max_examples=2000, print_blob=True)
+settings.register_profile("dev", max_examples=200, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 SWITCH_MODULES = {"test_switch_forwarding", "test_switch_pause", "test_switch_pfc", "test_switch_scheduling",
                   "test_switch_wred"}
 
 
 def pytest_generate_tests(metafunc):
-    if metafunc.module.__name__.rsplit(".", 1)[-1] in SWITCH_MODULES:
-        metafunc.fixturenames.append("switch_implementation")
+    """Every test of a switch module, and any other test that asks for `switch_implementation`
+    (test_switch_frames' scapy fuzz of malformed frames), runs once per pipeline."""
+    asked = "switch_implementation" in metafunc.fixturenames
+    if asked or metafunc.module.__name__.rsplit(".", 1)[-1] in SWITCH_MODULES:
+        if not asked:
+            metafunc.fixturenames.append("switch_implementation")
         metafunc.parametrize("switch_implementation", ["python", "c"], indirect=True)
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from rocelab.kernel.loop import LATENESS_BOUNDS_S, Loop, LoopStats
 from rocelab.model.scenario import Case, evaluate, parse_check
-from rocelab.runtime.fidelity import AgentTiming, cpu_share, cpu_times, judge, timings
+from rocelab.runtime.fidelity import AgentTiming, cpu_share, cpu_times, judge, switch_pipelines, timings
 from rocelab.runtime.readings import AgentReading
 from rocelab.runtime.scenario import CaseResult, ScenarioRun
 from rocelab.traffic.spec import JobSpec
@@ -88,6 +88,21 @@ def test_a_late_verdict_says_how_busy_the_machine_was_and_what_its_host_took():
     quiet = cpu_share([0, 0, 0, 100, 0, 0, 0, 0], [10, 0, 0, 190, 0, 0, 0, 0], 2)
     assert "steal" not in quiet.clause() and "10% busy" in quiet.clause()
     assert len(cpu_times()) == 8 and sum(cpu_times()) > 0  # this machine's own /proc/stat
+
+
+def test_the_fidelity_line_says_which_pipeline_each_switch_ran_and_why():
+    why = "the C core lacks pfcwd:forward (Ethernet0)"
+    after = [AgentReading("leaf1", "switchd", {"pipeline": "c", "pipeline_why": "the C core implements it all"}),
+             AgentReading("leaf2", "switchd", {"pipeline": "python", "pipeline_why": why}),
+             AgentReading("h1", "nicd", {"loop": {}}), AgentReading("spine1", "switchd", None)]
+    pipelines = switch_pipelines(after)
+    assert [p.node for p in pipelines] == ["leaf1", "leaf2"]
+    kept = judge([window("leaf1", 100, 0)], TDF, BOUND_S, pipelines)
+    assert kept.line().endswith(f"; switchd on C: leaf1; on Python: leaf2 ({why})")
+    assert kept.to_json()["pipelines"][1] == {"node": "leaf2", "pipeline": "python", "why": why}
+    behind = judge([window("leaf1", 100, 50)], TDF, BOUND_S, pipelines)
+    assert f"on Python: leaf2 ({why}). Results that depend on timing are inconclusive" in behind.line()
+    assert judge([window("h1", 100, 0)], TDF, BOUND_S).line().endswith("no frame dropped unread")
 
 
 def run_with(behind: bool, observations: dict[str, float], check: str) -> ScenarioRun:

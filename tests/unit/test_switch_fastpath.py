@@ -22,12 +22,18 @@ from scapy.layers.l2 import Dot1Q, Ether
 
 from rocelab.ethernet import MAC_CONTROL_PAUSE, ETH_P_MAC_CONTROL, mac_bytes
 from rocelab.qos.model import BufferProfile, PfcWatchdog, QueueQos, Scheduler, WredProfile
-from rocelab.switch import Fib, NextHop, Switch, fastpath
+from rocelab.switch import Fib, NextHop, Switch, counters, fastpath, features, mmu, pfc, pipeline
 from rocelab.switch.fastpath import PURE_ENV, make_switch
+from rocelab.switch.scheduler import scheduler_registry
 from test_switch_support import (
     RATE_BPS, drive, every_port, fib, host_ip, host_mac, ingress_pool, lossless_pg_profile, lossless_profile,
     paced, pfc_from_peer, port_specs, qos_profile, roce, switch_mac, with_port,
 )
+
+try:
+    from rocelab.switch import _fastpath
+except ImportError:
+    _fastpath = None
 
 needs_c = pytest.mark.skipif(fastpath.Asic is None, reason="the C fast path is not built here (no C compiler)")
 
@@ -187,9 +193,90 @@ def test_the_traces_reach_what_they_claim_to():
 @needs_c
 def test_switchd_runs_the_c_pipeline_unless_told_not_to(monkeypatch):
     args = ("leaf1", port_specs(), lossless_profile(), fib(), random.Random(1))
-    assert type(make_switch(*args)) is fastpath.FastSwitch
+    switch, choice = make_switch(*args)
+    assert type(switch) is fastpath.FastSwitch and choice.pipeline == "c"
     monkeypatch.setenv(PURE_ENV, "1")
-    assert type(make_switch(*args)) is Switch
+    switch, choice = make_switch(*args)
+    assert type(switch) is Switch and choice == fastpath.PipelineChoice("python", "ROCELAB_PURE_SWITCH=1")
+
+
+@needs_c
+def test_a_switch_needing_a_feature_the_c_core_lacks_runs_on_python_and_says_which(monkeypatch):
+    """A feature lands in Python first: until C declares it, a switch that uses it runs on Python."""
+    wd = PfcWatchdog(action="forward", detection_time_ms=20, restoration_time_ms=20)
+    profile = lossless_profile(pfc_wd=wd)
+    args = ("leaf1", with_port(port_specs(), "eth2", global_flow_control_rx=True), profile, fib(), random.Random(1))
+    assert make_switch(*args)[1].pipeline == "c"
+    monkeypatch.setattr(fastpath, "FEATURES", fastpath.FEATURES - {"pfcwd:forward", "pause_802_3x"})
+    switch, choice = make_switch(*args)
+    assert type(switch) is Switch
+    assert choice.why == "the C core lacks pause_802_3x (eth2), pfcwd:forward (Ethernet0)"
+    # a switch that uses neither still runs on C
+    assert make_switch("leaf1", port_specs(), lossless_profile(), fib(), random.Random(1))[1].pipeline == "c"
+
+
+def test_every_feature_a_profile_can_need_is_named_and_the_reference_implements_it():
+    wd = PfcWatchdog(action="drop", detection_time_ms=20, restoration_time_ms=20)
+    queues = {0: QueueQos(scheduler=Scheduler("s", "STRICT"), wred=WredProfile("w", True, "ecn_all", 1, 2, 3)),
+              1: QueueQos(scheduler=Scheduler("s", "WRR", 2),
+                          buffer=BufferProfile("q", "ingress_lossless_pool", 0, dynamic_th=0))}
+    profile = qos_profile(every_port(pfc_enable=frozenset({3}), pgs={3: lossless_pg_profile()}, queues=queues,
+                                     pfc_wd=wd), ingress_pool(xoff_bytes=1000))
+    specs = port_specs(delay_s=1e-4, jitter_s=1e-5, loss_pct=1.0, global_flow_control_rx=True)
+    ecmp = Fib(routes={**fib().routes, "10.0.0.0/8": [NextHop("eth1", host_mac("eth1")),
+                                                       NextHop("eth2", host_mac("eth2"))]}, local=fib().local)
+    used = features.needed(profile, specs, ecmp)
+    assert set(used) == features.FEATURES - {"scheduler:DWRR", "pfcwd:forward", "pfcwd:alert"}
+    assert used["wred"] == "Ethernet0 queue 0" and used["ecmp:hash"] == "route 10.0.0.0/8"
+
+
+@needs_c
+def test_the_c_core_names_what_it_implements_in_the_python_sides_words():
+    """Checked by name across the boundary: C's drop reasons, schedulers and features are the
+    Python side's, and every attribute C reads or writes back is one the reference has. A
+    drop reason misnamed (or its enum misordered against its name table) in C, a scheduler or
+    a feature Python does not know, or an attribute renamed in Python fails here, not a frame
+    later."""
+    reasons = {v for n in dir(counters) if n.isupper() and isinstance(v := getattr(counters, n), str)}
+    assert set(_fastpath.REASONS) == reasons
+    assert len(_fastpath.REASONS) == len(set(_fastpath.REASONS))
+    assert set(_fastpath.SCHEDULERS) <= set(scheduler_registry().names())
+    assert {f"scheduler:{s}" for s in _fastpath.SCHEDULERS} <= _fastpath.FEATURES <= features.FEATURES
+    wd = PfcWatchdog(action="drop", detection_time_ms=20, restoration_time_ms=20)
+    wred = WredProfile("w", True, "ecn_all", 1, 2, 3)
+    reference = Switch("leaf1", port_specs(), lossless_profile(wred=wred, pfc_wd=wd), fib(), random.Random(1))
+    port = reference._ports[0]
+    objects = {"pool": next(iter(reference._pools.values())), "pg": port.pgs[3], "queue": port.queues[3],
+               "wred": port.queues[3], "watchdog": port.queues[3], "port": port}
+    assert set(_fastpath.FIELDS) == set(objects)
+    for kind, fields in _fastpath.FIELDS.items():
+        for path, role in fields:
+            assert role in ("config", "state")
+            holder = objects[kind]
+            for name in path.split("."):
+                assert hasattr(holder, name), f"C reads {kind} {path}: the reference has no {name}"
+                holder = getattr(holder, name)
+
+
+@needs_c
+def test_every_counter_the_reference_keeps_is_carried_by_the_c_core():
+    """A counter (or any state) added to the reference's objects must be carried by C too, or
+    be named here as held another way: else C would run without it and write back stale values."""
+    held_otherwise = {  # what C keeps in its own structures, or never changes
+        "port": {"name", "mac", "qos", "pfc_enable", "pgs", "queues", "scheduler", "bucket", "link", "flows", "pause",
+                 "drops"},
+        "pg": {"index", "port", "priorities", "xoff_frame", "xon_frame", "drops", "pool"},
+        "queue": {"index", "port", "items", "priorities", "scheduler_type", "weight", "discipline", "wred", "watchdog",
+                  "drops", "pool"},
+        "pool": set(),
+    }
+    classes = {"port": pipeline._Port, "pg": pipeline._Pg, "queue": pipeline._Queue, "pool": mmu.Pool}
+    carried = {kind: {path.split(".")[0] for path, _ in _fastpath.FIELDS[kind]} for kind in classes}
+    for kind, cls in classes.items():
+        slots = {s for c in cls.__mro__ for s in getattr(c, "__slots__", ())}
+        assert slots - carried[kind] - held_otherwise[kind] == set(), kind
+    watchdog_slots = set(pfc.QueueWatchdog.__slots__) - {"action"}
+    assert watchdog_slots == {path.split(".")[1] for path, _ in _fastpath.FIELDS["watchdog"]}
 
 
 @needs_c

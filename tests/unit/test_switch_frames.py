@@ -87,7 +87,7 @@ def malformed_frames() -> list[tuple[str, bytes]]:
     return frames
 
 
-def test_any_byte_string_is_forwarded_or_counted():
+def test_any_byte_string_is_forwarded_or_counted(switch_implementation):
     switch = make_switch(lossless_profile())
     frames = malformed_frames()
     for i, (_what, frame) in enumerate(frames):
@@ -109,7 +109,7 @@ def test_any_byte_string_is_forwarded_or_counted():
     assert [p for _t, p, _f in run(switch, 11.0, 12.0)] == ["eth3"]
 
 
-def test_counters_are_json_and_clear():
+def test_counters_are_json_and_clear(switch_implementation):
     switch = make_switch(lossless_profile())
     for src in PORTS:
         switch.receive(src, roce(src, "eth4" if src != "eth4" else "eth1"), 0.0)

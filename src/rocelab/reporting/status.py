@@ -5,14 +5,33 @@ from __future__ import annotations
 from rich.table import Table
 
 from rocelab.engines.state import LabState
+from rocelab.kernel import control
+
+PIPELINE_NAMES = {"c": "C", "python": "Python"}
 
 
 def _alive(record: LabState, engines) -> dict[str, bool]:
     return engines.get(record.engine).alive(record)
 
 
+def switch_pipelines(record: LabState) -> dict[str, dict]:
+    """Which pipeline each switchd runs and why (its `ping`), for those that answer."""
+    found = {}
+    for proc in record.processes:
+        if proc["what"] != "switchd":
+            continue
+        try:
+            reply = control.request(control.socket_path(record.name, proc["node"]), "ping", timeout_s=1.0)
+        except (control.AgentUnreachable, RuntimeError):
+            continue
+        if "pipeline" in reply:
+            found[proc["node"]] = {"pipeline": reply["pipeline"], "why": reply.get("pipeline_why", "")}
+    return found
+
+
 def status_json(record: LabState, engines) -> dict:
     alive = _alive(record, engines)
+    pipelines = switch_pipelines(record)
     return {
         "name": record.name,
         "engine": record.engine,
@@ -23,6 +42,7 @@ def status_json(record: LabState, engines) -> dict:
         "tdf_choice": record.tdf_choice,
         "nodes": [
             {"name": n.name, "role": n.role, "netns": n.netns, "running": alive[n.name],
+             "pipeline": pipelines.get(n.name),  # a switch's: {"pipeline": "c" | "python", "why"}
              "interfaces": [{"name": i.name, "address": i.address, "peer": i.peer, "mac": i.mac}
                             for i in n.interfaces]}
             for n in record.nodes
@@ -34,15 +54,22 @@ def status_table(record: LabState, engines) -> Table:
     doc = status_json(record, engines)
     table = Table(title=f"{doc['name']} — {doc['status']} · engine {doc['engine']} · data plane "
                         f"{doc['dataplane']} · TDF {doc['tdf']} · {doc['source']}", title_justify="left")
+    captions = []
     if record.tdf_choice:
-        table.caption = f"TDF {record.tdf} ({record.tdf_choice['how']}): {record.tdf_choice['why']}"
+        captions.append(f"TDF {record.tdf} ({record.tdf_choice['how']}): {record.tdf_choice['why']}")
+    captions += [f"{n['name']} runs the {PIPELINE_NAMES[n['pipeline']['pipeline']]} "
+                 f"pipeline: {n['pipeline']['why']}" for n in doc["nodes"] if n["pipeline"]]
+    if captions:
+        table.caption = "\n".join(captions)
         table.caption_justify = "left"
-    for column in ("node", "role", "netns", "interface", "address", "peer"):
+    for column in ("node", "role", "netns", "pipeline", "interface", "address", "peer"):
         table.add_column(column)
     for node in doc["nodes"]:
         name = node["name"] if node["running"] else f"{node['name']} (gone)"
+        pipeline = node["pipeline"]["pipeline"] if node["pipeline"] else ""
         for i, iface in enumerate(node["interfaces"]):
             first = i == 0
             table.add_row(name if first else "", node["role"] if first else "", node["netns"] if first else "",
-                          iface["name"], iface["address"], iface["peer"], end_section=i == len(node["interfaces"]) - 1)
+                          pipeline if first else "", iface["name"], iface["address"], iface["peer"],
+                          end_section=i == len(node["interfaces"]) - 1)
     return table

@@ -87,6 +87,28 @@ def timings(before: Iterable[AgentReading], after: Iterable[AgentReading]) -> li
 
 
 @dataclass(frozen=True)
+class SwitchPipeline:
+    node: str
+    pipeline: str  # "c" | "python"
+    why: str
+
+
+def switch_pipelines(readings: Iterable[AgentReading]) -> tuple[SwitchPipeline, ...]:
+    """Which pipeline each switchd that answered runs, from its counters reply."""
+    return tuple(SwitchPipeline(r.node, r.reply["pipeline"], r.reply["pipeline_why"]) for r in readings
+                 if r.agent == "switchd" and r.reply and "pipeline" in r.reply)
+
+
+def pipelines_text(pipelines: tuple[SwitchPipeline, ...]) -> str:
+    """"; switchd on C: leaf1, leaf2; on Python: spine1 (why)", or nothing without switches."""
+    on_c = [p.node for p in pipelines if p.pipeline == "c"]
+    on_python = [f"{p.node} ({p.why})" for p in pipelines if p.pipeline != "c"]
+    parts = ([f"on C: {', '.join(on_c)}"] if on_c else []) + ([f"on Python: {'; '.join(on_python)}"]
+                                                               if on_python else [])
+    return f"; switchd {'; '.join(parts)}" if parts else ""
+
+
+@dataclass(frozen=True)
 class Fidelity:
     kept_up: bool
     tdf: int
@@ -98,20 +120,21 @@ class Fidelity:
     worst_agent: str
     rx_dropped: int
     advice_tdf: int | None
+    pipelines: tuple[SwitchPipeline, ...] = ()  # which pipeline each switchd ran, and why
     machine: CpuShare | None = None  # what this machine's CPUs did over the same window (wall clock)
 
     def line(self) -> str:
         if self.kept_up:
             return (f"fidelity: the emulation kept up at TDF {self.tdf}: 99% of {self.events:,} due events within "
                     f"{_ms(self.p99_s)} ({_us(self.p99_s / self.tdf)} production-equivalent), under one frame on the "
-                    f"fastest link ({_ms(self.bound_s)}); no frame dropped unread")
+                    f"fastest link ({_ms(self.bound_s)}); no frame dropped unread{pipelines_text(self.pipelines)}")
         dropped = f", {self.rx_dropped:,} frames dropped unread" if self.rx_dropped else ""
         return (f"fidelity: the emulation FELL BEHIND at TDF {self.tdf}: {self.late_events:,} of {self.events:,} due "
                 f"events ran later than one frame on the fastest link ({_ms(self.bound_s)}), the worst "
                 f"({self.worst_agent}) up to {_ms(self.worst_s)} ({_us(self.worst_s / self.tdf)} "
-                f"production-equivalent){dropped}{self.machine.clause() if self.machine else ''}. Results that "
-                f"depend on timing are inconclusive: run again on a quieter machine, or `up` with --tdf "
-                f"{self.advice_tdf}")
+                f"production-equivalent){dropped}{self.machine.clause() if self.machine else ''}"
+                f"{pipelines_text(self.pipelines)}. Results that depend on timing are inconclusive: run again on "
+                f"a quieter machine, or `up` with --tdf {self.advice_tdf}")
 
     def to_json(self) -> dict:
         return {"kept_up": self.kept_up, "tdf": self.tdf, "bound_s": {"emulated": self.bound_s,
@@ -119,7 +142,9 @@ class Fidelity:
                 "p99_s": {"emulated": self.p99_s, "production": self.p99_s / self.tdf},
                 "worst_s": {"emulated": self.worst_s, "production": self.worst_s / self.tdf},
                 "worst_agent": self.worst_agent, "rx_dropped": self.rx_dropped, "advice_tdf": self.advice_tdf,
-                "machine": asdict(self.machine) if self.machine else None, "line": self.line()}
+                "machine": asdict(self.machine) if self.machine else None,
+                "pipelines": [{"node": p.node, "pipeline": p.pipeline, "why": p.why} for p in self.pipelines],
+                "line": self.line()}
 
 
 def _ms(seconds: float) -> str:
@@ -130,7 +155,8 @@ def _us(seconds: float) -> str:
     return f"{seconds * 1e6:.3g} µs"
 
 
-def judge(windows: list[AgentTiming], tdf: int, bound_s: float) -> Fidelity:
+def judge(windows: list[AgentTiming], tdf: int, bound_s: float,
+          pipelines: tuple[SwitchPipeline, ...] = ()) -> Fidelity:
     """The fidelity of one result, from its agents' windows and the lab's bound (LabState.fidelity_bound_s)."""
     events = sum(w.events for w in windows)
     late = {w.node: w.later_than(bound_s) for w in windows}
@@ -141,7 +167,8 @@ def judge(windows: list[AgentTiming], tdf: int, bound_s: float) -> Fidelity:
     kept_up = not behind
     advice = None if kept_up else round_up(tdf * min(max(2.0, p99 / bound_s), ADVICE_MAX_FACTOR))
     return Fidelity(kept_up, tdf, bound_s, events, sum(late.values()), min(p99, LATENESS_BOUNDS_S[-1]), worst_s,
-                    f"{worst.agent} on {worst.node}" if worst else "", sum(w.rx_dropped for w in windows), advice)
+                    f"{worst.agent} on {worst.node}" if worst else "", sum(w.rx_dropped for w in windows), advice,
+                    pipelines)
 
 
 @dataclass(frozen=True)
@@ -182,5 +209,5 @@ class Watch:
     def result(self) -> Fidelity:
         after = read_lab(self.record).agents
         machine = cpu_share(self.cpu_before, cpu_times(), os.cpu_count() or 1)
-        return replace(judge(timings(self.before, after), self.record.tdf, self.record.fidelity_bound_s),
-                       machine=machine)
+        return replace(judge(timings(self.before, after), self.record.tdf, self.record.fidelity_bound_s,
+                             switch_pipelines(after)), machine=machine)

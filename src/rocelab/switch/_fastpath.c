@@ -45,11 +45,33 @@ to the same frames out and counters on a real veth.
 #define ECN_CE 3
 #define TTL_DECREMENT_DELTA 0xFEFF
 
-/* The drop reasons, in the order of rocelab.switch.fastpath.REASONS (which names them). */
+/* The drop reasons. Each is named here, by its enum value, in rocelab.switch.counters' words;
+   the module exports the names (REASONS) and tests/unit/test_switch_fastpath.py matches them
+   with the Python side's by name. */
 enum {
     R_TRUNCATED, R_OVERSIZED, R_NOT_IPV4, R_NOT_FOR_US, R_BAD_IPV4_HEADER, R_BAD_IPV4_CHECKSUM,
     R_MAC_CONTROL_UNSUPPORTED, R_FLOW_CONTROL_DISABLED, R_TTL_EXPIRED, R_NO_ROUTE, R_TO_SELF,
     R_IMPAIRMENT_LOSS, R_HEADROOM_EXCEEDED, R_TAIL_DROP, R_WRED_DROP, R_PFCWD_DROP, NREASONS
+};
+static const char *const REASON_NAMES[NREASONS] = {
+    [R_TRUNCATED] = "truncated", [R_OVERSIZED] = "oversized", [R_NOT_IPV4] = "not_ipv4",
+    [R_NOT_FOR_US] = "not_for_us", [R_BAD_IPV4_HEADER] = "bad_ipv4_header",
+    [R_BAD_IPV4_CHECKSUM] = "bad_ipv4_checksum", [R_MAC_CONTROL_UNSUPPORTED] = "mac_control_unsupported",
+    [R_FLOW_CONTROL_DISABLED] = "flow_control_disabled", [R_TTL_EXPIRED] = "ttl_expired",
+    [R_NO_ROUTE] = "no_route", [R_TO_SELF] = "to_self", [R_IMPAIRMENT_LOSS] = "impairment_loss",
+    [R_HEADROOM_EXCEEDED] = "headroom_exceeded", [R_TAIL_DROP] = "tail_drop", [R_WRED_DROP] = "wred_drop",
+    [R_PFCWD_DROP] = "pfcwd_drop",
+};
+
+/* The SCHEDULER types this core serves (pick: STRICT, then DWRR and WRR alike, byte-fair). */
+static const char *const SCHEDULER_NAMES[] = {"STRICT", "DWRR", "WRR", NULL};
+
+/* What this core implements, in the names of rocelab.switch.pipeline.FEATURES: a switch runs on
+   it only where its profile and ports need nothing else (rocelab.switch.fastpath.choose_pipeline). */
+static const char *const FEATURE_NAMES[] = {
+    "scheduler:STRICT", "scheduler:DWRR", "scheduler:WRR", "wred", "pfc", "pfcwd:drop", "pfcwd:forward",
+    "pfcwd:alert", "dynamic_threshold", "shared_headroom", "pause_802_3x", "link_delay", "link_jitter",
+    "link_loss", "ecmp:hash", NULL,
 };
 #define ADMITTED (-1)
 
@@ -612,7 +634,7 @@ static int reason_index(Asic *self, PyObject *name)
         if (eq < 0) return -1;
         if (eq) return (int)i;
     }
-    PyErr_Format(PyExc_ValueError, "unknown drop reason %R", name);
+    PyErr_Format(PyExc_ValueError, "unknown drop reason %R (this core's: rocelab.switch._fastpath.REASONS)", name);
     return -1;
 }
 
@@ -1738,10 +1760,10 @@ static int setup_port(Asic *self, Port *p, PyObject *ref)
                     Py_DECREF(action);
                 }
             }
-            if (PyUnicode_CompareWithASCIIString(type, "STRICT") == 0) {
+            if (PyUnicode_CompareWithASCIIString(type, SCHEDULER_NAMES[0]) == 0) {
                 p->strict[p->nstrict++] = k;
-            } else if (PyUnicode_CompareWithASCIIString(type, "DWRR") == 0
-                       || PyUnicode_CompareWithASCIIString(type, "WRR") == 0) {
+            } else if (PyUnicode_CompareWithASCIIString(type, SCHEDULER_NAMES[1]) == 0
+                       || PyUnicode_CompareWithASCIIString(type, SCHEDULER_NAMES[2]) == 0) {
                 q->drr = 1;
                 p->has_drr = 1;
             } else {
@@ -1793,26 +1815,37 @@ static void clear_ports(Asic *self)
     self->npools = 0;
 }
 
-/* Asic(reference, rng, reasons, max_frame_bytes, flow_cache_max, trap_queue_max) */
+/* A tuple of the names up to the NULL (or `n` of them). */
+static PyObject *names_tuple(const char *const *names, Py_ssize_t n)
+{
+    if (n < 0)
+        for (n = 0; names[n]; n++) {}
+    PyObject *t = PyTuple_New(n);
+    for (Py_ssize_t i = 0; t && i < n; i++) {
+        PyObject *s = PyUnicode_FromString(names[i]);
+        if (!s) Py_CLEAR(t);
+        else PyTuple_SET_ITEM(t, i, s);
+    }
+    return t;
+}
+
+/* Asic(reference, rng, max_frame_bytes, flow_cache_max, trap_queue_max) */
 static int Asic_init(Asic *self, PyObject *args, PyObject *kwds)
 {
     PyObject *ref, *rng, *reasons;
     long long max_frame, flow_cache_max, trap_max;
-    static char *kwlist[] = {"reference", "rng", "reasons", "max_frame_bytes", "flow_cache_max",
-                             "trap_queue_max", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!LLL", kwlist, &ref, &rng, &PyTuple_Type, &reasons,
-                                     &max_frame, &flow_cache_max, &trap_max))
+    static char *kwlist[] = {"reference", "rng", "max_frame_bytes", "flow_cache_max", "trap_queue_max", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOLLL", kwlist, &ref, &rng, &max_frame, &flow_cache_max,
+                                     &trap_max))
         return -1;
-    if (PyTuple_GET_SIZE(reasons) != NREASONS) {
-        PyErr_Format(PyExc_ValueError, "reasons: %d names expected", NREASONS);
-        return -1;
-    }
+    reasons = names_tuple(REASON_NAMES, NREASONS);
+    if (!reasons) return -1;
     clear_ports(self);
     self->max_frame = max_frame;
     self->flow_cache_max = flow_cache_max;
     self->trap_max = trap_max;
     self->next_timer = INFINITY;
-    Py_XSETREF(self->reasons, Py_NewRef(reasons));
+    Py_XSETREF(self->reasons, reasons);
     if (attr_object(rng, "random", &self->rng_random) < 0 || attr_object(rng, "uniform", &self->rng_uniform) < 0
         || attr_object(ref, "trapped", &self->trapped) < 0)
         return -1;
@@ -2011,6 +2044,39 @@ static PyTypeObject AsicType = {
     .tp_methods = Asic_methods,
 };
 
+/* {kind: ((attribute path, "config" | "state"), ...)}: every attribute of the reference's
+   objects this core reads (config) or also writes back (state), table by table. */
+static PyObject *field_names(void)
+{
+    static const struct { const char *kind; const Field *fields; } TABLES[] = {
+        {"pool", POOL_FIELDS}, {"pg", PG_FIELDS}, {"queue", QUEUE_FIELDS}, {"wred", WRED_FIELDS},
+        {"watchdog", WATCHDOG_FIELDS}, {"port", PORT_FIELDS},
+    };
+    PyObject *d = PyDict_New();
+    for (size_t t = 0; d && t < sizeof TABLES / sizeof TABLES[0]; t++) {
+        PyObject *list = PyList_New(0);
+        for (const Field *f = TABLES[t].fields; list && f->path; f++) {
+            PyObject *pair = Py_BuildValue("(ss)", f->path, f->config ? "config" : "state");
+            if (!pair || PyList_Append(list, pair) < 0) Py_CLEAR(list);
+            Py_XDECREF(pair);
+        }
+        PyObject *tuple = list ? PyList_AsTuple(list) : NULL;
+        Py_XDECREF(list);
+        if (!tuple || PyDict_SetItemString(d, TABLES[t].kind, tuple) < 0) Py_CLEAR(d);
+        Py_XDECREF(tuple);
+    }
+    return d;
+}
+
+/* PyModule_AddObjectRef for a new reference (NULL: an error already set). */
+static int add_new(PyObject *m, const char *name, PyObject *value)
+{
+    if (!value) return -1;
+    int r = PyModule_AddObjectRef(m, name, value);
+    Py_DECREF(value);
+    return r;
+}
+
 static struct PyModuleDef fastpath_module = {
     PyModuleDef_HEAD_INIT, "rocelab.switch._fastpath",
     "The switch pipeline in C: switchd's fast path, held to rocelab.switch.pipeline by tests.", -1, NULL,
@@ -2021,7 +2087,14 @@ PyMODINIT_FUNC PyInit__fastpath(void)
     if (PyType_Ready(&AsicType) < 0) return NULL;
     PyObject *m = PyModule_Create(&fastpath_module);
     if (!m) return NULL;
-    if (PyModule_AddObjectRef(m, "Asic", (PyObject *)&AsicType) < 0) {
+    /* The names a test matches with the Python side's, and what choose_pipeline reads. */
+    PyObject *features = names_tuple(FEATURE_NAMES, -1);
+    int bad = add_new(m, "FEATURES", features ? PyFrozenSet_New(features) : NULL);
+    Py_XDECREF(features);
+    if (bad || PyModule_AddObjectRef(m, "Asic", (PyObject *)&AsicType) < 0
+        || add_new(m, "REASONS", names_tuple(REASON_NAMES, NREASONS)) < 0
+        || add_new(m, "SCHEDULERS", names_tuple(SCHEDULER_NAMES, -1)) < 0
+        || add_new(m, "FIELDS", field_names()) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -7,12 +7,12 @@ rocelab.switch.fastpath): AF_PACKET ports, the FIB read from the namespace's ker
 re-read whenever netlink says routes, neighbours, links or addresses changed), the QoS
 profile from a SONiC config_db.json, and a control socket:
 
-    ping                                   → {"node", "scheduling", "pipeline": "c" | "python"}
-    counters                               → {"counters": …, "loop": …, "tdf": N}
+    ping                                   → {"node", "scheduling", "pipeline": "c" | "python", "pipeline_why"}
+    counters                               → {"counters": …, "loop": …, "tdf": N, "pipeline", "pipeline_why"}
     counters {"packed": true}              → {"packed_counters": …, …}: flat, for frequent readers
                                              (rocelab.switch.counters.expand)
     clear                                  → zero every counter
-    reload {"profile": PATH}               → a new profile (counters restart)
+    reload {"profile": PATH}               → a new profile (counters restart; the pipeline chosen again)
     impair {"port", "delay_s", "jitter_s", "loss_pct"}  → link impairment out of a port,
                                              on top of the cable's own (dilated) delay
     fib                                    → the compiled forwarding table, as read
@@ -135,7 +135,7 @@ class Switchd:
         self.pfc_wd_tdf = config.get("pfc_wd_tdf", config["tdf"])
         self.profile = load_profile(config["profile"], self.pfc_wd_tdf)
         self.rng = random.Random(config.get("seed", 0))
-        self.switch = make_switch(config["node"], self.specs, self.profile, self.fib, self.rng)
+        self.switch, self.pipeline = make_switch(config["node"], self.specs, self.profile, self.fib, self.rng)
         self.events = kernel_fib.watch()
         self.cpu = CpuPort(self.switch, config["ports"])
         self.loop = Loop(self.cpu, {n: open_port(n) for n in self.names},
@@ -152,18 +152,20 @@ class Switchd:
         now = time.monotonic()
         if op == "ping":
             return {"node": self.config["node"], "scheduling": self.loop.stats.scheduling,
-                    "pipeline": self.switch.implementation}
+                    "pipeline": self.pipeline.pipeline, "pipeline_why": self.pipeline.why}
         if op == "counters":
             packed = self.switch.packed_counters(now)
             return {**({"packed_counters": packed} if req.get("packed") else {"counters": counters.expand(packed)}),
                     "tdf": self.config["tdf"], "pfc_wd_tdf": self.pfc_wd_tdf,
-                    "profile": self.profile.source, "loop": asdict(self.loop.read_drops())}
+                    "profile": self.profile.source, "loop": asdict(self.loop.read_drops()),
+                    "pipeline": self.pipeline.pipeline, "pipeline_why": self.pipeline.why}
         if op == "clear":
             self.switch.clear_counters(now)
             return {}
         if op == "reload":
             self.profile = load_profile(req.get("profile"), self.pfc_wd_tdf)
-            self.switch = make_switch(self.config["node"], self.specs, self.profile, self.fib, self.rng)
+            self.switch, self.pipeline = make_switch(self.config["node"], self.specs, self.profile, self.fib,
+                                                     self.rng)
             self.cpu.use(self.switch)
             return {"profile": self.profile.source}
         if op == "impair":

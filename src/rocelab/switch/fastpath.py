@@ -5,38 +5,36 @@ The Python `Switch` stays the reference. A `FastSwitch` builds one from the same
 and keeps it as its configuration and its counters' format: the C core reads the reference's
 objects once, runs every frame itself, routes a flow it has not seen through the reference's
 `_route`, and writes its state back into the reference's objects when counters are read.
-tests/unit/test_switch_fastpath.py holds the two to the same frames out and the same
-counters over a recorded trace, and every switch test runs on both. The C core also runs
-switchd's loop (`serve`, rocelab.kernel.loop): the rings, the pipeline and the sends, with no
-Python per wake-up.
+tests/unit/test_switch_traces.py holds the two to the same frames out and the same counters
+over generated traces, and every switch test runs on both. The C core also runs switchd's loop
+(`serve`, rocelab.kernel.loop): the rings, the pipeline and the sends, with no Python per
+wake-up.
 
-    make_switch(name, ports, profile, fib, rng)   FastSwitch where the C core is built (and
-                                                   not switched off), else Switch
+The C core declares what it implements (FEATURES, in rocelab.switch.features' names) and names
+its drop reasons, schedulers and the attributes it reads (REASONS, SCHEDULERS, FIELDS); tests
+match them with the Python side's by name.
+
+    choose_pipeline(profile, ports, fib)          which pipeline a switch runs, and why
+    make_switch(name, ports, profile, fib, rng)   (FastSwitch or Switch, the PipelineChoice)
 """
 
 from __future__ import annotations
 
 import os
 import random
+from dataclasses import dataclass
 from typing import Sequence
 
-from rocelab.switch import counters
+from rocelab.switch import counters, features
 from rocelab.switch.fib import Fib
 from rocelab.switch.frames import MAX_FRAME_BYTES
 from rocelab.switch.pipeline import FLOW_CACHE_MAX, TRAP_QUEUE_MAX, PortSpec, Switch
 
 try:
-    from rocelab.switch._fastpath import Asic
+    from rocelab.switch._fastpath import FEATURES, Asic
 except ImportError:  # no C compiler at install time: the pure pipeline runs
     Asic = None
-
-# The C core's drop reasons, in its enum's order (_fastpath.c).
-REASONS = (
-    counters.TRUNCATED, counters.OVERSIZED, counters.NOT_IPV4, counters.NOT_FOR_US, counters.BAD_IPV4_HEADER,
-    counters.BAD_IPV4_CHECKSUM, counters.MAC_CONTROL_UNSUPPORTED, counters.FLOW_CONTROL_DISABLED,
-    counters.TTL_EXPIRED, counters.NO_ROUTE, counters.TO_SELF, counters.IMPAIRMENT_LOSS,
-    counters.HEADROOM_EXCEEDED, counters.TAIL_DROP, counters.WRED_DROP, counters.PFCWD_DROP,
-)
+    FEATURES = frozenset()
 PURE_ENV = "ROCELAB_PURE_SWITCH"  # set to 1: switchd runs the Python pipeline even where C is built
 
 
@@ -51,7 +49,7 @@ if Asic is not None:
             self.name = name
             self.trapped = self.reference.trapped
             self._ports = self.reference._ports
-            super().__init__(self.reference, rng, REASONS, MAX_FRAME_BYTES, FLOW_CACHE_MAX, TRAP_QUEUE_MAX)
+            super().__init__(self.reference, rng, MAX_FRAME_BYTES, FLOW_CACHE_MAX, TRAP_QUEUE_MAX)
 
         def _resolve(self, port_index: int, tos: int, proto: int, src: int, dst: int, sport: int,
                      dport: int) -> tuple:
@@ -87,13 +85,33 @@ else:
 
 
 def switchd_pipeline() -> str:
-    """Which pipeline switchd runs here: "c" where the fast path is built and not switched off
-    (ROCELAB_PURE_SWITCH=1), else "python"."""
+    """Which pipeline switchd runs here for what the C core covers: "c" where the fast path is
+    built and not switched off (ROCELAB_PURE_SWITCH=1), else "python"."""
     return "python" if Asic is None or os.environ.get(PURE_ENV) == "1" else "c"
 
 
+@dataclass(frozen=True)
+class PipelineChoice:
+    pipeline: str  # "c" | "python"
+    why: str
+
+
+def choose_pipeline(profile, ports: Sequence[PortSpec], fib: Fib) -> PipelineChoice:
+    """C where it is built, not switched off, and declares every feature the switch needs
+    (rocelab.switch.features.needed); else Python, saying what kept it off C."""
+    if Asic is None:
+        return PipelineChoice("python", "the C core is not built here (no C compiler at install time)")
+    if os.environ.get(PURE_ENV) == "1":
+        return PipelineChoice("python", f"{PURE_ENV}=1")
+    lacking = {f: where for f, where in features.needed(profile, ports, fib).items() if f not in FEATURES}
+    if lacking:
+        return PipelineChoice("python", "the C core lacks " + ", ".join(
+            f"{f} ({where})" for f, where in sorted(lacking.items())))
+    return PipelineChoice("c", "the C core implements every feature this switch needs")
+
+
 def make_switch(name: str, ports: Sequence[PortSpec], profile, fib: Fib, rng: random.Random):
-    """The switch switchd runs: a FastSwitch or, per `switchd_pipeline`, the Python Switch."""
-    if switchd_pipeline() == "python":
-        return Switch(name, ports, profile, fib, rng)
-    return FastSwitch(name, ports, profile, fib, rng)
+    """The switch switchd runs, and why: a FastSwitch or the Python Switch, per `choose_pipeline`."""
+    choice = choose_pipeline(profile, ports, fib)
+    build = FastSwitch if choice.pipeline == "c" else Switch
+    return build(name, ports, profile, fib, rng), choice
