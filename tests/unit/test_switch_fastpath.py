@@ -237,7 +237,7 @@ def test_the_c_core_names_what_it_implements_in_the_python_sides_words():
     drop reason misnamed (or its enum misordered against its name table) in C, a scheduler or
     a feature Python does not know, or an attribute renamed in Python fails here, not a frame
     later."""
-    reasons = {v for n in dir(counters) if n.isupper() and isinstance(v := getattr(counters, n), str)}
+    reasons = counters.DROP_REASONS
     assert set(_fastpath.REASONS) == reasons
     assert len(_fastpath.REASONS) == len(set(_fastpath.REASONS))
     assert set(_fastpath.SCHEDULERS) <= set(scheduler_registry().names())

@@ -31,6 +31,8 @@ TAIL_DROP = "tail_drop"
 # Queue
 WRED_DROP = "wred_drop"
 PFCWD_DROP = "pfcwd_drop"  # the PFC watchdog found the queue stormed, action drop
+# Every reason above, as the C core's names are checked against it.
+DROP_REASONS = frozenset(v for k, v in tuple(globals().items()) if k.isupper() and isinstance(v, str))
 
 
 def count_drop(drops: dict[str, list[int]], reason: str, size_bytes: int) -> None:
