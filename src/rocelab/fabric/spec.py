@@ -562,7 +562,7 @@ def _device_entries(reader: _Reader, raw: Any, base: Path) -> list[_DeviceEntry]
                        "a config_db.json holds its own buffer model")
         if fmt != "sonic" and (set(_SONIC_KEYS) & set(spec)):
             reader.bad(path, f"sets `{'`, `'.join(k for k in _SONIC_KEYS if k in spec)}`, which SONiC devices take",
-                       f"an {'EOS' if fmt == 'eos' else 'Cumulus'} device's platform buffers are its `buffer`")
+                       f"{'an EOS' if fmt == 'eos' else 'a Cumulus'} device's platform buffers are its `buffer`")
         if fmt == "cumulus" and "segment_bytes" in spec:
             reader.bad((*path, "segment_bytes"), "is for EOS devices",
                        "Cumulus thresholds are in bytes")

@@ -294,10 +294,12 @@ def dscp_list(text: str) -> list[int]:
         if not item:
             continue
         value = dscp_value(item)
-        if value is None:
+        if value is not None:
+            out.append(value)
+        elif _NUMBER_RANGE.match(item):
             out += number_list(item, DSCP_VALUES - 1)
         else:
-            out.append(value)
+            raise ValueError(f"{item!r} is not a DSCP value")
     return out
 
 
@@ -386,7 +388,8 @@ class _Reader:
     # --- helpers
 
     def bad(self, where: str, text: str, message: str, hint: str = "") -> None:
-        self.problems.add(where, f"`{text}`: {message}", hint)
+        # self.source, not the Problems' file: a rendered pair of files shares one reader
+        self.problems.items.append(Problem(self.source, where, f"`{text}`: {message}", hint))
 
     def warn(self, where: str, text: str, why: str) -> None:
         self.warnings[f"{self.source}: {where}: `{text}`: {why}"] = None
@@ -1019,8 +1022,10 @@ class _Resolver:
         kmin = e.min_bytes.value if e.min_bytes else DEFAULT_ECN_MIN_BYTES
         kmax = e.max_bytes.value if e.max_bytes else DEFAULT_ECN_MAX_BYTES
         if kmax < kmin:
-            self.r.problems.add("", f"{self.where[('ecn', key, tc)]}: max-threshold {kmax:,} B is below "
-                                    f"min-threshold {kmin:,} B (NVUE refuses it)",
+            said = (e.max_bytes or e.min_bytes).where
+            self.r.problems.add(said.removeprefix(f"{self.source}: "),
+                                f"max-threshold {kmax:,} B is below min-threshold {kmin:,} B of "
+                                f"traffic class {tc} (NVUE refuses it)",
                                 "max-threshold must be at least min-threshold")
         prob = e.probability.value if e.probability else DEFAULT_ECN_PROBABILITY
         return WredProfile(f"cumulus_{name}_tc{tc}", red_on, "ecn_all" if ecn_on else "ecn_none",
@@ -1103,13 +1108,11 @@ def _config(s: _Settings, source: str, form: Form, reader: _Reader) -> CumulusCo
     reader.problems.raise_if_any()
     if s.roce is not None and s.roce.value.startswith("lossless"):
         lossless = s.pools.get(ROCE_LOSSLESS_POOL, {}).get("memory-percent")
-        reader.warnings[f"{source}: the {ROCE_LOSSLESS_POOL} pool ({lossless.value}% of the ASIC's "
-                        f"buffer, {lossless.where})" if lossless else
-                        f"{source}: the {ROCE_LOSSLESS_POOL} pool (Cumulus sizes it; its default "
-                        "share is not documented)"] = None
-        reader.warnings[f"{source}: the lossless PGs' headroom and thresholds are what Cumulus "
-                        "derives on the ASIC: the fabric description's `buffer:` figures stand for "
-                        "them"] = None
+        share = (f"{lossless.value}% of the ASIC's buffer, {lossless.where}" if lossless
+                 else "a share Cumulus picks; the RoCE page does not give it")
+        reader.warnings[f"{source}: the {ROCE_LOSSLESS_POOL} pool ({share}), the lossless PGs' "
+                        "headroom and their XOFF thresholds are what Cumulus derives on the ASIC: "
+                        "the fabric description's `buffer:` figures stand for them"] = None
     warnings = tuple(reader.warnings)
     profile = QosProfile(source=source, pools={}, ports=ports, notes=warnings)
     return CumulusConfig(profile, form, mtus, replace(default, port=""), dict(resolver.where), names,
@@ -1140,7 +1143,6 @@ def parse_cumulus(text: str, source: str, form: Form | None = None,
             rendered.add(infra[1], infra[0])
         rendered.run()
         rendered.finish()
-    reader.problems.raise_if_any()
     return _config(reader.s, source, form, reader)
 
 
