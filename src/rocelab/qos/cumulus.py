@@ -728,13 +728,13 @@ class _Rendered:
         elif len(k) == 3 and k[0] == "pfc_watchdog" and k[2] == "port_set":
             for port in self.ports(st, value):
                 s.watchdog[port] = r.said(st, True)
+        elif k[0] in ("link_pause", "shaping", "remark"):
+            r.warn(st.where, st.text, f"`{k[0]}` is not emulated: switchd runs without it")
         elif k[-1] == "port_group_list" and len(k) == 2:
             pass  # read above
         elif k[0] in ("ingress_service_pool", "egress_service_pool", "priority_group", "flow_control",
                       "port", "egress_buffer", "ingress_buffer", "traffic") or k[0].startswith("alpha"):
             pass  # buffer layout and remarking: the platform figures of the fabric description rule
-        elif k[0] in ("link_pause", "shaping", "remark"):
-            r.warn(st.where, st.text, f"`{k[0]}` is not emulated: switchd runs without it")
         else:
             r.warn(st.where, st.text, "a key rocelab does not know: ignored")
 
