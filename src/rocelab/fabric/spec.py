@@ -433,6 +433,7 @@ class _DeviceEntry:
     default_pfcwd_status: str | None = None  # overrides DEVICE_METADATA's
     ports: Mapping[str, str] | None = None  # SONiC port → rocelab interface; None: PORT's order
     voq_host: str | None = None
+    section: str = "devices"  # the key of the YAML file the entry is under (lab.yml: profiles)
 
 
 class _Reader:
@@ -534,13 +535,13 @@ def _port_map(reader: _Reader, raw: Any, path: tuple[str | int, ...]) -> dict[st
     return mapping
 
 
-def _device_entries(reader: _Reader, raw: Any, base: Path) -> list[_DeviceEntry]:
+def _device_entries(reader: _Reader, raw: Any, base: Path, section: str = "devices") -> list[_DeviceEntry]:
     if not isinstance(raw, dict):
-        reader.bad(("devices",), "is not a mapping of switch names to their QoS config")
+        reader.bad((section,), "is not a mapping of switch names to their QoS config")
         return []
     entries = []
     for name, spec in raw.items():
-        path = ("devices", str(name))
+        path = (section, str(name))
         keys = (*FORMATS, "segment_bytes", "buffer", *_SONIC_KEYS)
         if not reader.mapping(spec, path, keys, "`sonic: FILE`, `eos: FILE` or `cumulus: FILE`"):
             continue
@@ -586,7 +587,7 @@ def _device_entries(reader: _Reader, raw: Any, base: Path) -> list[_DeviceEntry]
         ports = _port_map(reader, spec["ports"], (*path, "ports")) if "ports" in spec else None
         entries.append(_DeviceEntry(str(name), fmt, base / file,
                                     segment_bytes, buffer, lines,
-                                    base / lookup if lookup else None, pfcwd, ports, voq_host))
+                                    base / lookup if lookup else None, pfcwd, ports, voq_host, section))
     return entries
 
 
@@ -635,7 +636,7 @@ def _load_sonic(entry: _DeviceEntry, reader: _Reader, cabled: list[str] | None) 
     """A SONiC device as it runs: its config_db, the port map and line card fabric.yml names,
     and what buffermgrd and pfcwd start_default derive (rocelab.qos.derived)."""
     source = display(entry.path)
-    path = ("devices", entry.name)
+    path = (entry.section, entry.name)
     doc = read_config_db(source)
     if entry.voq_host is not None and entry.voq_host not in (hosts := voq_hosts(doc)):
         reader.bad((*path, "voq_host"), f"{entry.voq_host!r} is not a line card of {source}'s VOQ keys",
@@ -666,12 +667,12 @@ def _load_sonic(entry: _DeviceEntry, reader: _Reader, cabled: list[str] | None) 
             not qos.lossless_pg(pg) and facts.cable_m(name) for name, qos in profile.ports.items()
             for pg in qos.pfc_enable):
         unsized = (f"buffermgrd creates the lossless PGs at run time from the platform's pg_profile_lookup.ini "
-                   f"and CABLE_LENGTH: name it in devices.{entry.name}.pg_profile_lookup")
+                   f"and CABLE_LENGTH: name it in {entry.section}.{entry.name}.pg_profile_lookup")
 
     status = entry.default_pfcwd_status or facts.default_pfcwd_status
     why, guarded = None, frozenset[str]()
     if status == "enable":
-        why = (f"devices.{entry.name}.default_pfcwd_status enable" if entry.default_pfcwd_status
+        why = (f"{entry.section}.{entry.name}.default_pfcwd_status enable" if entry.default_pfcwd_status
                else f"{source}: DEVICE_METADATA.localhost.default_pfcwd_status enable")
         watchdog = default_pfcwd(facts.port_entries)
         why += (f": action {watchdog.action}, detection {watchdog.detection_time_ms} ms, "
@@ -721,7 +722,7 @@ def _load_cumulus(entry: _DeviceEntry, reader: _Reader) -> Device:
     elif any(qos.pfc_enable for qos in profile.ports.values()):
         unsized = (f"Cumulus Linux derives the lossless PGs' headroom and thresholds on the ASIC from "
                    f"the cable length and port speed: give the platform's figures as "
-                   f"devices.{entry.name}.buffer")
+                   f"{entry.section}.{entry.name}.buffer")
     file = config.profile.source
     facts = SwitchFacts(ports={name: PortFacts(cable=f"{metres}m", cable_where=(
         config.at("cable", name) or "").removeprefix(f"{file}: ")) for name, metres in config.cable_m.items()})
@@ -848,13 +849,33 @@ def load_fabric_spec(path: Path) -> FabricSpec:
     return FabricSpec(name, doc.name, fabric, ordered, hosts, budgets)
 
 
-def _match_devices(reader: _Reader, fabric: Fabric, names: list[str]) -> None:
+def load_devices(doc: YamlDoc, raw: Any, base: Path, fabric: Fabric, section: str) -> dict[str, Device]:
+    """Switches' QoS configs in fabric.yml's device form under another file's `section` (a
+    lab's `profiles:`), some switches or all. Raises InputError listing every problem."""
+    reader = _Reader(doc)
+    problems: list[Problem] = []
+    devices = {}
+    for entry in _device_entries(reader, raw, base, section):
+        try:
+            devices[entry.name] = _load_device(entry, reader, fabric)
+        except InputError as e:
+            problems += e.problems
+    if isinstance(raw, dict):
+        _match_devices(reader, fabric, [str(n) for n in raw], section)
+    problems = reader.problems.items + problems
+    if problems:
+        raise InputError(problems)
+    return devices
+
+
+def _match_devices(reader: _Reader, fabric: Fabric, names: list[str], section: str = "devices") -> None:
+    """Every name a switch; in fabric.yml (`devices`), every switch named."""
     switches = [n.name for n in fabric.switches]
     for name in names:
         if name not in switches:
-            reader.bad(("devices", name), f"{name!r} is not a switch of the topology",
+            reader.bad((section, name), f"{name!r} is not a switch of the topology",
                        f"switches: {', '.join(switches)}")
     missing = [s for s in switches if s not in names]
-    if missing:
+    if missing and section == "devices":
         reader.bad(("devices",), f"has no QoS config for {', '.join(missing)}",
                    "every switch needs one: `sonic: FILE`, `eos: FILE` or `cumulus: FILE`")
