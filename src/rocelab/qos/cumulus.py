@@ -56,7 +56,7 @@ from typing import Any, Iterable, Literal, Mapping
 
 import yaml
 
-from rocelab.errors import InputError, Problem, Problems
+from rocelab.errors import InputError, Problem, Problems, read_text
 from rocelab.qos.dscp import DSCP_EXPECTED, dscp_value
 from rocelab.qos.model import (
     DSCP_VALUES,
@@ -1146,15 +1146,6 @@ def parse_cumulus(text: str, source: str, form: Form | None = None,
     return _config(reader.s, source, form, reader)
 
 
-def _read(path: Path, source: str) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise InputError([Problem(source, "", f"cannot read the file: {e.strerror}")]) from e
-    except UnicodeDecodeError as e:
-        raise InputError([Problem(source, "", f"is not UTF-8 text: {e.reason} at byte {e.start}")]) from e
-
-
 def load_cumulus(path: str | os.PathLike[str]) -> CumulusConfig:
     """Read a Cumulus config: a file of any form, or a directory holding qos_features.conf
     (and qos_infra.conf). Raises InputError naming the file."""
@@ -1165,6 +1156,6 @@ def load_cumulus(path: str | os.PathLike[str]) -> CumulusConfig:
         if not features.is_file():
             raise InputError([Problem(source, "", f"holds no {_FEATURES}",
                                       f"a directory of rendered files holds {_FEATURES} (and {_INFRA})")])
-        return parse_cumulus(_read(features, str(features)), str(features), "qos_features.conf",
-                             (_read(infra, str(infra)), str(infra)) if infra.is_file() else None)
-    return parse_cumulus(_read(path, source), source)
+        return parse_cumulus(read_text(str(features)), str(features), "qos_features.conf",
+                             (read_text(str(infra)), str(infra)) if infra.is_file() else None)
+    return parse_cumulus(read_text(source), source)

@@ -91,7 +91,7 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from typing import Literal, Mapping, Sequence
 
-from rocelab.errors import InputError, Problem, Problems
+from rocelab.errors import Problems, read_text
 from rocelab.ethernet import ETH  # the Ethernet header an L2 MTU counts
 from rocelab.qos.dscp import DSCP_EXPECTED, dscp_value
 from rocelab.qos.model import (
@@ -1047,15 +1047,7 @@ def load_eos(path: str | os.PathLike[str], *, segment_bytes: int | None = None,
              port_speeds_bps: Mapping[str, int] | None = None) -> EosConfig:
     """Read a running-config file. Raises InputError naming the file."""
     source = os.fspath(path)
-    try:
-        with open(source, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        raise InputError([Problem(source, "", f"cannot read the file: {e.strerror}")]) from e
-    except UnicodeDecodeError as e:
-        raise InputError([Problem(source, "", f"is not UTF-8 text: {e.reason} at byte "
-                                              f"{e.start}")]) from e
-    return parse_eos_config(text, source, segment_bytes=segment_bytes,
+    return parse_eos_config(read_text(source), source, segment_bytes=segment_bytes,
                             port_speeds_bps=port_speeds_bps)
 
 
