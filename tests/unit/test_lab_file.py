@@ -140,3 +140,16 @@ def test_a_bad_profiles_entry_names_lab_yml_and_the_nos_file(lab_home):
     assert any("leaf1.nvue: line 1: `nv set qos roce mode turbo`: 'turbo' is not a RoCE mode" in s for s in said), said
     assert any("lab.yml: profiles.h1 (line 4): 'h1' is not a switch of the topology" in s for s in said), said
     assert any("profiles.h1.sonic" in s and "'nothere.json' is not a file" in s for s in said), said
+
+
+def test_up_with_a_bad_cumulus_profile_exits_2_and_builds_nothing(lab_home):
+    import subprocess
+    import sys
+
+    (lab_home.parent / "leaf1.nvue").write_text("nv set qos pfc default-global switch-priority 9\n")
+    lab_home.write_text("topology: leaf-spine-2x2\nprofiles:\n  leaf1: {cumulus: leaf1.nvue}\n")
+    result = subprocess.run([sys.executable, "-m", "rocelab", "up", "l1"], capture_output=True, text=True)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "l1/leaf1.nvue: line 1: `nv set qos pfc default-global switch-priority 9`: '9' is not within 0–7" \
+        in result.stderr
+    assert not (paths.STATE_DIR / "l1.json").exists()
