@@ -317,3 +317,8 @@ def test_without_buffer_figures_the_cable_length_is_still_checked(tmp_path: Path
     findings = [f for f in lint(spec) if f.device == "leaf2"]
     assert [(f.check, f.port) for f in findings] == [("headroom", "swp3 (eth3)")]
     assert spec.devices["leaf2"].unsized_pgs.startswith("Cumulus Linux derives the lossless PGs' headroom")
+
+
+def test_unsetting_a_newer_mode_goes_back_to_lossless() -> None:
+    text = _commands("qos roce mode lossy-multi-tc") + "nv unset qos roce mode lossy-multi-tc\n"
+    assert _port(text).pfc_enable == {3}

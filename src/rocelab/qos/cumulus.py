@@ -433,6 +433,9 @@ class _Reader:
     def unset(self, st: _Statement) -> None:
         if st.words == ("qos", "roce"):
             self.s.roce = None
+        elif st.words[:3] == ("qos", "roce", "mode") and self.s.roce is not None:
+            # ROCE_DOCS: unsetting lossless-single-ipool or lossy-multi-tc goes back to lossless
+            self.s.roce = self.said(st, "lossless")
         elif st.words[:1] == ("qos",) or "qos" in st.words:
             self.warn(st.where, st.text, "rocelab reads the configuration as set; this unset is "
                                          "not applied (give the configuration after it)")
@@ -878,7 +881,10 @@ def _apply_roce(s: _Settings) -> None:
     if s.roce is None or s.roce.value == "lossy-multi-tc":
         return
     mode = s.roce.value
-    why = lambda what: f"{s.roce.where} (Cumulus Linux {CUMULUS_RELEASE}'s RoCE {mode} default: {what})"  # noqa: E731
+
+    def why(what: str) -> str:
+        return f"{s.roce.where} (Cumulus Linux {CUMULUS_RELEASE}'s RoCE {mode} default: {what})"
+
     m = s.mapping.setdefault(GLOBAL, _Mapping())
     if m.trust is None:
         m.trust = _Said(ROCE_TRUST, why("trust pcp,dscp"))
@@ -972,8 +978,7 @@ class _Resolver:
     def queues(self, port: str, key: str) -> dict[int, QueueQos]:
         sname, _ = _ports_profile(self.s, port, "egress-scheduler")
         ename, _ = _ports_profile(self.s, port, "congestion-control")
-        sched = self.s.scheduler.get(sname, {}) if sname in self.s.scheduler else {}
-        ecn = self.s.ecn.get(ename, {}) if ename in self.s.ecn else {}
+        sched, ecn = self.s.scheduler.get(sname, {}), self.s.ecn.get(ename, {})
         queues = {}
         for tc in range(PRIORITIES):
             scheduler = self.scheduler(sname, sched, tc, key)
