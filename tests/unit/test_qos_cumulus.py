@@ -139,7 +139,8 @@ def test_port_profiles_apply_to_their_ports_only() -> None:
         "qos mapping hosts trust l3",
         "qos mapping hosts dscp af31 switch-priority 4",
         "interface swp1,swp2 qos mapping profile hosts"), "leaf.nvue")
-    assert config.cable_m == {"Ethernet0": 100, "Ethernet4": 100, "Ethernet8": 300, "Ethernet12": 300}
+    assert config.cable_m == {"Ethernet0": 100, "Ethernet4": 100, "Ethernet8": 300, "Ethernet12": 300,
+                              "": 100}
     ports = config.profile.ports
     assert ports["Ethernet0"].dscp_to_tc[26] == 4 and ports["Ethernet8"].dscp_to_tc[26] == 3
 
@@ -322,3 +323,17 @@ def test_without_buffer_figures_the_cable_length_is_still_checked(tmp_path: Path
 def test_unsetting_a_newer_mode_goes_back_to_lossless() -> None:
     text = _commands("qos roce mode lossy-multi-tc") + "nv unset qos roce mode lossy-multi-tc\n"
     assert _port(text).pfc_enable == {3}
+
+
+def test_cabled_ports_the_file_does_not_list_get_the_global_cable_length(tmp_path: Path) -> None:
+    shutil.copytree(EXAMPLE, tmp_path / "f")
+    commands = tmp_path / "f" / "leaf2.nvue"
+    commands.write_text("nv set qos roce\nnv set qos pfc default-global cable-length 35\n"
+                        "nv set qos mapping default-global dscp 24-25,27-31 switch-priority 0\n")
+    spec = load_fabric_spec(tmp_path / "f")
+    leaf2 = spec.devices["leaf2"]
+    assert leaf2.origin.config.profile.ports == {}  # the file lists no interface
+    assert {p.pfc_enable for p in leaf2.profile.ports.values()} == {frozenset({3})}  # switchd gets them
+    headroom = [f for f in lint(spec) if f.device == "leaf2" and f.check == "headroom"]
+    assert [f.port for f in headroom] == ["swp3 (eth3)"]  # the 40 m fibre; 30 m and 3 m fit
+    assert "leaf2.nvue: line 2: `nv set qos pfc default-global cable-length 35`" in headroom[0].source

@@ -627,9 +627,12 @@ def _budgets(reader: _Reader, raw: Any) -> Budgets:
 def _with_platform_buffers(profile: QosProfile, pool: BufferPool, pg: BufferProfile
                            ) -> QosProfile:
     """Give each port's no-drop priorities' PGs the platform's lossless buffer profile."""
-    ports = {name: replace(qos, pgs={qos.tc_to_pg[p]: pg for p in sorted(qos.pfc_enable)})
-             for name, qos in profile.ports.items()}
+    ports = {name: _with_platform_pg(qos, pg) for name, qos in profile.ports.items()}
     return replace(profile, pools={pool.name: pool}, ports=ports)
+
+
+def _with_platform_pg(qos: PortQos, pg: BufferProfile) -> PortQos:
+    return replace(qos, pgs={qos.tc_to_pg[p]: pg for p in sorted(qos.pfc_enable)})
 
 
 def _load_sonic(entry: _DeviceEntry, reader: _Reader, cabled: list[str] | None) -> Device:
@@ -712,23 +715,32 @@ def _with_given_pfc_sizes(profile: QosProfile, config: CumulusConfig) -> QosProf
     return replace(profile, ports=ports)
 
 
-def _load_cumulus(entry: _DeviceEntry, reader: _Reader) -> Device:
+def _load_cumulus(entry: _DeviceEntry, reader: _Reader, cabled: list[str]) -> Device:
     source = display(entry.path)
     config = load_cumulus(source)
-    profile = config.profile
+    profile, unlisted = config.profile, config.default_port
     unsized = None
     if entry.buffer:
         profile = _with_given_pfc_sizes(_with_platform_buffers(profile, *entry.buffer), config)
-    elif any(qos.pfc_enable for qos in profile.ports.values()):
+        unlisted = _with_platform_pg(unlisted, entry.buffer[1])
+    elif unlisted.pfc_enable or any(qos.pfc_enable for qos in profile.ports.values()):
         unsized = (f"Cumulus Linux derives the lossless PGs' headroom and thresholds on the ASIC from "
                    f"the cable length and port speed: give the platform's figures as "
                    f"{entry.section}.{entry.name}.buffer")
+    # Cabled ports the file does not list run the global profiles (switchd too: it gets them).
+    profile = replace(profile, ports={**{port: replace(unlisted, port=port)
+                                         for port in map(profile.sonic_name, cabled)},
+                                      **profile.ports})
     file = config.profile.source
+    cables = {name: (metres, name) for name, metres in config.cable_m.items() if name}
+    if "" in config.cable_m:  # cabled ports the file does not list have the global PFC profile's
+        cables.update({port: (config.cable_m[""], "") for port in map(profile.sonic_name, cabled)
+                       if port not in cables})
     facts = SwitchFacts(ports={name: PortFacts(cable=f"{metres}m", cable_where=(
-        config.at("cable", name) or "").removeprefix(f"{file}: ")) for name, metres in config.cable_m.items()})
+        config.at("cable", key) or "").removeprefix(f"{file}: ")) for name, (metres, key) in cables.items()})
     origin = CumulusOrigin(file, config, entry.name, reader.doc.name, entry.buffer_lines)
     return Device(entry.name, "cumulus", file, profile, origin, config.mtu_bytes, _CUMULUS_MTU,
-                  config.default_port, config.cumulus_names, facts=facts, unsized_pgs=unsized)
+                  unlisted, config.cumulus_names, facts=facts, unsized_pgs=unsized)
 
 
 def _load_device(entry: _DeviceEntry, reader: _Reader, fabric: Fabric | None) -> Device:
@@ -736,7 +748,7 @@ def _load_device(entry: _DeviceEntry, reader: _Reader, fabric: Fabric | None) ->
     if entry.format == "sonic":
         return _load_sonic(entry, reader, [p.name for p in node.ports] if node else None)
     if entry.format == "cumulus":
-        return _load_cumulus(entry, reader)
+        return _load_cumulus(entry, reader, [p.name for p in node.ports] if node else [])
     source = display(entry.path)
     speeds = {p.name: int(fabric.links[p.link].rate_bps) for p in node.ports} if node else {}
     config = load_eos(source, segment_bytes=entry.segment_bytes, port_speeds_bps=speeds)

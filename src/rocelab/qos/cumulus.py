@@ -198,7 +198,8 @@ class CumulusConfig:
     default_port: PortQos  # what a swp port the file does not list gets
     where: Mapping[tuple[object, ...], str]
     cumulus_names: Mapping[str, str] = field(default_factory=dict)  # SONiC name → swpN
-    cable_m: Mapping[str, int] = field(default_factory=dict)  # SONiC name → PFC cable length
+    # SONiC name → PFC cable length of a port with PFC ("": of a port the file does not list)
+    cable_m: Mapping[str, int] = field(default_factory=dict)
     pfc_sizes: Mapping[str, PfcSizes] = field(default_factory=dict)  # SONiC name → given sizes
     roce_mode: str | None = None
     warnings: tuple[str, ...] = ()
@@ -1108,7 +1109,9 @@ def _config(s: _Settings, source: str, form: Form, reader: _Reader) -> CumulusCo
             if pfc.port_buffer or pfc.xoff or pfc.xon:
                 sizes[key] = PfcSizes(*(x.value if x else None for x in (pfc.port_buffer, pfc.xoff, pfc.xon)),
                                       resolver.where[("pfc-buffer", key)])
-    default, _ = resolver.port("", "")
+    default, default_pfc = resolver.port("", "")
+    if default_pfc is not None and default.pfc_enable:  # what a port the file does not list gets
+        cables[""] = default_pfc.cable_m.value if default_pfc.cable_m else DEFAULT_CABLE_M
     resolver.where[("mtu", "")] = f"{source}: the port sets no `link mtu` ({_default(f'MTU {DEFAULT_MTU_BYTES}')})"
     reader.problems.raise_if_any()
     if s.roce is not None and s.roce.value.startswith("lossless"):
