@@ -737,8 +737,11 @@ class _Rendered:
         elif k[-1] == "port_group_list" and len(k) == 2:
             pass  # read above
         elif k[0] in ("ingress_service_pool", "egress_service_pool", "priority_group", "flow_control",
-                      "port", "egress_buffer", "ingress_buffer", "traffic") or k[0].startswith("alpha"):
-            pass  # buffer layout and remarking: the platform figures of the fabric description rule
+                      "port", "egress_buffer", "ingress_buffer") or k[0].startswith("alpha") or \
+                k[:2] == ["traffic", "priority_group_list"]:
+            pass  # buffer layout: the platform figures of the fabric description rule
+        elif k[0] == "traffic" and any("remark" in part for part in k):
+            r.warn(st.where, st.text, "egress remarking is not emulated: packets keep their DSCP and PCP")
         else:
             r.warn(st.where, st.text, "a key rocelab does not know: ignored")
 
