@@ -74,3 +74,15 @@ class Problems:
     def raise_if_any(self) -> None:
         if self.items:
             raise InputError(self.items)
+
+
+def read_text(source: str) -> str:
+    """A user's text file, or an InputError naming it: unreadable, or not UTF-8."""
+    try:
+        with open(source, encoding="utf-8") as f:
+            return f.read()
+    except OSError as e:
+        raise InputError([Problem(source, "", f"cannot read the file: {e.strerror}")]) from e
+    except UnicodeDecodeError as e:
+        raise InputError([Problem(source, "", f"is not UTF-8 text: {e.reason} at byte "
+                                              f"{e.start}")]) from e

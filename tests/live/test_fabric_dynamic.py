@@ -69,3 +69,14 @@ def test_a_spine_that_pauses_the_wrong_queue_fails_its_probe(pytester: pytest.Py
     result.assert_outcomes(passed=3, failed=1, deselected=NOT_PFC_THRESHOLD)
     result.stdout.fnmatch_lines(["*spine2 Ethernet0 (eth1) priority 3 (PG3, BUFFER_PROFILE *): no PFC after *"
                                  "expected XOFF at 381,300 B*"])
+
+
+def test_cumulus_leaves_run_the_profile_nvue_derives(pytester: pytest.Pytester):
+    # examples/fabric-cumulus: switchd on leaf1 and leaf2 runs what `nv set qos roce` (and the
+    # platform buffer figures) derive; XOFF must fire at the trigger that profile sets.
+    shutil.copytree(EXAMPLES / "fabric-cumulus", pytester.path / "fabric-cumulus")
+    result = pytester.runpytest_subprocess("--fabric", "fabric-cumulus", "-m", "rocelab_dynamic", "-v",
+                                           "-k", "pfc-threshold and leaf")
+    result.assert_outcomes(passed=2, deselected=NOT_PFC_THRESHOLD + 2)
+    for leaf in ("leaf1", "leaf2"):
+        assert f"::pfc-threshold[{leaf}:p3] PASSED" in result.stdout.str()

@@ -103,3 +103,53 @@ def test_nic_files_whose_values_make_no_nic_are_named(lab_home):
     assert problem.path.startswith("nics") and problem.message.startswith("h1: what ")
     assert "h1.sysfs.txt says makes no NIC" in problem.message
     assert "min_decrease_factor=1.5 must be in [0, 1]" in problem.message
+
+
+# ---- `profiles:` a switch runs its own NOS config: SONiC, EOS or Cumulus -------------------------
+
+CUMULUS = ROOT / "examples" / "fabric-cumulus"
+
+
+def test_a_labs_profiles_run_a_cumulus_leaf_as_nvue_derives_it(lab_home, tmp_path, monkeypatch):
+    from rocelab.engines.netns import write_agent_config
+    from rocelab.qos.sonic import load_config_db
+
+    (lab_home.parent / "leaf1.nvue").write_text((CUMULUS / "leaf2.nvue").read_text())
+    lab_home.write_text("topology: leaf-spine-2x2\ntdf: 1000\nprofiles:\n"
+                        "  leaf1:\n    cumulus: leaf1.nvue\n"
+                        "    buffer: {pool_size_bytes: 12MiB, dynamic_th: -5, xoff_bytes: 56KiB}\n")
+    lab = load_lab("l1")
+    assert set(lab.node_qos) == {"leaf1"}
+    assert lab.node_qos["leaf1"].ports["Ethernet0"].pfc_enable == {3}
+    monkeypatch.setattr(paths, "STATE_DIR", tmp_path / "state")
+    leaf1 = next(n for n in lab.fabric.switches if n.name == "leaf1")
+    written = json.loads(write_agent_config(lab, leaf1).read_text())["profile"]
+    ran = load_config_db(written)  # what switchd loads
+    assert ran.ports == lab.node_qos["leaf1"].ports and ran.pools == lab.node_qos["leaf1"].pools
+    spine1 = next(n for n in lab.fabric.switches if n.name == "spine1")
+    assert json.loads(write_agent_config(lab, spine1).read_text())["profile"] is None  # no `profile:`
+
+
+def test_a_bad_profiles_entry_names_lab_yml_and_the_nos_file(lab_home):
+    (lab_home.parent / "leaf1.nvue").write_text("nv set qos roce mode turbo\n")
+    lab_home.write_text("topology: leaf-spine-2x2\nprofiles:\n  leaf1: {cumulus: leaf1.nvue}\n"
+                        "  h1: {sonic: nothere.json}\n")
+    with pytest.raises(InputError) as exc:
+        load_lab("l1")
+    said = [str(p) for p in exc.value.problems]
+    assert any("leaf1.nvue: line 1: `nv set qos roce mode turbo`: 'turbo' is not a RoCE mode" in s for s in said), said
+    assert any("lab.yml: profiles.h1 (line 4): 'h1' is not a switch of the topology" in s for s in said), said
+    assert any("profiles.h1.sonic" in s and "'nothere.json' is not a file" in s for s in said), said
+
+
+def test_up_with_a_bad_cumulus_profile_exits_2_and_builds_nothing(lab_home):
+    import subprocess
+    import sys
+
+    (lab_home.parent / "leaf1.nvue").write_text("nv set qos pfc default-global switch-priority 9\n")
+    lab_home.write_text("topology: leaf-spine-2x2\nprofiles:\n  leaf1: {cumulus: leaf1.nvue}\n")
+    result = subprocess.run([sys.executable, "-m", "rocelab", "up", "l1"], capture_output=True, text=True)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "l1/leaf1.nvue: line 1: `nv set qos pfc default-global switch-priority 9`: '9' is not within 0–7" \
+        in result.stderr
+    assert not (paths.STATE_DIR / "l1.json").exists()

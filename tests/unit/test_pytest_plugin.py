@@ -309,3 +309,37 @@ def test_readers_notes_are_printed_beside_the_verdict(pytester: pytest.Pytester,
     spine1.write_text(text)  # the example as shipped: nothing to say
     assert "rocelab: what the configurations' readers" not in pytester.runpytest(
         "--fabric", "fabric-good", "-m", "rocelab_static").stdout.str()
+
+
+# --- Cumulus leaves (NVUE), SONiC spines
+
+CUMULUS_BROKEN = {  # each seeded defect of examples/fabric-cumulus-broken: its statement, named
+    "cnp-strict[leaf1]": "fabric-cumulus-broken/leaf1/nv-config.yml: "
+                         "set.qos.egress-scheduler.default-global.traffic-class.6.mode (line 42)",
+    "ecn-before-pfc[leaf1]": "set.qos.congestion-control.default-global.traffic-class.3.min-threshold "
+                             "(line 48): `qos congestion-control default-global traffic-class 3 "
+                             "min-threshold 600000`",
+    "mtu[leaf1]": "set.interface.swp3.link.mtu (line 21): `interface swp3 link mtu 1500`",
+    "dscp-maps[leaf2]": "fabric-cumulus-broken/leaf2.nvue: line 8: "
+                        "`nv set qos mapping default-global dscp 26 switch-priority 1`",
+    "roce-lossless[leaf2]": "configured pfc_enable {3}, DSCP 26 → TC 1; required TC 1 in pfc_enable",
+    "headroom[leaf2]": "fabric-cumulus-broken/leaf2.nvue: line 9: "
+                       "`nv set qos pfc default-global cable-length 20`",
+    "pfc-watchdog[leaf2]": "fabric-cumulus-broken/leaf2.nvue: no `interface swp1 qos pfc-watchdog`",
+    "nic-trust[leaf2]": "the NIC puts RoCE (DSCP 26) on priority 3, leaf2 swp1 (eth1) on priority 1",
+}
+
+
+def test_cumulus_fabric_passes_and_its_broken_copy_fails_exactly_its_defects(
+        pytester: pytest.Pytester) -> None:
+    for name in ("fabric-cumulus", "fabric-cumulus-broken"):
+        shutil.copytree(EXAMPLES / name, pytester.path / name)
+    good = pytester.runpytest("--fabric", "fabric-cumulus", "-m", "rocelab_static")
+    good.assert_outcomes(passed=PASSING, skipped=NOT_APPLICABLE)
+    good.stdout.fnmatch_lines(["rocelab fabric: fabric-cumulus from fabric-cumulus/fabric.yml: "
+                               "spine1 (sonic), spine2 (sonic), leaf1 (cumulus), leaf2 (cumulus)"])
+    broken = pytester.runpytest("--fabric", "fabric-cumulus-broken", "-m", "rocelab_static")
+    assert _failed(broken) == {f"fabric-cumulus-broken/fabric.yml::{item}" for item in CUMULUS_BROKEN}
+    output = broken.stdout.str()
+    for fragment in CUMULUS_BROKEN.values():
+        assert fragment in output

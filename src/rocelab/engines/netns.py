@@ -28,6 +28,7 @@ from rocelab.errors import InputError, Problem
 from rocelab.kernel.loop import early_s
 from rocelab.kernel.netns import exists, in_netns, pids_in, popen_in, run_in, stop
 from rocelab.model.lab import Lab
+from rocelab.qos.sonic import dump_config_db
 from rocelab.engines.state import InterfaceState, LabState, NodeState
 from rocelab.model.kinds import Agent, builtin_dataplanes, builtin_nic_backends
 from rocelab.model.tdf import TdfChoice, frame_bytes
@@ -125,6 +126,16 @@ def wait_ready(lab: str, node: str, module: str, proc: subprocess.Popen) -> None
     raise AgentFailed(f"{module} on {node} did not start (exit {proc.poll()}); its log:\n{tail}")
 
 
+def node_profile_file(lab: Lab, node: str) -> Path | None:
+    """The config_db.json switchd loads: a lab.yml `profiles:` entry written beside the agent's
+    configuration as config_db, else the switch's own profile file, else the lab's."""
+    if node in lab.node_qos:
+        path = paths.STATE_DIR / lab.name / f"{node}.config_db.json"
+        path.write_text(dump_config_db(lab.node_qos[node]))
+        return path
+    return lab.node_profiles.get(node) or lab.profile
+
+
 def write_agent_config(lab: Lab, node: Node) -> Path:
     """An agent's configuration file, beside its control socket and log (paths.STATE_DIR/<lab>/)."""
     folder = paths.STATE_DIR / lab.name
@@ -134,7 +145,7 @@ def write_agent_config(lab: Lab, node: Node) -> Path:
         "early_s": early_s(fidelity_bound_s(lab)),
         "pfc_wd_tdf": lab.pfc_wd_tdf or lab.tdf,
         "socket": str(control.socket_path(lab.name, node.name)),
-        "profile": str(lab.node_profiles.get(node.name) or lab.profile or "") or None,
+        "profile": str(node_profile_file(lab, node.name) or "") or None,
         "roce": lab.roce_of(node.name),
         "ports": [{"name": p.name, "mac": p.mac, "address": str(p.address),
                    "peer_mac": lab.fabric.peer(p).mac,

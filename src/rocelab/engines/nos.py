@@ -116,12 +116,14 @@ def bgp_neighbors(fabric: Fabric, node: Node) -> tuple[BgpNeighbor, ...]:
 def node_profile(lab: Lab, node: Node) -> QosProfile | None:
     """The QoS profile of a switch, for its own ports only (None: the lab sets none)."""
     path = lab.node_profiles.get(node.name) or lab.profile
-    if path is None:
+    if node.name in lab.node_qos:
+        profile = lab.node_qos[node.name]  # lab.yml `profiles:`, read with its source named
+    elif path is None:
         return None
-    profile = load_config_db(path)
+    else:
+        profile = dataclasses.replace(load_config_db(path), source=display(Path(path)))
     ports = {lab_to_sonic(p.name) for p in node.ports}
-    return dataclasses.replace(profile, source=display(Path(path)),
-                               ports={name: qos for name, qos in profile.ports.items() if name in ports})
+    return dataclasses.replace(profile, ports={name: qos for name, qos in profile.ports.items() if name in ports})
 
 
 def _link(fabric: Fabric, port: Port) -> Link:

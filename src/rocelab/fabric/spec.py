@@ -16,6 +16,11 @@ A description is a directory holding `fabric.yml`, or a YAML file of that form:
         ports: {Ethernet0: eth1, Ethernet4: eth2}  # optional: SONiC port → rocelab interface,
                                   #   every cabled one; default: the PORT table's order
         voq_host: lc1|asic0       # optional: a VOQ chassis line card whose keys are this device's
+      leaf3:
+        cumulus: leaf3.nvue.yml   # NVIDIA Cumulus Linux: `nv config show` (YAML), `nv config show
+                                  #   -o commands` lines, or a directory holding the rendered
+                                  #   qos_features.conf and qos_infra.conf
+        buffer: {…}               # optional, as for EOS: Cumulus derives PFC headroom on the ASIC
       spine1:
         eos: spine1.cfg           # an EOS running-config
         segment_bytes: 208        # bytes per EOS threshold "segment" on this platform: needed
@@ -38,12 +43,14 @@ A description is a directory holding `fabric.yml`, or a YAML file of that form:
     budgets:                      # optional, for the dynamic checks
       allreduce_step_time_s: 20ms
 
-An EOS device's `buffer` becomes the profile's pool and, on every port, the buffer profile
+An EOS or Cumulus device's `buffer` becomes the profile's pool and, on every port, the buffer profile
 of the PG of each no-drop priority, so the checks and switchd treat EOS and SONiC devices
 alike. A SONiC device is what it runs (rocelab.qos.derived): buffermgrd's lossless PGs where
 `pg_profile_lookup` is given, pfcwd start_default's watchdogs where default_pfcwd_status is
 enable. MTUs: a SONiC port's is PORT.<port>.mtu (default 9100), an EOS interface's its `mtu`
-(default `interface defaults` `mtu`, else 1500); both are IP MTUs. An EOS device's latency
+(default `interface defaults` `mtu`, else 1500), a Cumulus swp port's `link mtu` (default
+9216); all are IP MTUs. A Cumulus device's PFC cable length is checked against the cables as
+a SONiC device's CABLE_LENGTH is. An EOS device's latency
 ECN thresholds are converted at each cabled port's link rate where the interface sets no
 `speed`; a DSCP the hosts send (RoCE's, CNPs') whose class on a cabled EOS port depends on
 what rocelab cannot evaluate (an ACL match, a DSCP rewrite) is an error naming the statement.
@@ -68,6 +75,7 @@ from typing import Any, Literal, Mapping, Protocol
 from rocelab.errors import InputError, Problem, Problems
 from rocelab.paths import display
 from rocelab.qos.derived import (
+    PortFacts,
     SwitchFacts,
     default_pfcwd,
     default_pfcwd_ports,
@@ -75,6 +83,8 @@ from rocelab.qos.derived import (
     derive_lossless_pgs,
     parse_pg_profile_lookup,
 )
+from rocelab.qos.cumulus import DEFAULT_MTU_BYTES as _CUMULUS_MTU
+from rocelab.qos.cumulus import CumulusConfig, lab_to_cumulus, load_cumulus
 from rocelab.qos.eos import EosConfig, lab_to_eos, load_eos
 from rocelab.qos.nic import IB_MTUS
 from rocelab.model.hostnics import HostNic, NicEntry, nic_entries, read_host_nics
@@ -87,7 +97,8 @@ from rocelab.yamlfile import YamlDoc, load_yaml
 from rocelab.yamlfile import at as _at
 
 FABRIC_FILE = "fabric.yml"
-FORMATS = ("sonic", "eos")
+FORMATS = ("sonic", "eos", "cumulus")
+Format = Literal["sonic", "eos", "cumulus"]
 SONIC_DEFAULT_MTU_BYTES = 9100
 PLATFORM_POOL = "platform_ingress_pool"
 PLATFORM_PG_PROFILE = "platform_lossless_pg"
@@ -138,7 +149,7 @@ class Device:
     """One switch's QoS configuration, as loaded from its file."""
 
     name: str
-    format: Literal["sonic", "eos"]
+    format: Format
     file: str
     profile: QosProfile
     origin: Origin
@@ -162,7 +173,8 @@ class Device:
         """The port as this device's config names it."""
         if self.format == "sonic":
             return self.profile.sonic_name(lab_port)
-        return self.port_names.get(self.profile.sonic_name(lab_port)) or lab_to_eos(lab_port)
+        fallback = lab_to_cumulus if self.format == "cumulus" else lab_to_eos
+        return self.port_names.get(self.profile.sonic_name(lab_port)) or fallback(lab_port)
 
     def label(self, lab_port: str) -> str:
         return f"{self.port_name(lab_port)} ({lab_port})"
@@ -273,6 +285,15 @@ class SonicOrigin:
         return f"{self.file}: BUFFER_POOL.{name}.{field}"
 
 
+def _platform_buffer(fabric_file: str, device: str, lines: Mapping[str, int], key: str, why: str) -> str:
+    """Where a device's platform `buffer` figure is said in fabric.yml."""
+    where = f"{fabric_file}: devices.{device}.buffer"
+    if not lines:
+        return f"{where} is not given ({why}: give the platform's)"
+    line = lines.get(key)
+    return f"{where}.{key}" + (f" (line {line})" if line else " (not given)")
+
+
 @dataclass(frozen=True)
 class EosOrigin:
     file: str
@@ -289,11 +310,8 @@ class EosOrigin:
         return self.config.eos_names.get(port.port) or lab_to_eos(sonic_to_lab(port.port))
 
     def _buffer(self, key: str) -> str:
-        where = f"{self.fabric_file}: devices.{self.device}.buffer"
-        if not self.buffer_lines:
-            return f"{where} is not given (EOS configs hold no buffer model: give the platform's)"
-        line = self.buffer_lines.get(key)
-        return f"{where}.{key}" + (f" (line {line})" if line else " (not given)")
+        return _platform_buffer(self.fabric_file, self.device, self.buffer_lines, key,
+                                "EOS configs hold no buffer model")
 
     def dscp_to_tc(self, port: PortQos, dscp: int) -> str:
         policy = self._line("class", port.port, dscp)
@@ -345,13 +363,67 @@ class EosOrigin:
         return self._buffer(_POOL_FIELDS[field])
 
 
+@dataclass(frozen=True)
+class CumulusOrigin:
+    """Where a Cumulus device's values come from: the file and the line or YAML path of the
+    statement (`nv set …`, or `key = value` of a rendered file), or the Cumulus default that
+    applies (with `qos roce`'s, naming the release it follows)."""
+
+    file: str
+    config: CumulusConfig
+    device: str
+    fabric_file: str
+    buffer_lines: Mapping[str, int]
+
+    def _at(self, *key: object) -> str:
+        return self.config.at(*key) or f"{self.file}: {' '.join(map(str, key))}"
+
+    def dscp_to_tc(self, port: PortQos, dscp: int) -> str:
+        sp = port.dscp_to_tc[dscp]
+        return (f"{self._at('dscp', port.port, dscp)} (DSCP {dscp} → switch priority {sp}); "
+                f"{self._at('trust', port.port)}")
+
+    def tc_to_queue(self, port: PortQos, tc: int) -> str:
+        return self._at("sp-tc", port.port, tc)
+
+    def pfc_enable(self, port: PortQos) -> str:
+        return self._at("pfc", port.port)
+
+    def pfc_to_queue(self, port: PortQos, priority: int) -> str:
+        # Cumulus has no such map: a switch priority's pause stops its traffic class.
+        return self.tc_to_queue(port, priority)
+
+    def pg_buffer(self, port: PortQos, pg: int, field: str) -> str:
+        given = self.config.at("pfc-buffer", port.port)
+        if given and field in ("xoff", "xon", "size"):
+            return given
+        return _platform_buffer(self.fabric_file, self.device, self.buffer_lines, _BUFFER_FIELDS[field],
+                                "Cumulus derives PFC buffers on the ASIC")
+
+    def wred(self, port: PortQos, queue: int, field: str) -> str:
+        return self._at("ecn", port.port, queue)
+
+    def scheduler(self, port: PortQos, queue: int) -> str:
+        return self._at("scheduler", port.port, queue)
+
+    def pfc_wd(self, port: PortQos) -> str:
+        return self._at("watchdog", port.port)
+
+    def mtu(self, port: PortQos) -> str:
+        return self._at("mtu", port.port)
+
+    def pool(self, name: str, field: str) -> str:
+        return _platform_buffer(self.fabric_file, self.device, self.buffer_lines, _POOL_FIELDS[field],
+                                "Cumulus sizes pools as shares of the ASIC's buffer")
+
+
 # ---------------------------------------------------------------- fabric.yml
 
 
 @dataclass(frozen=True)
 class _DeviceEntry:
     name: str
-    format: Literal["sonic", "eos"]
+    format: Format
     path: Path
     segment_bytes: int | None
     buffer: tuple[BufferPool, BufferProfile] | None
@@ -361,6 +433,7 @@ class _DeviceEntry:
     default_pfcwd_status: str | None = None  # overrides DEVICE_METADATA's
     ports: Mapping[str, str] | None = None  # SONiC port → rocelab interface; None: PORT's order
     voq_host: str | None = None
+    section: str = "devices"  # the key of the YAML file the entry is under (lab.yml: profiles)
 
 
 class _Reader:
@@ -462,33 +535,38 @@ def _port_map(reader: _Reader, raw: Any, path: tuple[str | int, ...]) -> dict[st
     return mapping
 
 
-def _device_entries(reader: _Reader, raw: Any, base: Path) -> list[_DeviceEntry]:
+def _device_entries(reader: _Reader, raw: Any, base: Path, section: str = "devices") -> list[_DeviceEntry]:
     if not isinstance(raw, dict):
-        reader.bad(("devices",), "is not a mapping of switch names to their QoS config")
+        reader.bad((section,), "is not a mapping of switch names to their QoS config")
         return []
     entries = []
     for name, spec in raw.items():
-        path = ("devices", str(name))
-        keys = ("sonic", "eos", "segment_bytes", "buffer", *_SONIC_KEYS)
-        if not reader.mapping(spec, path, keys, "`sonic: FILE` or `eos: FILE`"):
+        path = (section, str(name))
+        keys = (*FORMATS, "segment_bytes", "buffer", *_SONIC_KEYS)
+        if not reader.mapping(spec, path, keys, "`sonic: FILE`, `eos: FILE` or `cumulus: FILE`"):
             continue
         formats = [f for f in FORMATS if f in spec]
         if len(formats) != 1:
-            reader.bad(path, "needs exactly one of `sonic: FILE` (a config_db.json) and "
-                             "`eos: FILE` (a running-config)")
+            reader.bad(path, "needs exactly one of `sonic: FILE` (a config_db.json), "
+                             "`eos: FILE` (a running-config) and `cumulus: FILE` (NVUE's config, "
+                             "or a directory of the rendered qos_features.conf and qos_infra.conf)")
             continue
         fmt = formats[0]
         file = spec[fmt]
-        if not isinstance(file, str) or not (base / file).is_file():
+        if not isinstance(file, str) or not ((base / file).is_file()
+                                             or (fmt == "cumulus" and (base / file).is_dir())):
             reader.bad((*path, fmt), f"{file!r} is not a file",
                        f"paths are relative to {display(base)}/")
             continue
         if fmt == "sonic" and ({"segment_bytes", "buffer"} & set(spec)):
             reader.bad(path, "`segment_bytes` and `buffer` are for EOS devices",
                        "a config_db.json holds its own buffer model")
-        if fmt == "eos" and (set(_SONIC_KEYS) & set(spec)):
+        if fmt != "sonic" and (set(_SONIC_KEYS) & set(spec)):
             reader.bad(path, f"sets `{'`, `'.join(k for k in _SONIC_KEYS if k in spec)}`, which SONiC devices take",
-                       "an EOS device's platform buffers are its `buffer`")
+                       f"{'an EOS' if fmt == 'eos' else 'a Cumulus'} device's platform buffers are its `buffer`")
+        if fmt == "cumulus" and "segment_bytes" in spec:
+            reader.bad((*path, "segment_bytes"), "is for EOS devices",
+                       "Cumulus thresholds are in bytes")
         segment_bytes = reader.integer(spec, (*path, "segment_bytes"), 1, 65536, required=False)
         buffer, lines = _buffer(reader, spec["buffer"], (*path, "buffer")) \
             if "buffer" in spec else (None, {})
@@ -509,7 +587,7 @@ def _device_entries(reader: _Reader, raw: Any, base: Path) -> list[_DeviceEntry]
         ports = _port_map(reader, spec["ports"], (*path, "ports")) if "ports" in spec else None
         entries.append(_DeviceEntry(str(name), fmt, base / file,
                                     segment_bytes, buffer, lines,
-                                    base / lookup if lookup else None, pfcwd, ports, voq_host))
+                                    base / lookup if lookup else None, pfcwd, ports, voq_host, section))
     return entries
 
 
@@ -549,16 +627,19 @@ def _budgets(reader: _Reader, raw: Any) -> Budgets:
 def _with_platform_buffers(profile: QosProfile, pool: BufferPool, pg: BufferProfile
                            ) -> QosProfile:
     """Give each port's no-drop priorities' PGs the platform's lossless buffer profile."""
-    ports = {name: replace(qos, pgs={qos.tc_to_pg[p]: pg for p in sorted(qos.pfc_enable)})
-             for name, qos in profile.ports.items()}
+    ports = {name: _with_platform_pg(qos, pg) for name, qos in profile.ports.items()}
     return replace(profile, pools={pool.name: pool}, ports=ports)
+
+
+def _with_platform_pg(qos: PortQos, pg: BufferProfile) -> PortQos:
+    return replace(qos, pgs={qos.tc_to_pg[p]: pg for p in sorted(qos.pfc_enable)})
 
 
 def _load_sonic(entry: _DeviceEntry, reader: _Reader, cabled: list[str] | None) -> Device:
     """A SONiC device as it runs: its config_db, the port map and line card fabric.yml names,
     and what buffermgrd and pfcwd start_default derive (rocelab.qos.derived)."""
     source = display(entry.path)
-    path = ("devices", entry.name)
+    path = (entry.section, entry.name)
     doc = read_config_db(source)
     if entry.voq_host is not None and entry.voq_host not in (hosts := voq_hosts(doc)):
         reader.bad((*path, "voq_host"), f"{entry.voq_host!r} is not a line card of {source}'s VOQ keys",
@@ -589,12 +670,12 @@ def _load_sonic(entry: _DeviceEntry, reader: _Reader, cabled: list[str] | None) 
             not qos.lossless_pg(pg) and facts.cable_m(name) for name, qos in profile.ports.items()
             for pg in qos.pfc_enable):
         unsized = (f"buffermgrd creates the lossless PGs at run time from the platform's pg_profile_lookup.ini "
-                   f"and CABLE_LENGTH: name it in devices.{entry.name}.pg_profile_lookup")
+                   f"and CABLE_LENGTH: name it in {entry.section}.{entry.name}.pg_profile_lookup")
 
     status = entry.default_pfcwd_status or facts.default_pfcwd_status
     why, guarded = None, frozenset[str]()
     if status == "enable":
-        why = (f"devices.{entry.name}.default_pfcwd_status enable" if entry.default_pfcwd_status
+        why = (f"{entry.section}.{entry.name}.default_pfcwd_status enable" if entry.default_pfcwd_status
                else f"{source}: DEVICE_METADATA.localhost.default_pfcwd_status enable")
         watchdog = default_pfcwd(facts.port_entries)
         why += (f": action {watchdog.action}, detection {watchdog.detection_time_ms} ms, "
@@ -615,10 +696,59 @@ def _switch(fabric: Fabric | None, name: str) -> Node | None:
     return fabric.node(name) if fabric is not None and name in {n.name for n in fabric.switches} else None
 
 
+def _with_given_pfc_sizes(profile: QosProfile, config: CumulusConfig) -> QosProfile:
+    """Over the platform's lossless PG, the sizes a Cumulus PFC profile gives: XOFF after
+    xoff-threshold of the port buffer, the rest of it headroom, XON xon-threshold below XOFF."""
+    ports = dict(profile.ports)
+    for name, sizes in config.pfc_sizes.items():
+        qos = ports[name]
+        pgs = {}
+        for pg, buffer in qos.pgs.items():
+            xoff = sizes.xoff_bytes if sizes.xoff_bytes is not None else buffer.size_bytes
+            changes: dict = {"size_bytes": xoff, "dynamic_th": None, "static_th_bytes": 0}
+            if sizes.port_buffer_bytes is not None:
+                changes["xoff_bytes"] = max(sizes.port_buffer_bytes - xoff, 0)
+            if sizes.xon_bytes is not None:
+                changes["xon_bytes"], changes["xon_offset_bytes"] = max(xoff - sizes.xon_bytes, 0), None
+            pgs[pg] = replace(buffer, name=f"{buffer.name}_{name}", **changes)
+        ports[name] = replace(qos, pgs=pgs)
+    return replace(profile, ports=ports)
+
+
+def _load_cumulus(entry: _DeviceEntry, reader: _Reader, cabled: list[str]) -> Device:
+    source = display(entry.path)
+    config = load_cumulus(source)
+    profile, unlisted = config.profile, config.default_port
+    unsized = None
+    if entry.buffer:
+        profile = _with_given_pfc_sizes(_with_platform_buffers(profile, *entry.buffer), config)
+        unlisted = _with_platform_pg(unlisted, entry.buffer[1])
+    elif unlisted.pfc_enable or any(qos.pfc_enable for qos in profile.ports.values()):
+        unsized = (f"Cumulus Linux derives the lossless PGs' headroom and thresholds on the ASIC from "
+                   f"the cable length and port speed: give the platform's figures as "
+                   f"{entry.section}.{entry.name}.buffer")
+    # Cabled ports the file does not list run the global profiles (switchd too: it gets them).
+    profile = replace(profile, ports={**{port: replace(unlisted, port=port)
+                                         for port in map(profile.sonic_name, cabled)},
+                                      **profile.ports})
+    file = config.profile.source
+    cables = {name: (metres, name) for name, metres in config.cable_m.items() if name}
+    if "" in config.cable_m:  # cabled ports the file does not list have the global PFC profile's
+        cables.update({port: (config.cable_m[""], "") for port in map(profile.sonic_name, cabled)
+                       if port not in cables})
+    facts = SwitchFacts(ports={name: PortFacts(cable=f"{metres}m", cable_where=(
+        config.at("cable", key) or "").removeprefix(f"{file}: ")) for name, (metres, key) in cables.items()})
+    origin = CumulusOrigin(file, config, entry.name, reader.doc.name, entry.buffer_lines)
+    return Device(entry.name, "cumulus", file, profile, origin, config.mtu_bytes, _CUMULUS_MTU,
+                  unlisted, config.cumulus_names, facts=facts, unsized_pgs=unsized)
+
+
 def _load_device(entry: _DeviceEntry, reader: _Reader, fabric: Fabric | None) -> Device:
     node = _switch(fabric, entry.name)
     if entry.format == "sonic":
         return _load_sonic(entry, reader, [p.name for p in node.ports] if node else None)
+    if entry.format == "cumulus":
+        return _load_cumulus(entry, reader, [p.name for p in node.ports] if node else [])
     source = display(entry.path)
     speeds = {p.name: int(fabric.links[p.link].rate_bps) for p in node.ports} if node else {}
     config = load_eos(source, segment_bytes=entry.segment_bytes, port_speeds_bps=speeds)
@@ -731,13 +861,33 @@ def load_fabric_spec(path: Path) -> FabricSpec:
     return FabricSpec(name, doc.name, fabric, ordered, hosts, budgets)
 
 
-def _match_devices(reader: _Reader, fabric: Fabric, names: list[str]) -> None:
+def load_devices(doc: YamlDoc, raw: Any, base: Path, fabric: Fabric, section: str) -> dict[str, Device]:
+    """Switches' QoS configs in fabric.yml's device form under another file's `section` (a
+    lab's `profiles:`), some switches or all. Raises InputError listing every problem."""
+    reader = _Reader(doc)
+    problems: list[Problem] = []
+    devices = {}
+    for entry in _device_entries(reader, raw, base, section):
+        try:
+            devices[entry.name] = _load_device(entry, reader, fabric)
+        except InputError as e:
+            problems += e.problems
+    if isinstance(raw, dict):
+        _match_devices(reader, fabric, [str(n) for n in raw], section)
+    problems = reader.problems.items + problems
+    if problems:
+        raise InputError(problems)
+    return devices
+
+
+def _match_devices(reader: _Reader, fabric: Fabric, names: list[str], section: str = "devices") -> None:
+    """Every name a switch; in fabric.yml (`devices`), every switch named."""
     switches = [n.name for n in fabric.switches]
     for name in names:
         if name not in switches:
-            reader.bad(("devices", name), f"{name!r} is not a switch of the topology",
+            reader.bad((section, name), f"{name!r} is not a switch of the topology",
                        f"switches: {', '.join(switches)}")
     missing = [s for s in switches if s not in names]
-    if missing:
+    if missing and section == "devices":
         reader.bad(("devices",), f"has no QoS config for {', '.join(missing)}",
-                   "every switch needs one: `sonic: FILE` or `eos: FILE`")
+                   "every switch needs one: `sonic: FILE`, `eos: FILE` or `cumulus: FILE`")

@@ -91,8 +91,9 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from typing import Literal, Mapping, Sequence
 
-from rocelab.errors import InputError, Problem, Problems
+from rocelab.errors import Problems, read_text
 from rocelab.ethernet import ETH  # the Ethernet header an L2 MTU counts
+from rocelab.qos.dscp import DSCP_EXPECTED, dscp_value
 from rocelab.qos.model import (
     DSCP_VALUES,
     PRIORITIES,
@@ -136,6 +137,7 @@ _PFC_FORMS = ("priority-flow-control on", "priority-flow-control priority P no-d
               "priority-flow-control pause watchdog [port action drop|no-drop | port timer "
               "timeout S polling-interval S recovery-time S]")
 _TC = (PRIORITIES - 1, "a traffic class")
+_DSCP = "a DSCP value"
 _TO_TC = ("traffic-class", *_TC)
 _THRESHOLD_UNITS = "bytes, kbytes, mbytes, segments, milliseconds or microseconds"
 
@@ -401,8 +403,12 @@ class _Parser:
     def integer(self, statement: _Statement, text: str, lo: int, hi: int, what: str) -> int | None:
         if text.isdigit() and lo <= int(text) <= hi:
             return int(text)
-        self.problem(statement, f"{text!r} is not {what} (expected a whole number from {lo} "
-                                f"to {hi})")
+        if what == _DSCP:  # EOS takes DSCP names (af31, cs6, ef) wherever it takes a number
+            value = dscp_value(text)
+            if value is not None:
+                return value
+        expected = DSCP_EXPECTED if what == _DSCP else f"a whole number from {lo} to {hi}"
+        self.problem(statement, f"{text!r} is not {what} (expected {expected})")
         return None
 
     def seconds_ms(self, statement: _Statement, text: str) -> int | None:
@@ -471,7 +477,7 @@ class _Parser:
                                        self.glob.tc_to_queue, "tc-queue")
                 case ("qos", "map", "traffic-class", *rest) if "dscp" in rest:
                     self.map_statement(s, rest, "qos map traffic-class T... to dscp D", _TC,
-                                       ("dscp", DSCP_VALUES - 1, "a DSCP value"),
+                                       ("dscp", DSCP_VALUES - 1, _DSCP),
                                        self.glob.tc_to_dscp, "tc-dscp")
                 case ("qos", "map", "traffic-class", *_) | ("qos", "map", "exp", *_):
                     pass  # egress CoS / MPLS EXP marking: no class, queue, PFC or ECN here
@@ -513,7 +519,7 @@ class _Parser:
         if rest[-2:-1] == ["drop-precedence"]:
             self.integer(s, rest[-1], 0, 2, "a drop precedence")  # a WRED colour: not held
             rest = rest[:-2]
-        self.map_statement(s, rest, form, (DSCP_VALUES - 1, "a DSCP value"), _TO_TC,
+        self.map_statement(s, rest, form, (DSCP_VALUES - 1, _DSCP), _TO_TC,
                            self.glob.dscp_to_tc, "dscp")
 
     def map_statement(self, s: _Statement, rest: list[str], form: str, source: tuple[int, str],
@@ -544,7 +550,7 @@ class _Parser:
             match s.words:
                 case ("match", "dscp", *values) | ("match", "ip", "dscp", *values) if values:
                     for word in _values(values):
-                        dscp = self.integer(s, word, 0, DSCP_VALUES - 1, "a DSCP value")
+                        dscp = self.integer(s, word, 0, DSCP_VALUES - 1, _DSCP)
                         if dscp is not None:
                             cmap.dscps.add(dscp)
                 case ("match", *_):
@@ -573,7 +579,7 @@ class _Parser:
                         entry.tc = self.integer(s, value, 0, PRIORITIES - 1, "a traffic class")
                         entry.tc_line = s.line
                     case ("set", "dscp", value):
-                        entry.dscp = self.integer(s, value, 0, DSCP_VALUES - 1, "a DSCP value")
+                        entry.dscp = self.integer(s, value, 0, DSCP_VALUES - 1, _DSCP)
                     case ("set", "drop-precedence", value):
                         self.integer(s, value, 0, 2, "a drop precedence")  # a colour: not held
                     case ("set", "cos", value):
@@ -641,7 +647,7 @@ class _Parser:
                     out.cos = self.integer(s, value, 0, PRIORITIES - 1, "a CoS value")
                     out.lines[("cos",)] = s.line
                 case ("qos", "dscp", value):
-                    self.integer(s, value, 0, DSCP_VALUES - 1, "a DSCP value")
+                    self.integer(s, value, 0, DSCP_VALUES - 1, _DSCP)
                 case ("shape", "rate", *words):
                     out.shape_bps = self.shape(s, words)
                 case ("no", "priority-flow-control"):
@@ -1041,15 +1047,7 @@ def load_eos(path: str | os.PathLike[str], *, segment_bytes: int | None = None,
              port_speeds_bps: Mapping[str, int] | None = None) -> EosConfig:
     """Read a running-config file. Raises InputError naming the file."""
     source = os.fspath(path)
-    try:
-        with open(source, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        raise InputError([Problem(source, "", f"cannot read the file: {e.strerror}")]) from e
-    except UnicodeDecodeError as e:
-        raise InputError([Problem(source, "", f"is not UTF-8 text: {e.reason} at byte "
-                                              f"{e.start}")]) from e
-    return parse_eos_config(text, source, segment_bytes=segment_bytes,
+    return parse_eos_config(read_text(source), source, segment_bytes=segment_bytes,
                             port_speeds_bps=port_speeds_bps)
 
 

@@ -35,7 +35,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping, TypeVar, get_args
 
-from rocelab.errors import InputError, Problem, Problems
+from rocelab.errors import InputError, Problem, Problems, read_text
 from rocelab.qos.derived import PortFacts, SwitchFacts
 from rocelab.qos.model import (
     BufferPool,
@@ -771,14 +771,9 @@ def load_config_db(path: str | os.PathLike[str]) -> QosProfile:
 def read_config_db(path: str | os.PathLike[str]) -> Any:
     """A config_db.json's JSON document. Raises InputError naming line and column."""
     source = os.fspath(path)
+    text = read_text(source)
     try:
-        with open(source, encoding="utf-8") as f:
-            doc = json.load(f)
-    except OSError as e:
-        raise InputError([Problem(source, "", f"cannot read the file: {e.strerror}")]) from e
-    except UnicodeDecodeError as e:
-        raise InputError([Problem(source, "", f"is not UTF-8 text: {e.reason} at byte "
-                                              f"{e.start}")]) from e
+        doc = json.loads(text)
     except json.JSONDecodeError as e:
         raise InputError([Problem(source, f"line {e.lineno} column {e.colno}",
                                   f"invalid JSON: {e.msg}")]) from e
