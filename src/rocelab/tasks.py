@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json as jsonlib
+import os
 import shlex
 import signal
 import subprocess
@@ -137,23 +138,69 @@ def status(c, json=False):
         console.print(report.status_table(record, engines))
 
 
-@task(name="exec", positional=["node"], help={"node": "the node to run in (NODE, or LAB.NODE when several labs are up)",
-                                               "lab": "the lab the node belongs to"})
-@_front_door()
-def exec_(c, node, lab=None):
-    """Run a command inside a node: `invoke exec h1 -- ping 198.19.4.2`."""
+def _node_of(node: str, lab: str | None) -> tuple[lab_state.LabState, str]:
+    """The running lab and node NODE (or LAB.NODE) names; exit 2 naming it when not up."""
     if "." in node and not lab:
         lab, node = node.split(".", 1)
-    record = _running(lab, "exec")
-    argv = shlex.split(c.remainder)
-    if not argv:
-        raise InputError([Problem("exec", "", "needs a command after --", "e.g. invoke exec h1 -- ip -br addr")])
+    record = _running(lab, node)
     try:
         record.node(node)
     except KeyError:
         raise InputError([Problem(node, "", f"is not a node of {record.name}",
                                   f"nodes: {', '.join(n.name for n in record.nodes)}")]) from None
+    return record, node
+
+
+def _node_env(record: lab_state.LabState, node: str) -> None:
+    """The node's own commands on PATH for what runs in it, and which lab and node it is."""
+    from rocelab import nodecli
+
+    os.environ.update(ROCELAB_LAB=record.name, ROCELAB_NODE=node,
+                      PATH=f"{nodecli.write_path_dir(record, node)}:{os.environ.get('PATH', '')}")
+
+
+@task(name="exec", positional=["node"], help={"node": "the node to run in (NODE, or LAB.NODE when several labs are up)",
+                                               "lab": "the lab the node belongs to"})
+@_front_door()
+def exec_(c, node, lab=None):
+    """Run a command inside a node: `invoke exec h1 -- ping 198.19.4.2`, `invoke exec leaf1 -- show pfc counters`.
+
+    The node's own commands (SONiC's show, config, ecnconfig, pfcwd, sonic-clear on a switch) are on its PATH."""
+    from rocelab import nodecli
+
+    record, node = _node_of(node, lab)
+    argv = shlex.split(c.remainder)
+    if not argv:
+        raise InputError([Problem("exec", "", "needs a command after --", "e.g. invoke exec h1 -- ip -br addr")])
+    if argv[0] in nodecli.commands_of(record, node):
+        raise Exit(code=nodecli.run(record, node, argv))
+    _node_env(record, node)
     raise Exit(code=builtin_engines().get(record.engine).exec(record, node, argv))
+
+
+@task(positional=["node"], help={"node": "the node (NODE, or LAB.NODE when several labs are up)",
+                                 "lab": "the lab the node belongs to"})
+@_front_door()
+def config(c, node, lab=None):
+    """SONiC's `config` on a switch: `invoke config leaf1 -- apply-patch fix.json`, `-- interface shutdown Ethernet8`."""
+    from rocelab import nodecli
+
+    record, node = _node_of(node, lab)
+    if "config" not in nodecli.commands_of(record, node):
+        raise InputError([Problem(node, "", "has no SONiC config (only a switch running switchd has)",
+                                  "invoke exec NODE -- CMD runs a command in any node")])
+    raise Exit(code=nodecli.run(record, node, ["config", *shlex.split(c.remainder)]))
+
+
+@task(positional=["node"], help={"node": "the node (NODE, or LAB.NODE when several labs are up)",
+                                 "lab": "the lab the node belongs to"})
+@_front_door()
+def shell(c, node, lab=None):
+    """An interactive shell inside a node, its own commands on PATH (SONiC's on a switch); `exit` leaves."""
+    record, node = _node_of(node, lab)
+    _node_env(record, node)
+    os.environ["PS1"] = f"{node}:\\w$ "
+    raise Exit(code=builtin_engines().get(record.engine).exec(record, node, ["bash", "--norc", "-i"]))
 
 
 @task(positional=["lab"], optional=["lab"], help={"lab": "a lab or topology (default: the lab that is up)",
@@ -639,5 +686,5 @@ def dashboard(c, lab=None, port=8080, bind="127.0.0.1"):
 
 
 frontdoor.install()
-ns = Collection(up, down, status, exec_, graph, export, show, probe, metrics, run, traffic, bw, calc, images,
+ns = Collection(up, down, status, exec_, config, shell, graph, export, show, probe, metrics, run, traffic, bw, calc, images,
                 dashboard, test)

@@ -10,7 +10,12 @@ profile from a SONiC config_db.json, and a control socket:
     ping                                   → {"node", "scheduling", "pipeline": "c" | "python"}
     counters                               → {"counters": …, "loop": …, "tdf": N}
     clear                                  → zero every counter
-    reload {"profile": PATH}               → a new profile (counters restart)
+    reload {"profile": PATH}               → a new profile: the pipeline restarts (frames in its
+                                             buffers are lost), its counters carry on
+    port {"port", "admin": "up"|"down", "mtu": N}  → the port's link as the kernel holds it:
+                                             a shut port neither sends nor receives, and its
+                                             peer loses carrier
+    links                                  → every port's admin and oper state and MTU
     impair {"port", "delay_s", "jitter_s", "loss_pct"}  → link impairment out of a port,
                                              on top of the cable's own (dilated) delay
     fib                                    → the compiled forwarding table, as read
@@ -37,11 +42,13 @@ from rocelab.kernel.control import ControlServer
 from rocelab.ethernet import ETH, ETH_P_8021Q, ETH_P_IPV4, IPPROTO_ICMP, internet_checksum, ipv4_header, mac_bytes
 from rocelab.qos.model import QosProfile
 from rocelab.qos.sonic import load_config_db
+from rocelab.switch.counters import carry_counters
 from rocelab.switch.fib import Fib
 from rocelab.switch.fastpath import make_switch
 from rocelab.switch.pipeline import PortSpec, Switch
 
 ICMP_TIME_EXCEEDED = 11
+IFF_UP = 0x1
 ICMP_QUOTED_PAYLOAD_BYTES = 8  # RFC 792: the original IP header plus 64 bits of its data
 _ICMP = struct.Struct("!BBHI")
 
@@ -134,6 +141,7 @@ class Switchd:
         self.profile = load_profile(config["profile"], self.pfc_wd_tdf)
         self.rng = random.Random(config.get("seed", 0))
         self.switch = make_switch(config["node"], self.specs, self.profile, self.fib, self.rng)
+        self.carried: dict | None = None  # what the pipelines a reload replaced had counted
         self.events = kernel_fib.watch()
         self.cpu = CpuPort(self.switch, config["ports"])
         self.loop = Loop(self.cpu, {n: open_port(n) for n in self.names},
@@ -152,13 +160,15 @@ class Switchd:
             return {"node": self.config["node"], "scheduling": self.loop.stats.scheduling,
                     "pipeline": self.switch.implementation}
         if op == "counters":
-            return {"counters": self.switch.counters(now), "tdf": self.config["tdf"], "pfc_wd_tdf": self.pfc_wd_tdf,
+            return {"counters": carry_counters(self.carried, self.switch.counters(now)), "tdf": self.config["tdf"], "pfc_wd_tdf": self.pfc_wd_tdf,
                     "profile": self.profile.source, "loop": asdict(self.loop.read_drops())}
         if op == "clear":
             self.switch.clear_counters(now)
+            self.carried = None
             return {}
         if op == "reload":
             self.profile = load_profile(req.get("profile"), self.pfc_wd_tdf)
+            self.carried = carry_counters(self.carried, self.switch.counters(now))
             self.switch = make_switch(self.config["node"], self.specs, self.profile, self.fib, self.rng)
             self.cpu.use(self.switch)
             return {"profile": self.profile.source}
@@ -173,10 +183,23 @@ class Switchd:
                                   loss_pct=float(req.get("loss_pct", 0.0))) if s.name == port else s
                           for s in self.specs]
             return {}
+        if op == "port":
+            if req["port"] not in self.cable_delay_s:
+                raise ValueError(f"no port {req['port']!r}; ports: {', '.join(self.names)}")
+            change = {k: v for k, v in (("state", req.get("admin")), ("mtu", req.get("mtu"))) if v is not None}
+            if change:
+                self.ipr.link("set", index=self.ipr.link_lookup(ifname=req["port"])[0], **change)
+            return {}
+        if op == "links":
+            return {"links": {link.get_attr("IFLA_IFNAME"): {
+                "admin": "up" if link["flags"] & IFF_UP else "down",
+                "oper": "up" if link.get_attr("IFLA_OPERSTATE") == "UP" else "down",
+                "mtu": link.get_attr("IFLA_MTU")} for link in self.ipr.get_links()
+                if link.get_attr("IFLA_IFNAME") in self.cable_delay_s}}
         if op == "fib":
             return {"routes": {prefix: [[h.port, h.mac] for h in hops] for prefix, hops in self.fib.routes.items()},
                     "local": sorted(self.fib.local)}
-        raise ValueError(f"unknown op {op!r}; ops: ping, counters, clear, reload, impair, fib")
+        raise ValueError(f"unknown op {op!r}; ops: ping, counters, clear, reload, impair, port, links, fib")
 
     def run(self) -> None:
         try:
