@@ -551,9 +551,20 @@ def run(c, lab, json=False, report=True, case=None):
         dashboard_serving.publish_job(spec.name, case=started.name, title=started.title,
                                       pattern=started.traffic.pattern if started.traffic else "training")
 
+    def run_command(case, command) -> None:
+        from rocelab import nodecli
+
+        err_console.print(f"case {case.name} at {command.at_s:g} s: {command.node}$ {shlex.join(command.argv)}",
+                          highlight=False)
+        with contextlib.redirect_stdout(sys.stderr):  # stdout is the report's (--json)
+            status = nodecli.run(record, command.node, list(command.argv))
+        if status:
+            err_console.print(f"[red]case {case.name}: `{shlex.join(command.argv)}` on {command.node} "
+                              f"exited {status}[/red]", highlight=False)
+
     with _job_progress(spec.name, spec.name) as on_progress:
         result = scenario_run.run(record, chosen, spec.profile, spec.fabric,
-                                  on_case=on_case,
+                                  on_case=on_case, run_command=run_command,
                               on_progress=on_progress,
                               on_step=lambda step, workers: err_console.print(train.step_text(step, workers),
                                                                               highlight=False))

@@ -62,6 +62,8 @@ class SwitchNode:
         runs = self.agent("counters")["profile"]
         if runs != str(self.running_path) or not self.running_path.exists():
             doc = read_config_db(runs) if runs and Path(runs).exists() else {}
+            if self.running_path.exists():  # the links keep their state through a profile change
+                doc["PORT"] = json.loads(self.running_path.read_text()).get("PORT", {})
             self.home.mkdir(parents=True, exist_ok=True)
             if not self.started_path.exists():
                 self.started_path.write_text(json.dumps(doc, indent=1))
