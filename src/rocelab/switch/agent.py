@@ -41,7 +41,7 @@ from rocelab.kernel.loop import Loop, open_port
 from rocelab.kernel.control import ControlServer
 from rocelab.ethernet import ETH, ETH_P_8021Q, ETH_P_IPV4, IPPROTO_ICMP, internet_checksum, ipv4_header, mac_bytes
 from rocelab.qos.model import QosProfile
-from rocelab.qos.sonic import load_config_db
+from rocelab.qos.sonic import QOS_TABLES, profile_from_config_db, read_config_db
 from rocelab.switch.counters import carry_counters
 from rocelab.switch.fib import Fib
 from rocelab.switch.fastpath import make_switch
@@ -115,7 +115,10 @@ def load_profile(path: str | None, tdf: int) -> QosProfile:
     """The profile with its times dilated: a PFC watchdog's 200 ms detection time is 200 ms
     of production time, so 200 ms × TDF on the emulated clock (the lab's pfc_wd_tdf, which
     is its TDF unless the lab says otherwise). Bytes stay as written."""
-    profile = load_config_db(path) if path else UNCONFIGURED
+    doc = read_config_db(path) if path else {}
+    # A config_db without QoS tables (`config qos clear`) runs as a switch with none.
+    profile = profile_from_config_db(doc, path) if any(t in doc for t in QOS_TABLES) else \
+        replace(UNCONFIGURED, source=path or UNCONFIGURED.source)
     ports = {
         name: replace(port, pfc_wd=replace(port.pfc_wd, detection_time_ms=port.pfc_wd.detection_time_ms * tdf,
                                            restoration_time_ms=port.pfc_wd.restoration_time_ms * tdf))
