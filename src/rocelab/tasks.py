@@ -203,6 +203,76 @@ def shell(c, node, lab=None):
     raise Exit(code=builtin_engines().get(record.engine).exec(record, node, ["bash", "--norc", "-i"]))
 
 
+CHALLENGE_ACTIONS = ("list", "start", "hint", "check", "give-up")
+
+
+@task(positional=["action", "name"], optional=["name"], help={
+    "action": "list | start NAME | hint | check | give-up", "name": "the challenge (start only; see list)",
+    "tdf": "start: as up's --tdf (default: the lab's, else auto)"})
+@_front_door()
+def challenge(c, action, name=None, tdf=""):
+    """Break-fix challenges: a lab with a seeded fault to find and fix, and a grader (labs/challenges/README.md)."""
+    from rich.table import Table
+
+    from rocelab import nodecli
+    from rocelab.nodecli import challenge as challenges
+    from rocelab.runtime import scenario as scenario_run
+
+    if action not in CHALLENGE_ACTIONS:
+        raise InputError([Problem(action, "", "is not a challenge action", f"actions: {', '.join(CHALLENGE_ACTIONS)}")])
+    if (name is not None) != (action == "start"):
+        raise InputError([Problem(f"challenge {action}", "", "takes a NAME" if action == "start" else "takes no NAME",
+                                  "invoke challenge start NAME; the others act on the challenge running")])
+    if action == "list":
+        table = Table(title="challenges (invoke challenge start NAME)", title_justify="left")
+        for column in ("name", "lab", "title"):
+            table.add_column(column)
+        for each in challenges.names():
+            loaded = challenges.load(each)
+            table.add_row(each, loaded.lab, loaded.title)
+        console.print(table)
+        return
+    if action == "start":
+        chosen = challenges.load(name)
+        up(c, chosen.lab, tdf=tdf)
+        record = lab_state.load(load_lab(chosen.lab).name)
+        for node in chosen.fault:
+            switch = nodecli.live_switch(record, node, "")
+            switch.commit(challenges.seeded(switch.running(), chosen, node), record=False)
+        challenges.mark_started(record, chosen)
+        console.print(f"challenge {name}: {chosen.title}\n\n{chosen.symptom}\n\n"
+                      "invoke shell NODE to look around; invoke challenge check when you think it is fixed", highlight=False)
+        return
+    chosen, record = challenges.running(lab_state.all_labs())
+    if action == "hint":
+        console.print(chosen.hint, highlight=False)
+        return
+    if action == "give-up":
+        console.print(f"the fault: {chosen.answer}\n\nthe fix:", highlight=False)
+        for fix in chosen.fix:
+            console.print(f"  invoke exec {fix.node} -- {shlex.join(challenges.fix_argv(chosen, fix))}", highlight=False)
+        return
+    switches = [p["node"] for p in record.processes if p["what"] == "switchd"]
+    running = {}
+    for node in switches:
+        switch = nodecli.live_switch(record, node, "")
+        switch.running()
+        running[node] = switch.running_path
+    findings = challenges.static_findings(load_lab(chosen.lab), paths.STATE_DIR / record.name / "challenge", running)
+    symptoms = []
+    case = challenges.symptom_case(chosen)
+    if case is not None:
+        err_console.print(f"running the symptom's scenario: {case.traffic.pattern}", highlight=False)
+        result = scenario_run.run_case(record, case, None, load_lab(chosen.lab).fabric, reload=False)
+        symptoms = challenges.symptom_results(chosen, result.observations)
+    solved, lines = challenges.verdict_lines(findings, symptoms)
+    for line in lines:
+        console.print(line, highlight=False)
+    console.print(f"challenge {chosen.name}: " + ("[green]solved[/green]" if solved else "[red]not solved yet[/red]"))
+    if not solved:
+        raise Exit(code=1)
+
+
 @task(positional=["lab"], optional=["lab"], help={"lab": "a lab or topology (default: the lab that is up)",
                                  "out": "PNG file to write (default: <lab>-graph.png)"})
 @_front_door()
@@ -697,5 +767,5 @@ def dashboard(c, lab=None, port=8080, bind="127.0.0.1"):
 
 
 frontdoor.install()
-ns = Collection(up, down, status, exec_, config, shell, graph, export, show, probe, metrics, run, traffic, bw, calc, images,
+ns = Collection(up, down, status, exec_, config, shell, challenge, graph, export, show, probe, metrics, run, traffic, bw, calc, images,
                 dashboard, test)

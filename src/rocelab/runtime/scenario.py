@@ -108,12 +108,16 @@ def _typed_at_times(case: Case, run_command, started: float, stop: threading.Eve
 
 
 def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
-             on_progress=None, on_step=None, sample_interval_s: float = 0.05, run_command=None) -> CaseResult:
-    """`run_command(case, command)` types a case's commands (the front door's node CLI)."""
+             on_progress=None, on_step=None, sample_interval_s: float = 0.05, run_command=None,
+             reload: bool = True) -> CaseResult:
+    """`run_command(case, command)` types a case's commands (the front door's node CLI);
+    `reload=False` keeps the switches' running configs (a challenge's grader)."""
     switches = agent_sockets(record, "switchd")
     nics = agent_sockets(record, "nicd")
     for node, sock in switches.items():
-        control.request(sock, "reload", profile=str(case.profile or lab_profile) if (case.profile or lab_profile) else None)
+        if reload:
+            control.request(sock, "reload",
+                            profile=str(case.profile or lab_profile) if (case.profile or lab_profile) else None)
         for port in fabric.node(node).ports:
             control.request(sock, "impair", port=port.name)
     for imp in case.impair:
