@@ -150,3 +150,18 @@ def test_typing_into_the_interactive_shell(lab_pfc):
     finally:
         os.close(fd)
     assert "3,4" in next(l for l in on("leaf1", "show pfc priority").stdout.splitlines() if l.startswith("Ethernet0 "))
+
+
+def test_a_challenge_fails_its_check_until_the_documented_fix(lab_pfc):
+    cli("down")
+    started = cli("challenge", "start", "roce-lossy").stdout
+    assert "The incast that should be lossless" in started and "DSCP_TO_TC_MAP" not in started
+    before = cli("challenge", "check", check=False, timeout=600)
+    assert before.returncode == 1 and "not solved yet" in before.stdout
+    assert "symptom: drops == 0: fails" in before.stdout and "DSCP_TO_TC_MAP" not in before.stdout
+    answer = cli("challenge", "give-up").stdout
+    assert "DSCP 26" in answer
+    fix = next(line.split() for line in answer.splitlines() if line.strip().startswith("invoke exec"))
+    cli(*fix[1:])
+    after = cli("challenge", "check", timeout=600)
+    assert "challenge roce-lossy: solved" in after.stdout
