@@ -88,22 +88,18 @@ def queue():
     """Show details of the queues"""
 
 
-@queue.command(name="counters")
-@click.argument("interfacename", required=False)
-@pass_node
-def queue_counters(node: SwitchNode, interfacename):
-    """Show queue counters"""
-    only = _port(node, interfacename) if interfacename else None
-    click.echo(sonic_cli.queue_counters(node.counters("queuecounters"), node.names(), only))
+def _queue_command(name: str, what: str, render):
+    @queue.command(name=name, help=f"Show queue {what}")
+    @click.argument("interfacename", required=False)
+    @pass_node
+    def show_queue(node: SwitchNode, interfacename):
+        only = _port(node, interfacename) if interfacename else None
+        click.echo(render(node.counters("queuecounters"), node.names(), only))
+    return show_queue
 
 
-@queue.command(name="wredcounters")
-@click.argument("interfacename", required=False)
-@pass_node
-def queue_wredcounters(node: SwitchNode, interfacename):
-    """Show queue WRED drops and ECN marks"""
-    only = _port(node, interfacename) if interfacename else None
-    click.echo(sonic_cli.queue_wred_counters(node.counters("queuecounters"), node.names(), only))
+_queue_command("counters", "counters", sonic_cli.queue_counters)
+_queue_command("wredcounters", "WRED drops and ECN marks", sonic_cli.queue_wred_counters)
 
 
 @queue.group(name="watermark")
@@ -321,32 +317,23 @@ def buffer_profile():
     """Configure buffer profile"""
 
 
-def _profile_options(fn):
-    for name in ("--xon", "--xoff", "--size", "--dynamic_th", "--pool"):
-        fn = click.option(name, help=f"{name[2:]} of the profile")(fn)
-    return fn
+def _profile_command(verb: str, add: bool):
+    @buffer_profile.command(name=verb, help=f"{verb.capitalize()} a buffer profile")
+    @click.argument("profile")
+    @click.option("--xon")
+    @click.option("--xoff")
+    @click.option("--size")
+    @click.option("--dynamic_th")
+    @click.option("--pool")
+    @pass_node
+    def profile_command(node: SwitchNode, profile, **options):
+        fields = {name: str(value) for name, value in options.items() if value is not None}
+        _edit(node, configdb.set_buffer_profile, profile, fields, add)
+    return profile_command
 
 
-def _profile_fields(**options) -> dict[str, str]:
-    return {name: str(value) for name, value in options.items() if value is not None}
-
-
-@buffer_profile.command(name="add")
-@click.argument("profile")
-@_profile_options
-@pass_node
-def profile_add(node: SwitchNode, profile, **options):
-    """Add a buffer profile"""
-    _edit(node, configdb.set_buffer_profile, profile, _profile_fields(**options), True)
-
-
-@buffer_profile.command(name="set")
-@click.argument("profile")
-@_profile_options
-@pass_node
-def profile_set(node: SwitchNode, profile, **options):
-    """Set a buffer profile"""
-    _edit(node, configdb.set_buffer_profile, profile, _profile_fields(**options), False)
+_profile_command("add", True)
+_profile_command("set", False)
 
 
 @config.group(name="qos")
