@@ -58,17 +58,23 @@ class SwitchNode:
 
     def running(self) -> dict:
         """What switchd runs now. A profile loaded behind the shell's back (a scenario case's
-        `profile:`) becomes the running config, as `config reload` would make it."""
-        runs = self.agent("counters")["profile"]
-        if runs != str(self.running_path) or not self.running_path.exists():
+        `profile:`) becomes the running config, as `config reload` would make it; the links keep
+        their state (PORT)."""
+        reply = self.agent("counters")
+        runs, source = reply["profile"], {"profile": reply["profile"], "reloads": reply.get("reloads", 0)}
+        source_path = self.home / "source.json"
+        current = self.running_path.exists() and (
+            runs == str(self.running_path) or json.loads(source_path.read_text()) == source)
+        if not current:
             doc = read_config_db(runs) if runs and Path(runs).exists() else {}
-            if self.running_path.exists():  # the links keep their state through a profile change
+            if self.running_path.exists():
                 doc["PORT"] = json.loads(self.running_path.read_text()).get("PORT", {})
             self.home.mkdir(parents=True, exist_ok=True)
             if not self.started_path.exists():
                 self.started_path.write_text(json.dumps(doc, indent=1))
+            # Same QoS as switchd runs: no reload (it would restart the pipeline mid-job).
             self._write(configdb.with_ports(doc, self.interfaces))
-            self.agent("reload", profile=str(self.running_path))
+            source_path.write_text(json.dumps(source))
         return json.loads(self.running_path.read_text())
 
     def template(self) -> dict:

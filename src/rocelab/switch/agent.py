@@ -8,7 +8,8 @@ re-read whenever netlink says routes, neighbours, links or addresses changed), t
 profile from a SONiC config_db.json, and a control socket:
 
     ping                                   → {"node", "scheduling", "pipeline": "c" | "python"}
-    counters                               → {"counters": …, "loop": …, "tdf": N}
+    counters                               → {"counters": …, "loop": …, "tdf": N, "profile": PATH,
+                                              "reloads": N (how many so far)}
     clear                                  → zero every counter
     reload {"profile": PATH}               → a new profile: the pipeline restarts (frames in its
                                              buffers are lost), its counters carry on
@@ -145,6 +146,7 @@ class Switchd:
         self.rng = random.Random(config.get("seed", 0))
         self.switch = make_switch(config["node"], self.specs, self.profile, self.fib, self.rng)
         self.carried: dict | None = None  # what the pipelines a reload replaced had counted
+        self.reloads = 0
         self.events = kernel_fib.watch()
         self.cpu = CpuPort(self.switch, config["ports"])
         self.loop = Loop(self.cpu, {n: open_port(n) for n in self.names},
@@ -164,7 +166,7 @@ class Switchd:
                     "pipeline": self.switch.implementation}
         if op == "counters":
             return {"counters": carry_counters(self.carried, self.switch.counters(now)), "tdf": self.config["tdf"], "pfc_wd_tdf": self.pfc_wd_tdf,
-                    "profile": self.profile.source, "loop": asdict(self.loop.read_drops())}
+                    "profile": self.profile.source, "reloads": self.reloads, "loop": asdict(self.loop.read_drops())}
         if op == "clear":
             self.switch.clear_counters(now)
             self.carried = None
@@ -172,6 +174,7 @@ class Switchd:
         if op == "reload":
             self.profile = load_profile(req.get("profile"), self.pfc_wd_tdf)
             self.carried = carry_counters(self.carried, self.switch.counters(now))
+            self.reloads += 1
             self.switch = make_switch(self.config["node"], self.specs, self.profile, self.fib, self.rng)
             self.cpu.use(self.switch)
             return {"profile": self.profile.source}
