@@ -267,3 +267,25 @@ def test_a_bad_case_command_names_the_case_and_the_entry(tmp_path, commands, mes
         load_text(tmp_path, COMMANDS_LAB.format(commands=commands))
     (problem,) = exc.value.problems
     assert problem.path.startswith("scenario[0].commands[0]") and message in str(problem)
+
+
+def test_a_case_types_its_commands_at_their_times_until_the_job_ends():
+    import threading
+    import time
+
+    from rocelab.model.scenario import CaseCommand
+    from rocelab.runtime.scenario import _typed_at_times
+
+    case = Case("shut", "shut", JobSpec(pattern="elephant"), commands=(
+        CaseCommand(0.05, "leaf1", ("config", "interface", "shutdown", "Ethernet4")),
+        CaseCommand(0.2, "leaf1", ("config", "interface", "startup", "Ethernet4"))))
+    typed, started = [], time.monotonic()
+    _typed_at_times(case, lambda c, command: typed.append((command.argv[2], time.monotonic() - started)),
+                    started, threading.Event())
+    assert [what for what, _ in typed] == ["shutdown", "startup"]
+    assert typed[0][1] >= 0.05 and typed[1][1] >= 0.2
+    ended = threading.Event()
+    ended.set()  # the job ended before the first command's time: nothing is typed
+    typed.clear()
+    _typed_at_times(case, lambda c, command: typed.append(command), time.monotonic(), ended)
+    assert typed == []
