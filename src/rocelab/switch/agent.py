@@ -147,6 +147,8 @@ class Switchd:
         self.switch = make_switch(config["node"], self.specs, self.profile, self.fib, self.rng)
         self.carried: dict | None = None  # what the pipelines a reload replaced had counted
         self.reloads = 0
+        # A shut port's neighbours and routes, which the kernel drops with the link, for startup.
+        self.parked: dict[str, kernel_fib.PortState] = {}
         self.events = kernel_fib.watch()
         self.cpu = CpuPort(self.switch, config["ports"])
         self.loop = Loop(self.cpu, {n: open_port(n) for n in self.names},
@@ -192,9 +194,14 @@ class Switchd:
         if op == "port":
             if req["port"] not in self.cable_delay_s:
                 raise ValueError(f"no port {req['port']!r}; ports: {', '.join(self.names)}")
+            index = self.ipr.link_lookup(ifname=req["port"])[0]
+            if req.get("admin") == "down" and req["port"] not in self.parked:
+                self.parked[req["port"]] = kernel_fib.port_state(self.ipr, index)
             change = {k: v for k, v in (("state", req.get("admin")), ("mtu", req.get("mtu"))) if v is not None}
             if change:
-                self.ipr.link("set", index=self.ipr.link_lookup(ifname=req["port"])[0], **change)
+                self.ipr.link("set", index=index, **change)
+            if req.get("admin") == "up" and req["port"] in self.parked:
+                kernel_fib.restore_port_state(self.ipr, index, self.parked.pop(req["port"]))
             return {}
         if op == "links":
             return {"links": {link.get_attr("IFLA_IFNAME"): {
