@@ -236,3 +236,10 @@ def test_a_profile_loaded_behind_the_shell_becomes_the_running_config(node):
     node.agent("reload", profile=str(PROFILE))
     node.agent("reload", profile=str(PROFILE.with_name("lossy.json")))
     assert "pfc_enable" not in node.running()["PORT_QOS_MAP"].get("Ethernet0", {})
+
+
+def test_delete_checkpoint(node):
+    type_(node, "config checkpoint one")
+    assert type_(node, "config delete-checkpoint one").output == "Checkpoint deleted successfully.\n"
+    refused = type_(node, "config delete-checkpoint one")
+    assert refused.exit_code == 1 and "does not exist; checkpoints: none" in refused.output

@@ -397,16 +397,20 @@ def checkpoint(node: SwitchNode, checkpoint_name):
     click.echo("Checkpoint created successfully.")
 
 
+def _existing_checkpoint(node: SwitchNode, name: str, what: str) -> Path:
+    path = node.checkpoint_path(name)
+    if not path.exists():
+        raise click.ClickException(f"Failed to {what} due to: checkpoint {name!r} does not exist; checkpoints: "
+                                   f"{', '.join(node.checkpoints()) or 'none'}")
+    return path
+
+
 @config.command(name="rollback")
 @click.argument("checkpoint_name")
 @pass_node
 def rollback(node: SwitchNode, checkpoint_name):
     """Rollback the whole config to the specified checkpoint."""
-    path = node.checkpoint_path(checkpoint_name)
-    if not path.exists():
-        raise click.ClickException(f"Failed to rollback config due to: checkpoint {checkpoint_name!r} does not "
-                                   f"exist; checkpoints: {', '.join(node.checkpoints()) or 'none'}")
-    _commit(node, node.read_file(path))
+    _commit(node, node.read_file(_existing_checkpoint(node, checkpoint_name, "rollback config")))
     click.echo("Config rolled back successfully.")
 
 
@@ -422,10 +426,7 @@ def list_checkpoints(node: SwitchNode):
 @pass_node
 def delete_checkpoint(node: SwitchNode, checkpoint_name):
     """Delete a checkpoint with the specified checkpoint name."""
-    path = node.checkpoint_path(checkpoint_name)
-    if not path.exists():
-        raise click.ClickException(f"Failed to delete checkpoint due to: checkpoint {checkpoint_name!r} does not exist")
-    path.unlink()
+    _existing_checkpoint(node, checkpoint_name, "delete checkpoint").unlink()
     click.echo("Checkpoint deleted successfully.")
 
 
