@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json as jsonlib
+import os
 import shlex
 import signal
 import subprocess
@@ -137,23 +138,139 @@ def status(c, json=False):
         console.print(report.status_table(record, engines))
 
 
-@task(name="exec", positional=["node"], help={"node": "the node to run in (NODE, or LAB.NODE when several labs are up)",
-                                               "lab": "the lab the node belongs to"})
-@_front_door()
-def exec_(c, node, lab=None):
-    """Run a command inside a node: `invoke exec h1 -- ping 198.19.4.2`."""
+def _node_of(node: str, lab: str | None) -> tuple[lab_state.LabState, str]:
+    """The running lab and node NODE (or LAB.NODE) names; exit 2 naming it when not up."""
     if "." in node and not lab:
         lab, node = node.split(".", 1)
-    record = _running(lab, "exec")
-    argv = shlex.split(c.remainder)
-    if not argv:
-        raise InputError([Problem("exec", "", "needs a command after --", "e.g. invoke exec h1 -- ip -br addr")])
+    record = _running(lab, node)
     try:
         record.node(node)
     except KeyError:
         raise InputError([Problem(node, "", f"is not a node of {record.name}",
                                   f"nodes: {', '.join(n.name for n in record.nodes)}")]) from None
+    return record, node
+
+
+def _node_env(record: lab_state.LabState, node: str) -> None:
+    """The node's own commands on PATH for what runs in it, and which lab and node it is."""
+    from rocelab import nodecli
+
+    os.environ.update(ROCELAB_LAB=record.name, ROCELAB_NODE=node,
+                      PATH=f"{nodecli.write_path_dir(record, node)}:{os.environ.get('PATH', '')}")
+
+
+@task(name="exec", positional=["node"], help={"node": "the node to run in (NODE, or LAB.NODE when several labs are up)",
+                                               "lab": "the lab the node belongs to"})
+@_front_door()
+def exec_(c, node, lab=None):
+    """Run a command inside a node: `invoke exec h1 -- ping 198.19.4.2`, `invoke exec leaf1 -- show pfc counters`.
+
+    The node's own commands (SONiC's show, config, ecnconfig, pfcwd, sonic-clear on a switch) are on its PATH."""
+    from rocelab import nodecli
+
+    record, node = _node_of(node, lab)
+    argv = shlex.split(c.remainder)
+    if not argv:
+        raise InputError([Problem("exec", "", "needs a command after --", "e.g. invoke exec h1 -- ip -br addr")])
+    if argv[0] in nodecli.commands_of(record, node):
+        raise Exit(code=nodecli.run(record, node, argv))
+    _node_env(record, node)
     raise Exit(code=builtin_engines().get(record.engine).exec(record, node, argv))
+
+
+@task(positional=["node"], help={"node": "the node (NODE, or LAB.NODE when several labs are up)",
+                                 "lab": "the lab the node belongs to"})
+@_front_door()
+def config(c, node, lab=None):
+    """SONiC's `config` on a switch: `invoke config leaf1 -- apply-patch fix.json`, `-- interface shutdown Ethernet8`."""
+    from rocelab import nodecli
+
+    record, node = _node_of(node, lab)
+    if "config" not in nodecli.commands_of(record, node):
+        raise InputError([Problem(node, "", "has no SONiC config (only a switch running switchd has)",
+                                  "invoke exec NODE -- CMD runs a command in any node")])
+    raise Exit(code=nodecli.run(record, node, ["config", *shlex.split(c.remainder)]))
+
+
+@task(positional=["node"], help={"node": "the node (NODE, or LAB.NODE when several labs are up)",
+                                 "lab": "the lab the node belongs to"})
+@_front_door()
+def shell(c, node, lab=None):
+    """An interactive shell inside a node, its own commands on PATH (SONiC's on a switch); `exit` leaves."""
+    record, node = _node_of(node, lab)
+    _node_env(record, node)
+    os.environ["PS1"] = f"{node}:\\w$ "
+    raise Exit(code=builtin_engines().get(record.engine).exec(record, node, ["bash", "--norc", "-i"]))
+
+
+CHALLENGE_ACTIONS = ("list", "start", "hint", "check", "give-up")
+
+
+@task(positional=["action", "name"], optional=["name"], help={
+    "action": "list | start NAME | hint | check | give-up", "name": "the challenge (start only; see list)",
+    "tdf": "start: as up's --tdf (default: the lab's, else auto)"})
+@_front_door()
+def challenge(c, action, name=None, tdf=""):
+    """Break-fix challenges: a lab with a seeded fault to find and fix, and a grader (labs/challenges/README.md)."""
+    from rich.table import Table
+
+    from rocelab import nodecli
+    from rocelab.nodecli import challenge as challenges
+    from rocelab.runtime import scenario as scenario_run
+
+    if action not in CHALLENGE_ACTIONS:
+        raise InputError([Problem(action, "", "is not a challenge action", f"actions: {', '.join(CHALLENGE_ACTIONS)}")])
+    if (name is not None) != (action == "start"):
+        raise InputError([Problem(f"challenge {action}", "", "takes a NAME" if action == "start" else "takes no NAME",
+                                  "invoke challenge start NAME; the others act on the challenge running")])
+    if action == "list":
+        table = Table(title="challenges (invoke challenge start NAME)", title_justify="left")
+        for column in ("name", "lab", "title"):
+            table.add_column(column)
+        for each in challenges.names():
+            loaded = challenges.load(each)
+            table.add_row(each, loaded.lab, loaded.title)
+        console.print(table)
+        return
+    if action == "start":
+        chosen = challenges.load(name)
+        up(c, chosen.lab, tdf=tdf)
+        record = lab_state.load(load_lab(chosen.lab).name)
+        for node in chosen.fault:
+            switch = nodecli.live_switch(record, node, "")
+            switch.commit(challenges.seeded(switch.running(), chosen, node), record=False)
+        challenges.mark_started(record, chosen)
+        console.print(f"challenge {name}: {chosen.title}\n\n{chosen.symptom}\n\n"
+                      "invoke shell NODE to look around; invoke challenge check when you think it is fixed", highlight=False)
+        return
+    chosen, record = challenges.running(lab_state.all_labs())
+    if action == "hint":
+        console.print(chosen.hint, highlight=False)
+        return
+    if action == "give-up":
+        console.print(f"the fault: {chosen.answer}\n\nthe fix:", highlight=False)
+        for fix in chosen.fix:
+            console.print(f"  invoke exec {fix.node} -- {shlex.join(challenges.fix_argv(chosen, fix))}", highlight=False)
+        return
+    switches = [p["node"] for p in record.processes if p["what"] == "switchd"]
+    running = {}
+    for node in switches:
+        switch = nodecli.live_switch(record, node, "")
+        switch.running()
+        running[node] = switch.running_path
+    findings = challenges.static_findings(load_lab(chosen.lab), paths.STATE_DIR / record.name / "challenge", running)
+    symptoms = []
+    case = challenges.symptom_case(chosen)
+    if case is not None:
+        err_console.print(f"running the symptom's scenario: {case.traffic.pattern}", highlight=False)
+        result = scenario_run.run_case(record, case, None, load_lab(chosen.lab).fabric, reload=False)
+        symptoms = challenges.symptom_results(chosen, result.observations)
+    solved, lines = challenges.verdict_lines(findings, symptoms)
+    for line in lines:
+        console.print(line, highlight=False)
+    console.print(f"challenge {chosen.name}: " + ("[green]solved[/green]" if solved else "[red]not solved yet[/red]"))
+    if not solved:
+        raise Exit(code=1)
 
 
 @task(positional=["lab"], optional=["lab"], help={"lab": "a lab or topology (default: the lab that is up)",
@@ -504,9 +621,20 @@ def run(c, lab, json=False, report=True, case=None):
         dashboard_serving.publish_job(spec.name, case=started.name, title=started.title,
                                       pattern=started.traffic.pattern if started.traffic else "training")
 
+    def run_command(case, command) -> None:
+        from rocelab import nodecli
+
+        err_console.print(f"case {case.name} at {command.at_s:g} s: {command.node}$ {shlex.join(command.argv)}",
+                          highlight=False)
+        with contextlib.redirect_stdout(sys.stderr):  # stdout is the report's (--json)
+            status = nodecli.run(record, command.node, list(command.argv))
+        if status:
+            err_console.print(f"[red]case {case.name}: `{shlex.join(command.argv)}` on {command.node} "
+                              f"exited {status}[/red]", highlight=False)
+
     with _job_progress(spec.name, spec.name) as on_progress:
         result = scenario_run.run(record, chosen, spec.profile, spec.fabric,
-                                  on_case=on_case,
+                                  on_case=on_case, run_command=run_command,
                               on_progress=on_progress,
                               on_step=lambda step, workers: err_console.print(train.step_text(step, workers),
                                                                               highlight=False))
@@ -639,5 +767,5 @@ def dashboard(c, lab=None, port=8080, bind="127.0.0.1"):
 
 
 frontdoor.install()
-ns = Collection(up, down, status, exec_, graph, export, show, probe, metrics, run, traffic, bw, calc, images,
+ns = Collection(up, down, status, exec_, config, shell, challenge, graph, export, show, probe, metrics, run, traffic, bw, calc, images,
                 dashboard, test)

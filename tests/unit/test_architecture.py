@@ -31,7 +31,7 @@ RULES = {
     "rocelab.fabric.lab": "runtime", "rocelab.train.runner": "runtime",
     "rocelab.reporting": "reporting",
     "rocelab.tasks": "front door", "rocelab.cli": "front door", "rocelab.__main__": "front door",
-    "rocelab.pytest_plugin": "front door", "rocelab.dashboard": "front door",
+    "rocelab.pytest_plugin": "front door", "rocelab.dashboard": "front door", "rocelab.nodecli": "front door",
 }
 
 

@@ -212,3 +212,13 @@ def test_a_port_in_use_is_exit_2_naming_the_port():
 def test_bad_input_is_exit_2_with_a_message(args, words):
     result = dashboard_cli(*args)
     assert result.returncode == 2 and words in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_change_typed_on_a_node_lands_on_the_dashboards_clock():
+    from rocelab.dashboard.model import changes
+
+    events = [{"time": 1000.0, "who": "ana", "node": "leaf1", "command": "config interface shutdown Ethernet4",
+               "changed": ["PORT/Ethernet4"]}]
+    (change,) = changes(events, t_s=50.0, now_wall_s=1002.5)
+    assert change == {"t_s": 47.5, "node": "leaf1", "who": "ana", "command": "config interface shutdown Ethernet4",
+                      "changed": ["PORT/Ethernet4"]}

@@ -236,3 +236,56 @@ def test_a_run_of_some_cases_keeps_only_the_checks_it_can_decide(tmp_path):
     with pytest.raises(InputError) as exc:
         only_cases(scenario, ["b", "storm"], str(path))
     assert "has no case 'storm'" in str(exc.value) and "cases: a, b, c" in str(exc.value)
+
+
+COMMANDS_LAB = """\
+scenario:
+  - case: shut
+    traffic: elephant
+    with: {{hosts: [h1, h2]}}
+    commands: {commands}
+"""
+
+
+def test_a_case_types_switch_commands_in_time_order(tmp_path):
+    (case,) = load_text(tmp_path, COMMANDS_LAB.format(commands=(
+        '[{at: 2s, node: leaf1, run: "config interface startup Ethernet4"}, '
+        '{at: 500ms, node: leaf1, run: "config interface shutdown Ethernet4"}]'))).cases
+    assert [(c.at_s, c.node, c.argv) for c in case.commands] == [
+        (0.5, "leaf1", ("config", "interface", "shutdown", "Ethernet4")),
+        (2.0, "leaf1", ("config", "interface", "startup", "Ethernet4"))]
+
+
+@pytest.mark.parametrize("commands, message", [
+    ('[{at: 1s, node: h1, run: "show pfc counters"}]', "is not a command on a switch"),
+    ('[{at: 1s, node: leaf1, run: "reboot"}]', "commands: show, config"),
+    ('[{at: soon, node: leaf1, run: "show pfc counters"}]', "is not a delay"),
+    ('[{at: 1s, node: leaf1}]', "is not a command on a switch"),
+])
+def test_a_bad_case_command_names_the_case_and_the_entry(tmp_path, commands, message):
+    with pytest.raises(InputError) as exc:
+        load_text(tmp_path, COMMANDS_LAB.format(commands=commands))
+    (problem,) = exc.value.problems
+    assert problem.path.startswith("scenario[0].commands[0]") and message in str(problem)
+
+
+def test_a_case_types_its_commands_at_their_times_until_the_job_ends():
+    import threading
+    import time
+
+    from rocelab.model.scenario import CaseCommand
+    from rocelab.runtime.scenario import _typed_at_times
+
+    case = Case("shut", "shut", JobSpec(pattern="elephant"), commands=(
+        CaseCommand(0.05, "leaf1", ("config", "interface", "shutdown", "Ethernet4")),
+        CaseCommand(0.2, "leaf1", ("config", "interface", "startup", "Ethernet4"))))
+    typed, started = [], time.monotonic()
+    _typed_at_times(case, lambda c, command: typed.append((command.argv[2], time.monotonic() - started)),
+                    started, threading.Event())
+    assert [what for what, _ in typed] == ["shutdown", "startup"]
+    assert typed[0][1] >= 0.05 and typed[1][1] >= 0.2
+    ended = threading.Event()
+    ended.set()  # the job ended before the first command's time: nothing is typed
+    typed.clear()
+    _typed_at_times(case, lambda c, command: typed.append(command), time.monotonic(), ended)
+    assert typed == []

@@ -193,4 +193,11 @@ def add_drops(totals: dict[tuple[str, str, str], int], f: dict) -> None:
 def empty(t_s: float, message: str = NO_LAB, lab: str | None = None) -> dict:
     """The frame while there is nothing to show."""
     return {"lab": lab, "tdf": None, "t_s": t_s, "message": message, "nodes": [], "links": [], "pauses": [],
-            "queues": [], "ecn": [], "drops": [], "qps": [], "job": None, "missing": []}
+            "queues": [], "ecn": [], "drops": [], "qps": [], "job": None, "missing": [], "changes": []}
+
+
+def changes(events: list[dict], t_s: float, now_wall_s: float) -> list[dict]:
+    """Changes typed on the lab's nodes (rocelab.nodecli.node's events) on the dashboard's
+    clock: an event `now_wall_s - time` seconds ago happened at `t_s` less that."""
+    return [{"t_s": round(t_s - (now_wall_s - e["time"]), 3), "node": e["node"], "who": e["who"],
+             "command": e["command"], "changed": e["changed"]} for e in events]

@@ -14,7 +14,9 @@ import time
 from collections import deque
 from pathlib import Path
 
+from rocelab import paths
 from rocelab.kernel import control
+from rocelab.nodecli.node import read_events
 
 from rocelab.runtime.readings import read_lab
 from rocelab.engines import state as lab_state
@@ -115,6 +117,7 @@ class DashboardSampler:
         f = model.frame(record, before, reading, self.line_rates, self._marks, self._totals, t_s,
                         serving.read_job(record.name))
         model.add_drops(self._totals, f)
+        f["changes"] = model.changes(read_events(paths.STATE_DIR / record.name), t_s, time.time())
         return f
 
     def _run(self) -> None:

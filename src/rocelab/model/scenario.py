@@ -20,6 +20,8 @@ In `labs/<lab>/lab.yml`:
           traffic: elephant              # when the case's job ends (traffic into a stormed host)
           with: {hosts: [h1, h4]}
         probes: [leaf1:eth1]             # scapy probes attached while the traffic runs
+        commands:                        # a switch's own commands, typed at a time of the job
+          - {at: 2s, node: leaf1, run: "config interface shutdown Ethernet8"}
       - case: no-pfc
         profile: lossy
         traffic: incast-4to1
@@ -42,6 +44,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
@@ -58,7 +61,10 @@ from rocelab.units import parse_bytes, parse_delay
 from rocelab.yamlfile import YamlDoc
 from rocelab.yamlfile import at as _at
 
-CASE_KEYS = ("case", "title", "profile", "traffic", "with", "train", "cc", "dcqcn", "impair", "storm", "background", "probes")
+# A switch's own commands (rocelab.nodecli.sonic.COMMANDS), which a case's `commands:` may run.
+SWITCH_COMMANDS = ("show", "config", "ecnconfig", "pfcwd", "sonic-clear")
+CASE_KEYS = ("case", "title", "profile", "traffic", "with", "train", "cc", "dcqcn", "impair", "storm", "background", "probes",
+             "commands")
 WITH_KEYS = ("hosts", "size", "iterations", "compute_gap", "qps", "message_size", "verb", "options", "stall_timeout")
 # Drops of traffic that the fabric was asked to carry (not frames a router ignores anyway).
 FABRIC_DROP_REASONS = ("tail_drop", "headroom_exceeded", "wred_drop", "pfcwd_drop", "impairment_loss", "no_route",
@@ -126,6 +132,15 @@ class Storm:
 
 
 @dataclass(frozen=True)
+class CaseCommand:
+    """A command a user would type on a switch, `at_s` wall-clock seconds after the case's job starts."""
+
+    at_s: float
+    node: str
+    argv: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Case:
     name: str
     title: str
@@ -138,6 +153,7 @@ class Case:
     background: JobSpec | None = None
     training: TrainSpec | None = None  # a PyTorch DDP job instead of a traffic pattern
     dcqcn: str | None = None  # DCQCN's parameter set (roce.dcqcn.DCQCN_SETS); None: the lab's
+    commands: tuple[CaseCommand, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -310,9 +326,23 @@ def load_scenario(doc: YamlDoc, lab_dir: Path, hosts: set[str], switch_ports: se
                 problems.add(_at(doc, "scenario", i, "probes", j), f"{item!r} is not NODE:IFACE of this lab")
             else:
                 probes.append((node, port))
+        commands = []
+        switches = {node for node, _ in switch_ports}
+        for j, item in enumerate(raw.get("commands") or []):
+            here = _at(doc, "scenario", i, "commands", j)
+            if not isinstance(item, dict) or set(item) != {"at", "node", "run"} or item["node"] not in switches \
+                    or str(item["run"]).split(" ", 1)[0] not in SWITCH_COMMANDS:
+                problems.add(here, f"{item!r} is not a command on a switch",
+                             f'write {{at: 2s, node: SWITCH, run: "config interface shutdown Ethernet8"}}; '
+                             f"switches: {', '.join(sorted(switches))}; commands: {', '.join(SWITCH_COMMANDS)}")
+                continue
+            try:
+                commands.append(CaseCommand(parse_delay(item["at"]), item["node"], tuple(shlex.split(str(item["run"])))))
+            except ValueError as exc:
+                problems.add(here, str(exc), "at: a time after the job starts, like 500ms or 2s")
         if spec is not None or training is not None:
             cases.append(Case(name, str(raw.get("title", name)), spec, profile, cc, tuple(impair), storm, tuple(probes),
-                              background, training, dcqcn))
+                              background, training, dcqcn, tuple(sorted(commands, key=lambda c: c.at_s))))
     checks = []
     names = {c.name for c in cases}
     for i, raw in enumerate(data.get("checks") or []):

@@ -99,12 +99,25 @@ class CaseResult:
         return self.fidelity is not None and not self.fidelity.kept_up
 
 
+def _typed_at_times(case: Case, run_command, started: float, stop: threading.Event) -> None:
+    """A case's `commands:`, each at its time after the job started (until the job ends)."""
+    for command in case.commands:
+        if stop.wait(max(0.0, started + command.at_s - time.monotonic())):
+            return
+        run_command(case, command)
+
+
 def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
-             on_progress=None, on_step=None, sample_interval_s: float = 0.05) -> CaseResult:
+             on_progress=None, on_step=None, sample_interval_s: float = 0.05, run_command=None,
+             reload: bool = True) -> CaseResult:
+    """`run_command(case, command)` types a case's commands (the front door's node CLI);
+    `reload=False` keeps the switches' running configs (a challenge's grader)."""
     switches = agent_sockets(record, "switchd")
     nics = agent_sockets(record, "nicd")
     for node, sock in switches.items():
-        control.request(sock, "reload", profile=str(case.profile or lab_profile) if (case.profile or lab_profile) else None)
+        if reload:
+            control.request(sock, "reload",
+                            profile=str(case.profile or lab_profile) if (case.profile or lab_profile) else None)
         for port in fabric.node(node).ports:
             control.request(sock, "impair", port=port.name)
     for imp in case.impair:
@@ -131,6 +144,11 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
     report = error = training = None
     stalled = False
     sampler = Sampler(record, interval_s=sample_interval_s).start()
+    typing = None
+    if case.commands and run_command is not None:
+        typing = threading.Thread(target=_typed_at_times, args=(case, run_command, time.monotonic(), job_done),
+                                  daemon=True)
+        typing.start()
     try:
         if case.training is not None:
             training = run_training(record, fabric, case.training, on_step=on_step)
@@ -141,6 +159,8 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
         error, stalled = str(exc), isinstance(exc, JobStalled)
     finally:
         job_done.set()
+        if typing is not None:
+            typing.join()
         if background is not None:
             background.join()
         series = sampler.stop()
@@ -268,13 +288,16 @@ def _fmt(value: float, name: str) -> str:
 
 
 def run(record: LabState, scenario: Scenario, lab_profile: Path | None, fabric, *,
-        on_case: Callable[[Case], object] | None = None, on_progress=None, on_step=None) -> ScenarioRun:
-    """`on_progress` hears traffic jobs' progress; `on_step(step, workers)` each step of a training job."""
+        on_case: Callable[[Case], object] | None = None, on_progress=None, on_step=None,
+        run_command=None) -> ScenarioRun:
+    """`on_progress` hears traffic jobs' progress; `on_step(step, workers)` each step of a training job;
+    `run_command(case, command)` types a case's `commands:` on its switch."""
     results = []
     for case in scenario.cases:
         if on_case is not None:
             on_case(case)
-        results.append(run_case(record, case, lab_profile, fabric, on_progress=on_progress, on_step=on_step))
+        results.append(run_case(record, case, lab_profile, fabric, on_progress=on_progress, on_step=on_step,
+                                run_command=run_command))
         wait_quiet()
     observed = {r.case.name: r.observations for r in results}
     return ScenarioRun(record.name, results, evaluate(scenario.checks, observed))

@@ -8,11 +8,19 @@ re-read whenever netlink says routes, neighbours, links or addresses changed), t
 profile from a SONiC config_db.json, and a control socket:
 
     ping                                   → {"node", "scheduling", "pipeline": "c" | "python", "pipeline_why"}
-    counters                               → {"counters": …, "loop": …, "tdf": N, "pipeline", "pipeline_why"}
+    counters                               → {"counters": …, "loop": …, "tdf": N, "profile": PATH,
+                                              "reloads": N (how many so far), "pipeline", "pipeline_why"}
     counters {"packed": true}              → {"packed_counters": …, …}: flat, for frequent readers
-                                             (rocelab.switch.counters.expand)
+                                             (rocelab.switch.counters.expand); the nested view
+                                             where a reload's counts are carried since the last clear
     clear                                  → zero every counter
-    reload {"profile": PATH}               → a new profile (counters restart; the pipeline chosen again)
+    reload {"profile": PATH}               → a new profile: the pipeline restarts (frames in its
+                                             buffers are lost; the pipeline is chosen again), its
+                                             counters carry on
+    port {"port", "admin": "up"|"down", "mtu": N}  → the port's link as the kernel holds it:
+                                             a shut port neither sends nor receives, and its
+                                             peer loses carrier
+    links                                  → every port's admin and oper state and MTU
     impair {"port", "delay_s", "jitter_s", "loss_pct"}  → link impairment out of a port,
                                              on top of the cable's own (dilated) delay
     fib                                    → the compiled forwarding table, as read
@@ -38,12 +46,14 @@ from rocelab.kernel.loop import Loop, open_port
 from rocelab.kernel.control import ControlServer
 from rocelab.ethernet import ETH, ETH_P_8021Q, ETH_P_IPV4, IPPROTO_ICMP, internet_checksum, ipv4_header, mac_bytes
 from rocelab.qos.model import QosProfile
-from rocelab.qos.sonic import load_config_db
+from rocelab.qos.sonic import QOS_TABLES, profile_from_config_db, read_config_db
+from rocelab.switch.counters import carry_counters
 from rocelab.switch.fib import Fib
 from rocelab.switch.fastpath import make_switch
 from rocelab.switch.pipeline import PortSpec, Switch
 
 ICMP_TIME_EXCEEDED = 11
+IFF_UP = 0x1
 ICMP_QUOTED_PAYLOAD_BYTES = 8  # RFC 792: the original IP header plus 64 bits of its data
 _ICMP = struct.Struct("!BBHI")
 
@@ -110,7 +120,10 @@ def load_profile(path: str | None, tdf: int) -> QosProfile:
     """The profile with its times dilated: a PFC watchdog's 200 ms detection time is 200 ms
     of production time, so 200 ms × TDF on the emulated clock (the lab's pfc_wd_tdf, which
     is its TDF unless the lab says otherwise). Bytes stay as written."""
-    profile = load_config_db(path) if path else UNCONFIGURED
+    doc = read_config_db(path) if path else {}
+    # A config_db without QoS tables (`config qos clear`) runs as a switch with none.
+    profile = profile_from_config_db(doc, path) if any(t in doc for t in QOS_TABLES) else \
+        replace(UNCONFIGURED, source=path or UNCONFIGURED.source)
     ports = {
         name: replace(port, pfc_wd=replace(port.pfc_wd, detection_time_ms=port.pfc_wd.detection_time_ms * tdf,
                                            restoration_time_ms=port.pfc_wd.restoration_time_ms * tdf))
@@ -136,6 +149,10 @@ class Switchd:
         self.profile = load_profile(config["profile"], self.pfc_wd_tdf)
         self.rng = random.Random(config.get("seed", 0))
         self.switch, self.pipeline = make_switch(config["node"], self.specs, self.profile, self.fib, self.rng)
+        self.carried: dict | None = None  # what the pipelines a reload replaced had counted
+        self.reloads = 0
+        # A shut port's neighbours and routes, which the kernel drops with the link, for startup.
+        self.parked: dict[str, kernel_fib.PortState] = {}
         self.events = kernel_fib.watch()
         self.cpu = CpuPort(self.switch, config["ports"])
         self.loop = Loop(self.cpu, {n: open_port(n) for n in self.names},
@@ -155,15 +172,19 @@ class Switchd:
                     "pipeline": self.pipeline.pipeline, "pipeline_why": self.pipeline.why}
         if op == "counters":
             packed = self.switch.packed_counters(now)
-            return {**({"packed_counters": packed} if req.get("packed") else {"counters": counters.expand(packed)}),
-                    "tdf": self.config["tdf"], "pfc_wd_tdf": self.pfc_wd_tdf,
-                    "profile": self.profile.source, "loop": asdict(self.loop.read_drops()),
+            body = {"packed_counters": packed} if req.get("packed") and self.carried is None else \
+                {"counters": carry_counters(self.carried, counters.expand(packed))}
+            return {**body, "tdf": self.config["tdf"], "pfc_wd_tdf": self.pfc_wd_tdf,
+                    "profile": self.profile.source, "reloads": self.reloads, "loop": asdict(self.loop.read_drops()),
                     "pipeline": self.pipeline.pipeline, "pipeline_why": self.pipeline.why}
         if op == "clear":
             self.switch.clear_counters(now)
+            self.carried = None
             return {}
         if op == "reload":
             self.profile = load_profile(req.get("profile"), self.pfc_wd_tdf)
+            self.carried = carry_counters(self.carried, self.switch.counters(now))
+            self.reloads += 1
             self.switch, self.pipeline = make_switch(self.config["node"], self.specs, self.profile, self.fib,
                                                      self.rng)
             self.cpu.use(self.switch)
@@ -179,10 +200,28 @@ class Switchd:
                                   loss_pct=float(req.get("loss_pct", 0.0))) if s.name == port else s
                           for s in self.specs]
             return {}
+        if op == "port":
+            if req["port"] not in self.cable_delay_s:
+                raise ValueError(f"no port {req['port']!r}; ports: {', '.join(self.names)}")
+            index = self.ipr.link_lookup(ifname=req["port"])[0]
+            if req.get("admin") == "down" and req["port"] not in self.parked:
+                self.parked[req["port"]] = kernel_fib.port_state(self.ipr, index)
+            change = {k: v for k, v in (("state", req.get("admin")), ("mtu", req.get("mtu"))) if v is not None}
+            if change:
+                self.ipr.link("set", index=index, **change)
+            if req.get("admin") == "up" and req["port"] in self.parked:
+                kernel_fib.restore_port_state(self.ipr, index, self.parked.pop(req["port"]))
+            return {}
+        if op == "links":
+            return {"links": {link.get_attr("IFLA_IFNAME"): {
+                "admin": "up" if link["flags"] & IFF_UP else "down",
+                "oper": "up" if link.get_attr("IFLA_OPERSTATE") == "UP" else "down",
+                "mtu": link.get_attr("IFLA_MTU")} for link in self.ipr.get_links()
+                if link.get_attr("IFLA_IFNAME") in self.cable_delay_s}}
         if op == "fib":
             return {"routes": {prefix: [[h.port, h.mac] for h in hops] for prefix, hops in self.fib.routes.items()},
                     "local": sorted(self.fib.local)}
-        raise ValueError(f"unknown op {op!r}; ops: ping, counters, clear, reload, impair, fib")
+        raise ValueError(f"unknown op {op!r}; ops: ping, counters, clear, reload, impair, port, links, fib")
 
     def run(self) -> None:
         try:

@@ -106,3 +106,50 @@ def expand(packed: dict) -> dict:
                         "drops": drops_json(holders[base + 1 + PRIORITIES + g])})
         ports[name] = {**port, "queues": queues, "pgs": pgs}
     return {"switch": packed["switch"], "time_s": packed["time_s"], "drops": drops_json(totals), "ports": ports}
+
+
+# Counter fields that describe the moment (occupancy, state) rather than count since a
+# clear: a new pipeline's value is the only true one.
+_GAUGES = frozenset({"depth_bytes", "reserved_bytes", "shared_bytes", "headroom_bytes", "lossless", "xoff",
+                     "stormed", "switch", "time_s"})
+
+
+def carry_counters(before: dict | None, now: dict) -> dict:
+    """`now` (a new pipeline's counters, `Switch.counters` layout) continued from `before`
+    (what the pipeline it replaced had counted): counts add, watermarks keep the higher,
+    gauges are `now`'s. A profile change on a running switch keeps what `show` counted."""
+    if before is None:
+        return now
+    return _carry(before, now, "")
+
+
+def _carry(before, now, key: str):
+    if isinstance(now, dict) and isinstance(before, dict):
+        return {k: _carry(before.get(k), v, k) if k in before else v for k, v in now.items()} | \
+            {k: v for k, v in before.items() if k not in now and k not in _GAUGES}
+    if isinstance(now, list) and isinstance(before, list) and len(now) == len(before):
+        return [_carry(b, n, key) for b, n in zip(before, now)]
+    if key in _GAUGES or isinstance(now, bool) or not isinstance(now, (int, float)) \
+            or not isinstance(before, (int, float)):
+        return now
+    return max(before, now) if "watermark" in key else before + now
+
+
+def counters_since(cleared: dict | None, now: dict) -> dict:
+    """`now` less what `cleared` (a snapshot, as `sonic-clear` saves one) had counted: counts
+    subtract; gauges and watermarks are `now`'s. A count below its snapshot means the agent
+    itself was cleared since, and `now` is already the count since then."""
+    if cleared is None:
+        return now
+    return _since(cleared, now, "")
+
+
+def _since(before, now, key: str):
+    if isinstance(now, dict) and isinstance(before, dict):
+        return {k: _since(before.get(k), v, k) for k, v in now.items()}
+    if isinstance(now, list) and isinstance(before, list) and len(now) == len(before):
+        return [_since(b, n, key) for b, n in zip(before, now)]
+    if key in _GAUGES or "watermark" in key or isinstance(now, bool) or not isinstance(now, (int, float)) \
+            or not isinstance(before, (int, float)) or now < before:
+        return now
+    return now - before

@@ -8,12 +8,15 @@ forwards to a next-hop MAC and does no ARP. Runs inside the switch's namespace.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pyroute2 import IPRoute
 from pyroute2.netlink.rtnl import RTMGRP_IPV4_IFADDR, RTMGRP_IPV4_ROUTE, RTMGRP_LINK, RTMGRP_NEIGH
 
 from rocelab.switch.fib import Fib, NextHop
 
 MAIN_TABLE = 254
+NUD_PERMANENT = 0x80
 RTN_UNICAST = 1
 AF_INET = 2
 
@@ -47,6 +50,33 @@ def read_fib(ipr: IPRoute, ports: list[str]) -> Fib:
         if hops:  # a connected route has no gateway: its /32s above carry it
             routes[prefix] = hops
     return Fib(routes, local)
+
+
+@dataclass(frozen=True)
+class PortState:
+    """What the kernel forgets when a port is set down: its static neighbours (the engine's,
+    rocelab's stand-in for ARP, which switchd does not answer) and the single-path routes
+    through it."""
+
+    neighbours: tuple[tuple[str, str], ...]  # (address, MAC)
+    routes: tuple[tuple[str, str], ...]  # (prefix, gateway)
+
+
+def port_state(ipr: IPRoute, index: int) -> PortState:
+    neighbours = tuple((n.get_attr("NDA_DST"), n.get_attr("NDA_LLADDR")) for n in ipr.get_neighbours(family=AF_INET)
+                       if n["ifindex"] == index and n["state"] & NUD_PERMANENT and n.get_attr("NDA_LLADDR"))
+    routes = tuple((f"{r.get_attr('RTA_DST') or '0.0.0.0'}/{r['dst_len']}", r.get_attr("RTA_GATEWAY"))
+                   for r in ipr.get_routes(family=AF_INET, table=MAIN_TABLE)
+                   if r["type"] == RTN_UNICAST and r.get_attr("RTA_OIF") == index and r.get_attr("RTA_GATEWAY"))
+    return PortState(neighbours, routes)
+
+
+def restore_port_state(ipr: IPRoute, index: int, state: PortState) -> None:
+    """A port set up again: its neighbours and routes back, as the engine made them."""
+    for address, mac in state.neighbours:
+        ipr.neigh("replace", dst=address, lladdr=mac, ifindex=index, state=NUD_PERMANENT)
+    for prefix, gateway in state.routes:
+        ipr.route("replace", dst=prefix, gateway=gateway, oif=index)
 
 
 def watch() -> IPRoute:

@@ -1,0 +1,168 @@
+"""Break-fix challenges: a lab brought up with a fault it does not name, and a grader.
+
+A challenge is a file `labs/challenges/NAME.yml`:
+
+    title: …                      # what `challenge list` shows (never the fault)
+    lab: lab-pfc                  # the lab it runs on
+    symptom: …                    # what the student sees
+    hint: …                       # `challenge hint`
+    fault: {leaf1: [JSON Patch]}  # seeded into the switches' running config_db at start
+    answer: …                     # `challenge give-up`: the fault, in words …
+    fix: [{node: leaf1, run: "config …"}]   # … and the commands that fix it (paths relative to the file)
+    run: {traffic: incast-4to1, size: 3MB, iterations: 1, checks: ["drops == 0"]}   # the symptom's scenario
+
+`check` grades the running lab: the static checks (rocelab.fabric.lint) over every switch's
+running config_db, then the symptom's scenario with its checks; it says what still fails
+by check and count, never the fault.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from rocelab import paths
+from rocelab.engines.state import LabState
+from rocelab.errors import InputError, Problem, Problems
+from rocelab.fabric.lint import lint
+from rocelab.fabric.spec import load_fabric_spec
+from rocelab.model.lab import Lab
+from rocelab.model.scenario import Case, evaluate, parse_check
+from rocelab.qos import configdb
+from rocelab.traffic.patterns import builtin_patterns
+from rocelab.traffic.spec import resolve_spec, with_overrides
+from rocelab.yamlfile import load_yaml
+
+KEYS = ("title", "lab", "symptom", "hint", "fault", "answer", "fix", "run")
+RUN_KEYS = ("traffic", "size", "iterations", "checks")
+# The hosts' side of the static checks: NVIDIA's defaults, which every lab's NICs use.
+HOSTS = {"roce_dscp": 26, "roce_priority": 3, "cnp_dscp": 48, "roce_mtu": 4096}
+
+
+@dataclass(frozen=True)
+class Fix:
+    node: str
+    argv: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Challenge:
+    name: str
+    folder: Path
+    title: str
+    lab: str
+    symptom: str
+    hint: str
+    fault: dict[str, list[dict]]
+    answer: str
+    fix: tuple[Fix, ...]
+    run: dict | None
+
+
+def challenges_dir() -> Path:
+    return paths.labs_dir() / "challenges"
+
+
+def names() -> list[str]:
+    return sorted(p.stem for p in challenges_dir().glob("*.yml"))
+
+
+def load(name: str) -> Challenge:
+    path = challenges_dir() / f"{name}.yml"
+    if not path.is_file():
+        raise InputError([Problem(name, "", "is not a challenge", f"challenges: {', '.join(names())}")])
+    doc = load_yaml(path)
+    data, problems = doc.data, Problems(str(path))
+    if not isinstance(data, dict):
+        problems.add("", "is not a mapping", f"keys: {', '.join(KEYS)}")
+        problems.raise_if_any()
+    for key in set(KEYS) - set(data) - {"run"}:
+        problems.add(key, "is missing")
+    for key in set(data) - set(KEYS):
+        problems.add(key, f"unknown key {key!r}", f"keys: {', '.join(KEYS)}")
+    fault = data.get("fault")
+    if not isinstance(fault, dict) or not all(isinstance(p, list) for p in fault.values()):
+        problems.add("fault", "is not a JSON Patch per switch", "fault: {leaf1: [{op: replace, path: …, value: …}]}")
+    fixes = []
+    for i, item in enumerate(data.get("fix") or []):
+        if not isinstance(item, dict) or set(item) != {"node", "run"}:
+            problems.add(f"fix[{i}]", f"{item!r} is not a command", 'write {node: leaf1, run: "config …"}')
+        else:
+            fixes.append(Fix(item["node"], tuple(shlex.split(str(item["run"])))))
+    run = data.get("run")
+    if run is not None and (not isinstance(run, dict) or set(run) - set(RUN_KEYS) or "traffic" not in run
+                            or not all(parse_check(f"symptom: {c}") for c in run.get("checks", []))):
+        problems.add("run", f"{run!r} is not a symptom scenario",
+                     f"keys: {', '.join(RUN_KEYS)}; checks like \"drops == 0\"")
+    problems.raise_if_any()
+    return Challenge(name, path.parent, str(data["title"]), str(data["lab"]), str(data["symptom"]).strip(),
+                     str(data["hint"]).strip(), fault, str(data["answer"]).strip(), tuple(fixes), run)
+
+
+def seeded(doc: dict, challenge: Challenge, node: str) -> dict:
+    """A switch's running config with the challenge's fault in it."""
+    return configdb.patched(doc, challenge.fault.get(node, []))
+
+
+def fix_argv(challenge: Challenge, fix: Fix) -> list[str]:
+    """A fix's command with its files found beside the challenge (as a user would type their path)."""
+    return [str(challenge.folder / word) if (challenge.folder / word).is_file() else word for word in fix.argv]
+
+
+# --- the running lab's state
+
+
+def _state(lab: str) -> Path:
+    return paths.STATE_DIR / lab / "challenge.json"
+
+
+def running(records: list[LabState]) -> tuple[Challenge, LabState]:
+    for record in records:
+        if _state(record.name).is_file():
+            return load(json.loads(_state(record.name).read_text())["name"]), record
+    raise InputError([Problem("challenge", "", "none is running", "invoke challenge start NAME (invoke challenge list)")])
+
+
+def mark_started(record: LabState, challenge: Challenge) -> None:
+    _state(record.name).write_text(json.dumps({"name": challenge.name}))
+
+
+# --- grading
+
+
+def static_findings(lab: Lab, folder: Path, running_config: dict[str, Path]) -> list:
+    """The static checks over every switch's running config_db, as `pytest --fabric` runs them
+    (the fabric description written into `folder`)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fabric = {"name": "challenge", "topology": str(Path(lab.fabric.source).resolve()),
+              "devices": {name: {"sonic": str(path)} for name, path in running_config.items()}, "hosts": HOSTS}
+    (folder / "fabric.yml").write_text(json.dumps(fabric, indent=1))
+    return lint(load_fabric_spec(folder / "fabric.yml"))
+
+
+def symptom_case(challenge: Challenge) -> Case | None:
+    if challenge.run is None:
+        return None
+    spec = with_overrides(resolve_spec(challenge.run["traffic"], builtin_patterns()),
+                          size=challenge.run.get("size"), iterations=challenge.run.get("iterations"))
+    return Case("symptom", challenge.title, spec)
+
+
+def symptom_results(challenge: Challenge, observations: dict[str, float]) -> list[tuple[str, bool, float]]:
+    """(check, passed, observed value) for each of the symptom scenario's checks."""
+    checks = tuple(parse_check(f"symptom: {c}") for c in challenge.run["checks"])
+    return [(r.check.text.removeprefix("symptom: "), r.passed, r.left)
+            for r in evaluate(checks, {"symptom": observations})]
+
+
+def verdict_lines(findings: list, symptoms: list[tuple[str, bool, float]]) -> tuple[bool, list[str]]:
+    """Solved, and what still fails: a check's name and how many places, never the finding itself."""
+    by_check: dict[str, set[str]] = {}
+    for finding in findings:
+        by_check.setdefault(finding.check, set()).add(finding.device)
+    lines = [f"static check {name}: fails on {', '.join(sorted(devices))}" for name, devices in sorted(by_check.items())]
+    lines += [f"symptom: {text}: {'passes' if ok else 'fails'} (observed {value:g})" for text, ok, value in symptoms]
+    solved = not by_check and all(ok for _, ok, _ in symptoms)
+    return solved, lines

@@ -1,0 +1,144 @@
+"""A switch node as its commands see it: the running config_db, its switchd, its time line.
+
+The running config_db lives in the lab's state folder (`<state>/<lab>/<node>/running.json`)
+and is what switchd runs: every change is checked whole (rocelab.qos.configdb.check), written,
+then handed to switchd (a reload for QoS tables, a `port` request for a link's admin state
+and MTU), and recorded as an event on the lab's time line (`<state>/<lab>/events.jsonl`,
+which the dashboard marks). `config save` writes `<node>/config_db.json`; checkpoints are
+`<node>/checkpoints/NAME.cp.json`, as SONiC keeps them under /etc/sonic/checkpoints.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from rocelab.errors import InputError
+from rocelab.qos import configdb
+from rocelab.qos.sonic import read_config_db
+from rocelab.switch.counters import counters_since
+
+Agent = Callable[..., dict]  # agent(op, **fields) → the reply (rocelab.kernel.control.request)
+EVENTS = "events.jsonl"
+
+
+def record_event(folder: Path, node: str, command: str, changed: list[str]) -> None:
+    """One change on the lab's time line: when, who, on which node, what was typed, what it touched."""
+    event = {"time": time.time(), "who": os.environ.get("SUDO_USER") or getpass.getuser(), "node": node,
+             "command": command, "changed": changed}
+    with (folder / EVENTS).open("a") as f:
+        f.write(json.dumps(event) + "\n")
+
+
+def read_events(folder: Path) -> list[dict]:
+    try:
+        lines = (folder / EVENTS).read_text().splitlines()
+    except OSError:
+        return []
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+class SwitchNode:
+    """`folder` is the lab's state folder, `agent` asks switchd, `interfaces` are the node's
+    ports with their production rates (eth1 → b/s), `tdf` the lab's."""
+
+    def __init__(self, folder: Path, name: str, agent: Agent, interfaces: dict[str, int], tdf: int,
+                 command: str = ""):
+        self.folder, self.name, self.agent, self.interfaces, self.tdf = folder, name, agent, interfaces, tdf
+        self.command = command  # what the user typed: the time line's label for a change
+        self.home = folder / name
+        self.running_path = self.home / "running.json"
+        self.started_path = self.home / "started.json"
+
+    # --- the running config
+
+    def running(self) -> dict:
+        """What switchd runs now. A profile loaded behind the shell's back (a scenario case's
+        `profile:`) becomes the running config, as `config reload` would make it; the links keep
+        their state (PORT)."""
+        reply = self.agent("counters")
+        runs, source = reply["profile"], {"profile": reply["profile"], "reloads": reply.get("reloads", 0)}
+        source_path = self.home / "source.json"
+        current = self.running_path.exists() and (
+            runs == str(self.running_path) or json.loads(source_path.read_text()) == source)
+        if not current:
+            doc = read_config_db(runs) if runs and Path(runs).exists() else {}
+            if self.running_path.exists():
+                doc["PORT"] = json.loads(self.running_path.read_text()).get("PORT", {})
+            self.home.mkdir(parents=True, exist_ok=True)
+            if not self.started_path.exists():
+                self.started_path.write_text(json.dumps(doc, indent=1))
+            # Same QoS as switchd runs: no reload (it would restart the pipeline mid-job).
+            self._write(configdb.with_ports(doc, self.interfaces))
+            source_path.write_text(json.dumps(source))
+        return json.loads(self.running_path.read_text())
+
+    def template(self) -> dict:
+        """The QoS tables `config qos reload` restores: those the switch came up with."""
+        self.running()
+        return json.loads(self.started_path.read_text())
+
+    def _write(self, doc: dict) -> None:
+        tmp = self.running_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc, indent=1))
+        os.replace(tmp, self.running_path)
+
+    def commit(self, new: dict, record: bool = True) -> list[str]:
+        """Check `new` whole, then make it the running config: what changed on the switch, in words.
+        Raises ConfigError and changes nothing when the document is not valid. `record=False`
+        keeps it off the time line (a challenge's seeded fault)."""
+        old = self.running()
+        configdb.check(new, f"{self.name} running config")
+        step = configdb.plan(old, new)
+        changed = configdb.changed_paths(old, new)
+        if not changed:
+            return ["no change"]
+        self._write(new)
+        if step.reload:
+            self.agent("reload", profile=str(self.running_path))
+        for port, change in step.links.items():
+            lab = next(alias for alias, sonic in self.names().items() if sonic == port)
+            self.agent("port", port=lab, **change)
+        if record:
+            record_event(self.folder, self.name, self.command, changed)
+        return step.describe()
+
+    def names(self) -> dict[str, str]:
+        """eth1 → Ethernet0: the running PORT table's aliases."""
+        return {fields["alias"]: port for port, fields in self.running().get("PORT", {}).items() if "alias" in fields}
+
+    # --- checkpoints and the saved config
+
+    def checkpoint_path(self, name: str) -> Path:
+        return self.home / "checkpoints" / f"{name}.cp.json"
+
+    def checkpoints(self) -> list[str]:
+        return sorted(p.name.removesuffix(".cp.json") for p in (self.home / "checkpoints").glob("*.cp.json"))
+
+    def read_file(self, path: Path) -> Any:
+        try:
+            return read_config_db(path)
+        except InputError as exc:
+            raise configdb.ConfigError(str(exc)) from None
+
+    # --- counters, links, routes
+
+    def counters(self, view: str) -> dict:
+        """switchd's counters less the snapshot `sonic-clear VIEW` took."""
+        snapshot = self.home / f"cleared-{view}.json"
+        now = self.agent("counters")["counters"]
+        return counters_since(json.loads(snapshot.read_text()) if snapshot.exists() else None, now)
+
+    def clear(self, view: str) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        (self.home / f"cleared-{view}.json").write_text(json.dumps(self.agent("counters")["counters"]))
+
+    def links(self) -> dict:
+        return self.agent("links")["links"]
+
+    def fib(self) -> dict:
+        return self.agent("fib")

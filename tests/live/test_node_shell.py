@@ -1,0 +1,167 @@
+"""A switch's SONiC commands acting live on lab-pfc (one `up` for every test here), driven
+through `rocelab exec NODE -- …` / `rocelab config NODE -- …` as a user types them, and once
+through the interactive `rocelab shell` on a pseudo-terminal:
+
+- `config apply-patch` moving DSCP 26 to the lossy TC 0 makes the 4:1 incast drop (`show queue
+  counters`) with no PFC (`show pfc counters`); `config rollback` brings back zero drops;
+- `ecnconfig` raising Kmin above any queue the incast builds stops the marking at once;
+- `config interface shutdown`: `show interfaces status` says down, the host's NIC loses carrier,
+  nothing crosses the port; `startup` brings it back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import time
+
+import pytest
+
+from test_labs import CLI, ROOT, cli
+
+pytestmark = pytest.mark.root
+RECEIVER = "Ethernet16"  # leaf1:eth5 → h5, the incast's root on incast-1x5
+
+
+@pytest.fixture(scope="module")
+def lab_pfc():
+    cli("down", check=False)
+    cli("up", "lab-pfc")
+    yield
+    cli("down", check=False)
+
+
+def on(node: str, command: str, check: bool = True):
+    return cli("exec", node, "--", *command.split(), check=check)
+
+
+def incast() -> None:
+    cli("traffic", "incast-4to1", "--size", "3MB", "--iters", "1", "--report-dir", "none", timeout=300)
+
+
+def queue_column(port: str, column: str) -> list[int]:
+    """One column of `show queue counters PORT`, per queue UC0..UC7."""
+    lines = on("leaf1", f"show queue counters {port}").stdout.splitlines()
+    at = lines[0].split().index(column)
+    return [int(line.split()[at].replace(",", "")) for line in lines[2:]]
+
+
+def pfc_tx(priority: int) -> int:
+    tx = on("leaf1", "show pfc counters").stdout.split("\n\n")[1].splitlines()[2:]
+    return sum(int(line.split()[1 + priority].replace(",", "")) for line in tx)
+
+
+def test_apply_patch_to_a_lossy_tc_drops_and_rollback_restores_lossless(lab_pfc, tmp_path):
+    patch = tmp_path / "roce-to-tc0.json"
+    patch.write_text(json.dumps([{"op": "replace", "path": "/DSCP_TO_TC_MAP/ROCE/26", "value": "0"}]))
+    assert cli("config", "leaf1", "--", "checkpoint", "lossless").stdout == "Checkpoint created successfully.\n"
+    applied = cli("config", "leaf1", "--", "apply-patch", str(patch)).stdout
+    assert "restarted the ASIC pipeline" in applied and applied.endswith("Patch applied successfully.\n")
+    on("leaf1", "sonic-clear queuecounters")
+    on("leaf1", "sonic-clear pfccounters")
+    incast()
+    assert queue_column(RECEIVER, "Drop/pkts")[0] > 0 and pfc_tx(3) == 0
+    assert "Config rolled back successfully." in cli("config", "leaf1", "--", "rollback", "lossless").stdout
+    on("leaf1", "sonic-clear queuecounters")
+    on("leaf1", "sonic-clear pfccounters")
+    incast()
+    assert sum(queue_column(RECEIVER, "Drop/pkts")) == 0 and pfc_tx(3) > 0
+    # A patch that leaves an invalid config is refused whole, and nothing changed.
+    before = on("leaf1", "show runningconfiguration all").stdout
+    patch.write_text(json.dumps([{"op": "replace", "path": "/DSCP_TO_TC_MAP/ROCE/26", "value": "99"}]))
+    refused = cli("config", "leaf1", "--", "apply-patch", str(patch), check=False)
+    assert refused.returncode == 1 and "Failed to apply patch" in refused.stderr
+    assert on("leaf1", "show runningconfiguration all").stdout == before
+
+
+def ecn_marked(queue: int) -> int:
+    lines = on("leaf1", f"show queue wredcounters {RECEIVER}").stdout.splitlines()
+    return int(lines[2 + queue].split()[4].replace(",", ""))
+
+
+def test_ecnconfig_changes_the_marking_live(lab_pfc):
+    on("leaf1", "sonic-clear queuecounters")
+    incast()
+    assert ecn_marked(3) > 0
+    on("leaf1", "ecnconfig -p AZURE_LOSSLESS -gmax 40000000 -gmin 30000000")
+    assert "green_min_threshold     30000000" in on("leaf1", "ecnconfig -l").stdout
+    on("leaf1", "sonic-clear queuecounters")
+    incast()
+    assert ecn_marked(3) == 0
+    on("leaf1", "config qos reload")
+    assert "green_min_threshold     102400" in on("leaf1", "ecnconfig -l").stdout
+
+
+def rx_ok(port: str) -> int:
+    lines = on("leaf1", "show interfaces counters").stdout.splitlines()
+    return next(int(line.split()[2].replace(",", "")) for line in lines[2:] if line.split()[0] == port)
+
+
+def test_shutdown_and_startup_of_a_port(lab_pfc):
+    status = json.loads(cli("status", "--json").stdout)["labs"][0]
+    h1 = next(n for n in status["nodes"] if n["name"] == "h1")["interfaces"][0]["address"].split("/")[0]
+    assert cli("config", "leaf1", "--", "interface", "shutdown", "Ethernet4").stdout == "Ethernet4: link admin down\n"
+    line = next(l for l in on("leaf1", "show interfaces status").stdout.splitlines() if l.split()[0] == "Ethernet4")
+    assert line.split()[7:9] == ["down", "down"]
+    assert "NO-CARRIER" in on("h2", "ip link show eth1").stdout
+    before = rx_ok("Ethernet4")
+    assert on("h2", f"ping -c 2 -W 1 {h1}", check=False).returncode != 0
+    assert rx_ok("Ethernet4") == before
+    cli("config", "leaf1", "--", "interface", "startup", "Ethernet4")
+    line = next(l for l in on("leaf1", "show interfaces status").stdout.splitlines() if l.split()[0] == "Ethernet4")
+    assert line.split()[7:9] == ["up", "up"]
+    time.sleep(0.5)
+    assert on("h2", f"ping -c 2 -W 2 {h1}", check=False).returncode == 0
+    assert rx_ok("Ethernet4") > before
+
+
+def test_typing_into_the_interactive_shell(lab_pfc):
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.chdir(ROOT)
+        os.execv(CLI[0], [*CLI, "shell", "leaf1"])
+    seen = b""
+
+    def until(text: bytes, timeout_s: float = 60) -> None:
+        nonlocal seen
+        deadline = time.monotonic() + timeout_s
+        while text not in seen and time.monotonic() < deadline:
+            if select.select([fd], [], [], 0.5)[0]:
+                try:
+                    seen += os.read(fd, 65536)
+                except OSError:
+                    break
+        assert text in seen, seen.decode(errors="replace")[-2000:]
+
+    try:
+        until(b"leaf1:")  # the prompt
+        os.write(fd, b"show pfc priority\n")
+        until(b"Lossless priorities")
+        until(b"Ethernet16")
+        os.write(fd, b"config interface pfc priority Ethernet0 4 on\n")
+        until(b"restarted the ASIC pipeline")
+        os.write(fd, b"show nosuch; echo status=$?\n")
+        until(b"status=2")
+        os.write(fd, b"exit\n")
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        os.close(fd)
+    assert "3,4" in next(l for l in on("leaf1", "show pfc priority").stdout.splitlines() if l.startswith("Ethernet0 "))
+
+
+def test_a_challenge_fails_its_check_until_the_documented_fix(lab_pfc):
+    cli("down")
+    started = cli("challenge", "start", "roce-lossy").stdout
+    assert "The incast that should be lossless" in started and "DSCP_TO_TC_MAP" not in started
+    before = cli("challenge", "check", check=False, timeout=600)
+    assert before.returncode == 1 and "not solved yet" in before.stdout
+    assert "symptom: drops == 0: fails" in before.stdout and "DSCP_TO_TC_MAP" not in before.stdout
+    answer = cli("challenge", "give-up").stdout
+    assert "DSCP 26" in answer
+    fix = next(line.split() for line in answer.splitlines() if line.strip().startswith("invoke exec"))
+    cli(*fix[1:])
+    after = cli("challenge", "check", timeout=600)
+    assert "challenge roce-lossy: solved" in after.stdout
