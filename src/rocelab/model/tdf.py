@@ -52,8 +52,9 @@ SAFE_FRACTION = 0.6
 # answered the run's counter sampling packed (it had stalled its loop 1-4 ms per request):
 # lab-pfc's six agents kept up at TDF 2000 and 3000 (a 0.67 and 1 ms bound; 14-163 late events
 # of ~40,000 per case) and fell behind at 1500; before, they fell behind at 3000 in three runs
-# of four. 1.5 × (6 ÷ 3) × a 0.3-0.66 ms calibration p99 picks 3000-6000 for it.
-LATENESS_MARGIN = 1.5
+# of four. With 1.5, every lab at the TDF `up` picked: seven of eight passed, lab-ecn-dcqcn fell
+# behind at 5000 (bench_labs.py, the machine shared with three other sessions); 2 keeps a margin.
+LATENESS_MARGIN = 2.0
 CALIBRATION_AGENTS = 3
 MAX_TDF = 100_000
 ROCE_FRAME_OVERHEAD_BYTES = 14 + 20 + 8 + 12 + 4  # Ethernet, IPv4, UDP, BTH, ICRC around a payload
