@@ -4,7 +4,9 @@ by `pip install` where a C compiler is found, with the same interface as `Switch
 The Python `Switch` stays the reference. A `FastSwitch` builds one from the same arguments
 and keeps it as its configuration and its counters' format: the C core reads the reference's
 objects once, runs every frame itself, routes a flow it has not seen through the reference's
-`_route`, and writes its state back into the reference's objects when counters are read.
+`_route`, writes its state back into the reference's objects when a control call changes the
+switch, and hands its counters out packed, straight from its state (`counter_values`, in
+rocelab.switch.counters' order: one function builds the nested view for both pipelines).
 tests/unit/test_switch_traces.py holds the two to the same frames out and the same counters
 over generated traces, and every switch test runs on both. The C core also runs switchd's loop
 (`serve`, rocelab.kernel.loop): the rings, the pipeline and the sends, with no Python per
