@@ -8,7 +8,6 @@ writes (graph PNGs, run reports) land there, its commands typed at the two doors
 
 from __future__ import annotations
 
-import re
 import shlex
 import shutil
 import subprocess
@@ -16,10 +15,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_labs import typed_commands
 
 pytestmark = pytest.mark.root
 ROOT = Path(__file__).resolve().parents[2]
-SH_BLOCK = re.compile(r"```sh\n(.*?)```", re.S)
 DOORS = {
     "invoke": [sys.executable, "-m", "invoke", "--search-root", str(ROOT)],
     "rocelab": [str(Path(sys.executable).with_name("rocelab"))],
@@ -31,9 +30,7 @@ NEEDS_DOCKER = {"images"}
 
 def readme_blocks() -> list[list[list[str]]]:
     """The README's ```sh blocks, each as the argv lists of its `invoke` lines."""
-    text = (ROOT / "README.md").read_text()
-    blocks = [[shlex.split(command)[1:] for line in block.splitlines() if line.strip().startswith("invoke ")
-               for command in line.split("#", 1)[0].split("&&")] for block in SH_BLOCK.findall(text)]
+    blocks = typed_commands((ROOT / "README.md").read_text())
     return [[argv for argv in block if argv[0] not in LONG_RUNNING] for block in blocks if block]
 
 

@@ -29,10 +29,15 @@ SH_BLOCK = re.compile(r"```sh\n(.*?)```", re.S)
 RUN_ONLY = {"lab-training": ["--case", "clean"]}
 
 
-def guide_commands(lab: str) -> list[str]:
-    text = (ROOT / "labs" / lab / "README.md").read_text()
-    return [line.split("#", 1)[0].strip() for block in SH_BLOCK.findall(text) for line in block.splitlines()
-            if line.strip().startswith("invoke ")]
+def typed_commands(text: str) -> list[list[list[str]]]:
+    """A page's ```sh blocks, each as the argv lists (after `invoke`) of its `invoke` lines: a
+    trailing `# comment` is not typed, and `a && b` is two commands."""
+    return [[shlex.split(command)[1:] for line in block.splitlines() if line.strip().startswith("invoke ")
+             for command in line.split("#", 1)[0].split("&&")] for block in SH_BLOCK.findall(text)]
+
+
+def guide_commands(lab: str) -> list[list[str]]:
+    return [argv for block in typed_commands((ROOT / "labs" / lab / "README.md").read_text()) for argv in block]
 
 
 def cli(*args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -52,7 +57,7 @@ def clean_slate():
 def test_every_lab_with_a_scenario_is_run_by_its_guide():
     assert set(LABS) <= set(GUIDED)
     for lab in LABS:
-        assert any(shlex.split(c)[1:3] == ["run", lab] for c in guide_commands(lab)), f"{lab}'s guide never runs it"
+        assert any(argv[:2] == ["run", lab] for argv in guide_commands(lab)), f"{lab}'s guide never runs it"
 
 
 def run_verdict(lab: str, argv: list[str], cwd: Path) -> dict:
@@ -87,8 +92,8 @@ def test_every_command_in_the_guide_runs_and_the_lab_passes_its_checks(lab, clea
     commands = guide_commands(lab)
     assert commands, f"labs/{lab}/README.md has no ```sh block with invoke commands"
     inconclusive = None
-    for command in commands:
-        argv = shlex.split(command)[1:]  # `invoke` is the tasks file; the console script is the same front door
+    for argv in commands:  # `invoke` is the tasks file; the console script is the same front door
+        command = f"invoke {shlex.join(argv)}"
         if argv[:2] == ["run", lab]:
             inconclusive = check_run(lab, [*argv, *RUN_ONLY.get(lab, [])], tmp_path) or inconclusive
             continue
