@@ -45,6 +45,7 @@ from rocelab.qos.model import PortQos
 from rocelab.qos.sonic import dump_config_db
 from rocelab.kernel.netns import packet_socket
 from rocelab.probes.storm import hold_pfc_pause
+from rocelab.runtime.readings import read_counters
 from rocelab.runtime.scenario import agent_sockets, start_clean
 from rocelab.engines.state import LabState
 from rocelab.switch.fib import ecmp_hash
@@ -85,7 +86,7 @@ def lab_from_spec(spec: FabricSpec, name: str, workdir: Path) -> Lab:
 
 
 def _switch_counters(record: LabState) -> dict[str, dict]:
-    return {n: control.request(s, "counters")["counters"] for n, s in agent_sockets(record, "switchd").items()}
+    return {n: read_counters(s)["counters"] for n, s in agent_sockets(record, "switchd").items()}
 
 
 def _drops(counters: dict[str, dict]) -> list[str]:
@@ -349,7 +350,7 @@ def _wait_taken(switch: Path, port: str, sent: int, timeout_s: float = 2.0) -> d
     """The port's counters once switchd has taken the frame just sent (counters were cleared)."""
     deadline = time.monotonic() + timeout_s
     while True:
-        counters = control.request(switch, "counters")["counters"]["ports"][port]
+        counters = read_counters(switch)["counters"]["ports"][port]
         if counters["rx_packets"] >= sent or time.monotonic() > deadline:
             return counters
         time.sleep(0.002)

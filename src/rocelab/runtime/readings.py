@@ -4,6 +4,7 @@ reports and the dashboard read."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 from rocelab.engines import state as lab_state
@@ -27,17 +28,21 @@ class LabReading:
     agents: tuple[AgentReading, ...]
 
 
+def read_counters(path: Path, timeout_s: float = 5.0) -> dict:
+    """An agent's `counters` reply, asked for packed: switchd answers in microseconds and this
+    reader builds the nested view (nicd has no packed form and ignores the field)."""
+    reply = control.request(path, "counters", timeout_s, packed=True)
+    if "packed_counters" in reply:
+        reply["counters"] = expand(reply.pop("packed_counters"))
+    return reply
+
+
 def read_lab(record: LabState, timeout_s: float = 2.0) -> LabReading:
     """Ask every agent of a lab for its counters; one that does not answer reads as down."""
     agents = []
     for proc in record.processes:
         try:
-            # Packed: switchd answers in microseconds and this reader builds the nested view
-            # (nicd has no packed form and ignores the field).
-            reply = control.request(control.socket_path(record.name, proc["node"]), "counters", timeout_s,
-                                    packed=True)
-            if "packed_counters" in reply:
-                reply["counters"] = expand(reply.pop("packed_counters"))
+            reply = read_counters(control.socket_path(record.name, proc["node"]), timeout_s)
             agents.append(AgentReading(proc["node"], proc["what"], reply))
         except (control.AgentUnreachable, RuntimeError) as exc:
             agents.append(AgentReading(proc["node"], proc["what"], None, str(exc)))

@@ -21,6 +21,7 @@ from rocelab.probes import Probe
 from rocelab.probes.storm import hold_pfc_pause
 from rocelab.qos.sonic import load_config_db
 from rocelab.runtime.fidelity import Fidelity, Watch
+from rocelab.runtime.readings import read_counters
 from rocelab.runtime.timeseries import Sampler
 from rocelab.train.core import TRAINING_HEADLINE, training_observations
 from rocelab.train.runner import run_training
@@ -64,7 +65,7 @@ def read_restored(switches: Mapping[str, Path], profile: Path | None, poll_s: fl
     give it, and the counters are read then, restored or not."""
     deadline = None
     while True:
-        replies = {n: control.request(s, "counters") for n, s in switches.items()}
+        replies = {n: read_counters(s) for n, s in switches.items()}
         counters = {n: r["counters"] for n, r in replies.items()}
         if not stormed_queues(counters):
             return counters
