@@ -34,7 +34,7 @@ from rocelab.engines import builtin_engines
 from rocelab.errors import EXIT_USAGE, InputError, Problem
 from rocelab.model.lab import load_lab
 from rocelab.runtime import calibration
-from rocelab.runtime.fidelity import AgentTiming
+from rocelab.runtime.fidelity import AgentTiming, distinct
 from rocelab.registry import UnknownName
 
 # Wide enough for SONiC's 14-column interface view when output goes to a file or pipe.
@@ -369,7 +369,7 @@ def show(c, what, node=None, lab=None, view=None, interval=1.0, json=False):
         elif chosen != ("fidelity",):
             console.print(views.nic_view(a["node"], reply["counters"], record.tdf))
     if "fidelity" in chosen:
-        timings = [AgentTiming.of(a["node"], a["what"], now[a["node"]]["loop"]) for a in agents]
+        timings = list(distinct(AgentTiming.of(a["node"], a["what"], now[a["node"]]["loop"]) for a in agents).values())
         console.print(views.fidelity(timings, record.fidelity_bound_s, record.tdf))
 
 

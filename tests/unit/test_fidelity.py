@@ -32,7 +32,7 @@ class _Core:
 
 def test_the_loop_records_how_late_it_ran_what_was_due():
     times = iter([1.004, 1.0004, 0.99])
-    loop = Loop(_Core(), {}, control=None, clock=lambda: next(times))
+    loop = Loop(_Core(), {}, controls=[], clock=lambda: next(times))
     loop._transmit(due=1.0)  # 4 ms late
     loop._transmit(due=1.0)  # 0.4 ms late
     loop._transmit(due=1.0)  # not due yet: nothing recorded

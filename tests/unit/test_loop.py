@@ -41,7 +41,7 @@ def control(tmp_path):
 
 def test_an_event_due_within_early_s_runs_at_once_at_its_own_time(control):
     core = OneEvent(after_s=0.02)
-    loop = Loop(core, {}, control, early_s=0.05)
+    loop = Loop(core, {}, [control], early_s=0.05)
     loop._wait_and_serve({}, [])
     assert core.served_at == [pytest.approx(core.served_at[0])] and loop.stats.wakeups == 0
     assert loop.now() >= core.served_at[0]  # the loop's clock stays at or past what it served
@@ -50,7 +50,7 @@ def test_an_event_due_within_early_s_runs_at_once_at_its_own_time(control):
 
 def test_an_event_further_off_is_slept_for(control):
     core = OneEvent(after_s=0.02)
-    loop = Loop(core, {}, control, early_s=0.0)
+    loop = Loop(core, {}, [control], early_s=0.0)
     loop._wait_and_serve({}, [])  # sleeps until the event, then serves it
     assert len(core.served_at) == 1 and loop.stats.wakeups == 1
 

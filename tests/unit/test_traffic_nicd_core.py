@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from rocelab.roce.agent import NicPort, _subtract
+from rocelab.roce.agent import NicGroup, NicPort, _subtract
 from rocelab.roce import Nic, NicConfig, dilate
 from rocelab.traffic.host import JobHost
 
@@ -50,3 +50,28 @@ def test_counters_after_clear_are_deltas_leaf_by_leaf():
     assert _subtract(after, before) == {"tx": 5, "pfc": {"rx": [0, 3]}, "state": "RTS",
                                         "qps": {"17": {"tx": 1}, "18": {"tx": 2}}}
     assert _subtract(after, {}) == after
+
+
+def test_one_group_serves_several_hosts_each_on_its_own_port():
+    """One nicd serving two hosts: frames leave on the port of the NIC that sent them, arrive at
+    the NIC whose port they came in on, and the group's next event is the earliest of its NICs'."""
+    a, b, _ = port_pair()
+    a.port, b.port = "h1/eth1", "h2/eth1"
+    group = NicGroup([a, b])
+    qa, qb = a.nic.create_qp(), b.nic.create_qp()
+    a.nic.connect(qa.qpn, remote_qpn=qb.qpn, remote_ip=b.nic.ip, remote_mac=b.nic.mac, remote_psn=qb.initial_psn)
+    b.nic.connect(qb.qpn, remote_qpn=qa.qpn, remote_ip=a.nic.ip, remote_mac=a.nic.mac, remote_psn=qa.initial_psn)
+    received = bytearray(2 * 4096)
+    b.nic.post_recv(qb.qpn, 7, received)
+    a.nic.post_send(qa.qpn, 1, bytes(range(256)) * 32)
+    other = {"h1/eth1": "h2/eth1", "h2/eth1": "h1/eth1"}
+    now, sent_on, done = 0.0, set(), []
+    while len(done) < 2 and now < 1.0:  # the receive's completion, then the send's (its ACK back)
+        assert group.next_event(now) == min(t for t in (a.next_event(now), b.next_event(now)) if t is not None)
+        now = group.next_event(now)
+        for port, frame in group.poll(now):
+            sent_on.add(port)
+            group.receive(other[port], frame, now)
+        done += b.nic.poll_completions() + a.nic.poll_completions()
+    assert bytes(received[:8192]) == bytes(range(256)) * 32
+    assert sent_on == {"h1/eth1", "h2/eth1"}  # the data on h1's port, the ACK on h2's

@@ -32,6 +32,7 @@ class AgentProcess(Protocol):
 
 class Engine(Protocol):
     name: str
+    shares_agents: bool  # one agent process may serve several nodes (nicd: every host)
 
     def up(self, lab: Lab, tdf_choice: TdfChoice | None = None) -> LabState: ...
 

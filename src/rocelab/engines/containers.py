@@ -109,6 +109,8 @@ class ContainerAgent:
 class ContainerEngine(NetnsEngine):
     """Subclasses say how to check their prerequisites, deploy a .clab.yml and destroy it."""
 
+    shares_agents = False  # each node's agent runs in its own container
+
     def _require(self, lab: Lab) -> None:
         raise NotImplementedError
 

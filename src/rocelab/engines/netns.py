@@ -136,8 +136,9 @@ def node_profile_file(lab: Lab, node: str) -> Path | None:
     return lab.node_profiles.get(node) or lab.profile
 
 
-def write_agent_config(lab: Lab, node: Node) -> Path:
-    """An agent's configuration file, beside its control socket and log (paths.STATE_DIR/<lab>/)."""
+def write_agent_config(lab: Lab, node: Node, netns: str | None = None) -> Path:
+    """An agent's configuration file, beside its control socket and log (paths.STATE_DIR/<lab>/);
+    `netns`: the node's namespace, for an agent that serves it from another one."""
     folder = paths.STATE_DIR / lab.name
     folder.mkdir(parents=True, exist_ok=True)
     config = {
@@ -153,6 +154,8 @@ def write_agent_config(lab: Lab, node: Node) -> Path:
                    "delay_s": lab.fabric.links[p.link].delay_s * lab.tdf,
                    "global_flow_control_rx": f"{node.name}:{p.name}" in lab.flow_control_rx} for p in node.ports],
     }
+    if netns:
+        config["netns"] = netns
     config_file = folder / f"{node.name}.json"
     config_file.write_text(json.dumps(config, indent=1))
     return config_file
@@ -161,6 +164,9 @@ def write_agent_config(lab: Lab, node: Node) -> Path:
 class NetnsEngine:
     name = "netns"
     runs_nos = False  # SONiC-VS and cEOS are container images: only the clab engine runs them
+    # One agent process for every node its kind can serve (nicd: all the hosts): the nodes share
+    # this machine's namespaces, and fewer processes wait less for the cores (rocelab.roce.agent).
+    shares_agents = True
 
     def up(self, lab: Lab, tdf_choice: TdfChoice | None = None) -> LabState:
         """Build the lab. Its TDF is chosen before (rocelab.runtime.calibration.up picks one
@@ -201,20 +207,25 @@ class NetnsEngine:
         finally:
             for ipr in handles.values():
                 ipr.close()
-        agents: list[tuple[Node, Agent]] = []
+        agents: list[tuple[list[Node], Agent]] = []
         if dataplane.agent is not None:
             for node in ours:
                 _offloads_off(ns_of[node.name], [p.name for p in node.ports])
-            agents += [(node, dataplane.agent) for node in ours if node.is_switch]
-        if nic.agent is not None and not nic.per_job:
-            agents += [(node, nic.agent) for node in fabric.hosts]
+            agents += [([node], dataplane.agent) for node in ours if node.is_switch]
+        if nic.agent is not None and not nic.per_job and fabric.hosts:
+            if self.shares_agents and nic.agent.serves_many:
+                agents.append((list(fabric.hosts), nic.agent))
+            else:
+                agents += [([node], nic.agent) for node in fabric.hosts]
         # Start every agent first, then wait for all: their Python start-ups overlap.
-        started = [self.spawn_agent(lab, node, ns_of[node.name], agent.module) for node, agent in agents]
+        started = [self.spawn_agent(lab, nodes[0], ns_of[nodes[0].name], agent.module) if len(nodes) == 1
+                   else self.spawn_shared(lab, nodes, ns_of, agent.module) for nodes, agent in agents]
         record.processes += [{"node": node.name, "pid": proc.pid, "what": agent.name}
-                             for (node, agent), proc in zip(agents, started)]
+                             for (nodes, agent), proc in zip(agents, started) for node in nodes]
         lab_state.save(record)
-        for (node, agent), proc in zip(agents, started):
-            wait_ready(lab.name, node.name, agent.module, proc)
+        for (nodes, agent), proc in zip(agents, started):
+            for node in nodes:
+                wait_ready(lab.name, node.name, agent.module, proc)
 
     def _make_nodes(self, lab: Lab, record: LabState) -> None:
         """A network namespace per node."""
@@ -233,6 +244,17 @@ class NetnsEngine:
         config_file = write_agent_config(lab, node)
         with control.log_path(lab.name, node.name).open("wb") as log:
             return popen_in(ns, [sys.executable, "-m", module, str(config_file)], stdin=subprocess.DEVNULL,
+                            stdout=log, stderr=subprocess.STDOUT, close_fds=True)
+
+    def spawn_shared(self, lab: Lab, nodes: list[Node], ns_of: dict[str, str], module: str) -> subprocess.Popen:
+        """Start one agent serving several nodes, in the first node's namespace; it opens each
+        node's ports in that node's. Every node's log is the one log (a link to it)."""
+        configs = [str(write_agent_config(lab, node, ns_of[node.name])) for node in nodes]
+        log_file = control.log_path(lab.name, nodes[0].name)
+        for node in nodes[1:]:
+            control.log_path(lab.name, node.name).symlink_to(log_file.name)
+        with log_file.open("wb") as log:
+            return popen_in(ns_of[nodes[0].name], [sys.executable, "-m", module, *configs], stdin=subprocess.DEVNULL,
                             stdout=log, stderr=subprocess.STDOUT, close_fds=True)
 
     def _configure(self, ipr: IPRoute, node: Node, fabric: Fabric) -> None:

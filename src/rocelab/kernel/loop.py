@@ -2,7 +2,9 @@
 socket and one single-threaded event loop around a pure data-plane core.
 
 The core is anything with `receive(port, frame, now)`, `poll(now) → [(port, frame)]` and
-`next_event(now) → time | None`; the loop sleeps exactly until the core's next event or until a frame, a control request or a netlink event arrives. No threads: a control
+`next_event(now) → time | None`, and one loop may answer several control sockets (one nicd
+serving several hosts' NICs, rocelab.roce.agent). The loop sleeps exactly until the core's
+next event or until a frame, a control request or a netlink event arrives. No threads: a control
 request never races the data plane. A core that can run this loop itself (`serve`: switchd's
 C pipeline, rocelab.switch.fastpath) does so for as long as frames and timers are all there is
 to do, and hands back control only for a control request, a netlink event or a stop.
@@ -35,7 +37,7 @@ import socket
 import struct
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Protocol
+from typing import Callable, Iterable, Protocol, Sequence
 
 from rocelab.kernel.control import ControlServer
 from rocelab.ethernet import ETH_P_ALL
@@ -148,6 +150,7 @@ class LoopStats:
     rx_frames: int = 0
     tx_frames: int = 0
     wakeups: int = 0  # sleeps the loop woke from: what its CPU cost follows
+    members: list[str] = field(default_factory=list)  # the nodes one loop serves, when it serves several
     tx_errors: dict[str, int] = field(default_factory=dict)  # errno name → count
     scheduling: str = "ordinary"  # what claim_cpu() got
     lateness: Lateness = field(default_factory=Lateness)
@@ -158,7 +161,7 @@ class LoopStats:
 class Loop:
     core: Core
     ports: dict[str, Port]
-    control: ControlServer
+    controls: Sequence[ControlServer]
     watchers: dict[int, Callable[[], None]] = field(default_factory=dict)  # fd → callback
     clock: Callable[[], float] = time.monotonic
     early_s: float = 0.0
@@ -185,25 +188,26 @@ class Loop:
         self.stats.scheduling = claim_cpu()
         signal.signal(signal.SIGTERM, self.stop)
         signal.signal(signal.SIGINT, self.stop)
-        core, control, watchers = self.core, self.control, self.watchers
+        core, watchers = self.core, self.watchers
         # Plain descriptors, looked up once: select() calls no Python fileno() per wake-up.
         port_fds = {port.sock.fileno(): name for name, port in self.ports.items()}
-        listener_fd = control.listener.fileno()
-        fixed = [*port_fds, listener_fd]
+        listeners = {control.listener.fileno(): control for control in self.controls}
+        fixed = [*port_fds, *listeners]
         while not self.stopping:
-            clients = {conn.fileno(): conn for conn in control.clients} if control.clients else {}
+            clients = {conn.fileno(): (control, conn) for control in self.controls for conn in control.clients}
             serve = getattr(core, "serve", None)  # looked up each time: a reload may swap the core
             if serve is not None:
-                readable = self._serve_in_core(serve, [listener_fd, *clients, *watchers])
+                readable = self._serve_in_core(serve, [*listeners, *clients, *watchers])
             else:
                 readable = self._wait_and_serve(port_fds, [*fixed, *clients, *watchers])
             for fd in readable:
-                if fd == listener_fd:
-                    control.accept()
+                if fd in listeners:
+                    listeners[fd].accept()
                 elif fd in watchers:
                     watchers[fd]()
                 elif fd in clients:
-                    control.serve(clients[fd])
+                    control, conn = clients[fd]
+                    control.serve(conn)
 
     def _wait_and_serve(self, port_fds: dict[int, str], fds: list[int]) -> list[int]:
         """One wake-up in Python: sleep until the core's next event or a descriptor is readable,

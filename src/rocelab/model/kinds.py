@@ -25,6 +25,7 @@ class Agent:
 
     name: str  # "switchd", "nicd", "verbs"
     module: str
+    serves_many: bool = False  # one process may serve several nodes (its module takes several configurations)
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ class NicBackend:
 
 
 SWITCHD = Agent("switchd", "rocelab.switch.agent")
-NICD = Agent("nicd", "rocelab.roce.agent")
+NICD = Agent("nicd", "rocelab.roce.agent", serves_many=True)
 VERBS = Agent("verbs", "rocelab.roce.verbs")
 
 # The Linux kernel as the switch ("traditional DC" baseline): forward, and hash ECMP on the

@@ -19,13 +19,17 @@ handles the data frames that pass it:
     switchd of s:     frames of every transfer whose path crosses s (a transfer between two
                       racks crosses both leaves and one spine, its load spread over the spines)
 
+Where one nicd serves every host (the netns engine, rocelab.roce.agent), it is one agent, and
+the calibration measured just that: one process serving a flow's two NICs, a sent and a received
+frame per data frame. Its cores are read off that curve at half the hosts' frames together.
+
 At TDF T those rates are divided by T. The auto TDF is the smallest "round" T (1, 1.25, 1.5, 2,
 2.5, 3, 4, 5, 6 or 8 times a power of ten: never more than 25% above what is needed) at which
 every case's agents together need at most SAFE_FRACTION of the cores, no one agent (a single
 thread) more than SAFE_FRACTION of one core, and one MTU frame's time on the fastest link (the
 fidelity bound) is at least LATENESS_MARGIN times how late the agents ran their events in the
 calibration (the 99th percentile), times the agents the case keeps busy over the calibration's
-three: a machine that wakes its agents late needs frames that last longer, whatever the CPU
+two: a machine that wakes its agents late needs frames that last longer, whatever the CPU
 they take, and more agents wait longer for their turn. The fidelity report (rocelab.runtime.fidelity) says
 when that was not enough.
 """
@@ -47,7 +51,7 @@ from rocelab.traffic.patterns import Plan, builtin_patterns
 SAFE_FRACTION = 0.6
 # The fidelity bound (one MTU frame on the lab's fastest link, rocelab.runtime.fidelity) must
 # be LATENESS_MARGIN times the lateness the agents showed in the calibration, scaled by how many
-# agents a case keeps busy against the calibration's three: each waits for the others' turns on
+# agents a case keeps busy against the calibration's: each waits for the others' turns on
 # the cores. Measured on a 2-core machine beside a CPU-bound process (2026-11-26), once switchd
 # answered the run's counter sampling packed (it had stalled its loop 1-4 ms per request):
 # lab-pfc's six agents kept up at TDF 2000 and 3000 (a 0.67 and 1 ms bound; 14-163 late events
@@ -55,7 +59,7 @@ SAFE_FRACTION = 0.6
 # of four. With 1.5, every lab at the TDF `up` picked: seven of eight passed, lab-ecn-dcqcn fell
 # behind at 5000 (bench_labs.py, the machine shared with three other sessions); 2 keeps a margin.
 LATENESS_MARGIN = 2.0
-CALIBRATION_AGENTS = 3
+CALIBRATION_AGENTS = 2  # busy in each calibration flow: switchd, and the nicd serving both its hosts
 MAX_TDF = 100_000
 ROCE_FRAME_OVERHEAD_BYTES = 14 + 20 + 8 + 12 + 4  # Ethernet, IPv4, UDP, BTH, ICRC around a payload
 _ROUND_STEPS = (1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 8)  # the Renard-like steps of a dial: ≤ 25% apart
@@ -123,10 +127,15 @@ class Demand:
     case: str
     hosts: dict[str, float]  # nicd: frames sent + received
     switches: dict[str, float]  # switchd: frames forwarded
+    shared_nicd: bool = True  # one nicd serves every host (its cores are the hosts' together)
 
     def agent_cores(self, costs: AgentCosts, tdf: float) -> dict[str, float]:
-        return {**{h: cores_at(costs.nic, f / tdf) for h, f in self.hosts.items()},
-                **{s: cores_at(costs.switch, f / tdf) for s, f in self.switches.items()}}
+        switches = {s: cores_at(costs.switch, f / tdf) for s, f in self.switches.items()}
+        if not self.shared_nicd:
+            return {**{h: cores_at(costs.nic, f / tdf) for h, f in self.hosts.items()}, **switches}
+        total = sum(self.hosts.values()) / tdf
+        # The calibration's nic curve is per NIC of a flow's two in one process: (f, C/2).
+        return {"nicd": 2 * cores_at(costs.nic, total / 2)} | switches if total else switches
 
     def cores(self, costs: AgentCosts, tdf: float) -> float:
         return sum(self.agent_cores(costs, tdf).values())
@@ -137,7 +146,9 @@ class Demand:
 
     @property
     def busy_agents(self) -> int:
-        return sum(1 for f in (*self.hosts.values(), *self.switches.values()) if f > 0)
+        """Processes kept busy: each switchd, and each nicd (one for every host, when shared)."""
+        hosts = sum(1 for f in self.hosts.values() if f > 0)
+        return sum(1 for f in self.switches.values() if f > 0) + (min(hosts, 1) if self.shared_nicd else hosts)
 
     def describe(self, costs: AgentCosts, tdf: float) -> str:
         senders = sum(1 for f in self.hosts.values() if f > 0)
@@ -148,7 +159,10 @@ class Demand:
             f = busiest_switch[1] / tdf
             parts.append(f"{busiest_switch[0]} forwarding {f:,.0f} frames/s at "
                          f"{costs.per_frame_us('switchd', f):.0f} µs each")
-        if busiest_host[1]:
+        if busiest_host[1] and self.shared_nicd:
+            f = sum(self.hosts.values()) / tdf
+            parts.append(f"nicd (all hosts' NICs) {f:,.0f} frames/s at {costs.per_frame_us('nicd', f / 2):.0f} µs each")
+        elif busiest_host[1]:
             f = busiest_host[1] / tdf
             parts.append(f"{busiest_host[0]}'s NIC {f:,.0f} frames/s at {costs.per_frame_us('nicd', f):.0f} µs each")
         return ", ".join(parts)
@@ -184,7 +198,7 @@ def _plans(fabric: Fabric, scenario: Scenario | None) -> Iterable[tuple[str, lis
         yield case.name, plans
 
 
-def demands(fabric: Fabric, scenario: Scenario | None, pmtu_bytes: int) -> list[Demand]:
+def demands(fabric: Fabric, scenario: Scenario | None, pmtu_bytes: int, shared_nicd: bool = True) -> list[Demand]:
     """What each case asks of the agents (rocelab.model.tdf's docstring says how)."""
     tor = {h.name: fabric.peer(h.ports[0]).node for h in fabric.hosts}
     spines = [s.name for s in fabric.switches if s.role == "spine"]
@@ -202,7 +216,7 @@ def demands(fabric: Fabric, scenario: Scenario | None, pmtu_bytes: int) -> list[
                     switches[tor[dst]] += frames
                     for spine in spines:
                         switches[spine] += frames / len(spines)
-        out.append(Demand(case, dict(hosts), dict(switches)))
+        out.append(Demand(case, dict(hosts), dict(switches), shared_nicd))
     return out
 
 
@@ -253,10 +267,11 @@ def _costs(costs: AgentCosts) -> str:
 
 
 def choose_tdf(fabric: Fabric, scenario: Scenario | None, pmtu_bytes: int, costs: AgentCosts,
-               floor: int = 1, bound_s: float = 0.0) -> TdfChoice:
+               floor: int = 1, bound_s: float = 0.0, shared_nicd: bool = True) -> TdfChoice:
     """The smallest round TDF (at least `floor`, and at least the latency floor for a lab
-    whose own fidelity bound is `bound_s`) at which every case fits (Demand.fits)."""
-    cases = demands(fabric, scenario, pmtu_bytes)
+    whose own fidelity bound is `bound_s`) at which every case fits (Demand.fits); `shared_nicd`:
+    the engine runs one nicd for every host."""
+    cases = demands(fabric, scenario, pmtu_bytes, shared_nicd)
     late = latency_floor(fabric, pmtu_bytes, costs, cases, bound_s)
     tdf = _smallest(cases, costs, max(floor, late))
     if tdf is None:
@@ -283,12 +298,12 @@ def choose_tdf(fabric: Fabric, scenario: Scenario | None, pmtu_bytes: int, costs
 
 
 def pinned(fabric: Fabric, scenario: Scenario | None, pmtu_bytes: int, costs: AgentCosts, tdf: int,
-           how: str, bound_s: float = 0.0) -> TdfChoice:
+           how: str, bound_s: float = 0.0, shared_nicd: bool = True) -> TdfChoice:
     """A TDF the lab or the user chose, with what its peak asks of this machine."""
-    cases = demands(fabric, scenario, pmtu_bytes)
+    cases = demands(fabric, scenario, pmtu_bytes, shared_nicd)
     worst = _busiest(cases, costs, tdf)
     load = worst.cores(costs, tdf) / costs.cores
-    auto = choose_tdf(fabric, scenario, pmtu_bytes, costs, bound_s=bound_s)
+    auto = choose_tdf(fabric, scenario, pmtu_bytes, costs, bound_s=bound_s, shared_nicd=shared_nicd)
     verdict = "within" if all(d.fits(costs, tdf) for d in cases) else "beyond"
     return TdfChoice(tdf, how, load, f"set by {'lab.yml' if how == 'lab' else '--tdf'}; the peak "
                      f"({worst.describe(costs, tdf)}) needs {load:.0%} of this machine's cores, {verdict} the "

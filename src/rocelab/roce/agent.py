@@ -1,10 +1,19 @@
-"""nicd: the emulated RoCE NIC of one host, `python -m rocelab.roce.agent CONFIG_JSON`.
+"""nicd: the emulated RoCE NICs of one or more hosts, `python -m rocelab.roce.agent CONFIG_JSON...`.
 
-The netns engine starts it inside the host's namespace with the host's port (MAC,
-address, the ToR's MAC as next hop, rate ÷ TDF, cable delay × TDF), the lab's TDF and
-its `roce:` settings. It runs the pure NIC core (rocelab.roce.Nic) on eth1 through the
-shared agent loop, and shapes only its own direction of the cable: a frame leaves
-`delay_s` after the core releases it (the switch models the other direction).
+Each configuration is one host's: its port (MAC, address, the ToR's MAC as next hop, rate ÷
+TDF, cable delay × TDF), the lab's TDF, its `roce:` settings, its control socket and, where
+the process does not already live there, its network namespace. Per host it runs the pure NIC
+core (rocelab.roce.Nic) on the host's port through the shared agent loop, and shapes only its
+own direction of the cable: a frame leaves `delay_s` after the core releases it (the switch
+models the other direction).
+
+The netns engine starts one nicd for all of a lab's hosts: on a machine of few cores an agent
+waits for its turn behind the others, and every process's sleep and wake-up costs tens of
+microseconds of CPU, more than a frame's work; one process wakes once for every NIC with
+something due (README, "What a frame costs"). Each host keeps its own control socket, its
+counters and its jobs; what the loop measures (its lateness, its wake-ups) is the process's,
+reported by every host it serves with the list of them (`members`). A container engine starts
+one per host container, in the container's namespace.
 
 It holds UDP port 4791 open, unread, so the host kernel, which sees the same frames,
 never answers RoCE with ICMP port unreachable; once that socket's small buffer is full
@@ -26,8 +35,9 @@ from collections import deque
 from dataclasses import asdict
 from pathlib import Path
 
-from rocelab.kernel.loop import Loop, open_port
+from rocelab.kernel.loop import Loop, Port, open_port
 from rocelab.kernel.control import ControlServer
+from rocelab.kernel.netns import in_netns
 from rocelab.roce.config import roce_config
 from rocelab.roce import Nic, builtin_cc_registry, dilate
 from rocelab.ethernet import ROCE_UDP_PORT
@@ -37,7 +47,8 @@ UDP_GUARD_RCVBUF_BYTES = 4096
 
 
 class NicPort:
-    """The agent loop's core: the NIC on one port, its job, and the cable's delay line."""
+    """One host's NIC on its port, its job, and the cable's delay line; `port` is the name the
+    loop knows the port by."""
 
     def __init__(self, nic: Nic, port: str, delay_s: float, jobs: JobHost):
         self.nic = nic
@@ -46,11 +57,6 @@ class NicPort:
         self.jobs = jobs
         self._line: deque[tuple[float, bytes]] = deque()  # (leaves at, frame)
         self.max_line_frames = 0
-
-    def receive(self, port: str, frame: bytes, now: float) -> None:
-        # The loop polls after every round of frames it reads, at the same `now`: completions
-        # these frames caused release the job's next step there, once per round, not per frame.
-        self.nic.receive(frame, now)
 
     def poll(self, now: float) -> list[tuple[str, bytes]]:
         self.jobs.advance(now)
@@ -83,8 +89,52 @@ def _subtract(value, base):
     return value
 
 
+class NicGroup:
+    """The agent loop's core: the NICs of every host one nicd serves, each on its own port.
+
+    A wake-up touches only the NICs it concerns: one that received a frame, one whose next event
+    is due, one a control request reached (`touch`); the others' next events are kept from when
+    they last changed, so five idle NICs cost a wake-up nothing."""
+
+    def __init__(self, members: list[NicPort]):
+        self.by_port = {core.port: core for core in members}
+        self.members = members
+        self.due: dict[NicPort, float | None] = {core: None for core in members}
+        self.touched: set[NicPort] = set(members)
+
+    def touch(self, core: NicPort) -> None:
+        self.touched.add(core)
+
+    def receive(self, port: str, frame: bytes, now: float) -> None:
+        # The loop polls after every round of frames it reads, at the same `now`: completions
+        # these frames caused release the job's next step there, once per round, not per frame.
+        core = self.by_port[port]
+        core.nic.receive(frame, now)
+        self.touched.add(core)
+
+    def poll(self, now: float) -> list[tuple[str, bytes]]:
+        out: list[tuple[str, bytes]] = []
+        due, touched = self.due, self.touched
+        for core in self.members:
+            t = due[core]
+            if core in touched or (t is not None and t <= now):
+                out += core.poll(now)
+                touched.add(core)
+        return out
+
+    def next_event(self, now: float) -> float | None:
+        due = self.due
+        for core in self.touched:
+            due[core] = core.next_event(now)
+        self.touched.clear()
+        return min((t for t in due.values() if t is not None), default=None)
+
+
 class Nicd:
-    def __init__(self, config: dict, clock=time.monotonic):
+    """One host's NIC, its jobs and its control socket. Build it inside the host's network
+    namespace: its port and its UDP guard are opened there."""
+
+    def __init__(self, config: dict, port_key: str, clock=time.monotonic):
         port = config["ports"][0]
         self.node = config["node"]
         self.tdf = config["tdf"]
@@ -94,14 +144,22 @@ class Nicd:
         self.nic = Nic(port["mac"], self.ip, port["rate_bps"], nic_config, rng=random.Random())
         self.jobs = JobHost(self.nic, ip=self.ip, port_rate_bps=port["rate_bps"], next_hop_mac=port["peer_mac"],
                             clock=clock)
-        self.core = NicPort(self.nic, port["name"], port["delay_s"], self.jobs)
+        self.core = NicPort(self.nic, port_key, port["delay_s"], self.jobs)
         self._baseline: dict = {}
+        self.port: Port = open_port(port["name"])
         self.guard = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.guard.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, UDP_GUARD_RCVBUF_BYTES)
         self.guard.bind(("0.0.0.0", ROCE_UDP_PORT))
-        self.control = ControlServer(Path(config["socket"]), self.handle)
-        self.loop = Loop(self.core, {port["name"]: open_port(port["name"])}, self.control, clock=clock,
-                         early_s=config.get("early_s", 0.0))
+        self.control = ControlServer(Path(config["socket"]), self.answer)
+        self.loop: Loop | None = None  # set by serve(): the loop and the core it shares
+        self.group: NicGroup | None = None
+
+    def answer(self, req: dict) -> dict:
+        """A control request, after which the loop looks at this NIC again (a job may have started)."""
+        try:
+            return self.handle(req)
+        finally:
+            self.group.touch(self.core)
 
     def handle(self, req: dict) -> dict:
         op = req["op"]
@@ -131,19 +189,42 @@ class Nicd:
             return self.jobs.handle(req)
         raise ValueError(f"unknown op {op!r}; ops: ping, counters, set_cc, clear, {', '.join(JOB_OPS)}")
 
-    def run(self) -> None:
-        try:
-            self.loop.run()
-        finally:
-            self.control.close()
-            self.guard.close()
+    def close(self) -> None:
+        self.control.close()
+        self.guard.close()
+        self.port.sock.close()
+
+
+def serve(configs: list[dict], clock=time.monotonic) -> None:
+    """Run the NICs of these hosts in one loop until SIGTERM. Each host's port is known to the
+    loop as `node/port` when it serves several (two hosts' ports share a name, eth1)."""
+    nicds: list[Nicd] = []
+    try:
+        for config in configs:
+            key = config["ports"][0]["name"] if len(configs) == 1 else f"{config['node']}/{config['ports'][0]['name']}"
+            if config.get("netns"):
+                with in_netns(config["netns"]):
+                    nicds.append(Nicd(config, key, clock))
+            else:
+                nicds.append(Nicd(config, key, clock))
+        group = NicGroup([n.core for n in nicds])
+        loop = Loop(group, {n.core.port: n.port for n in nicds}, [n.control for n in nicds], clock=clock,
+                    early_s=configs[0].get("early_s", 0.0))
+        if len(nicds) > 1:
+            loop.stats.members = [n.node for n in nicds]
+        for nicd in nicds:
+            nicd.loop, nicd.group = loop, group
+        loop.run()
+    finally:
+        for nicd in nicds:
+            nicd.close()
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: python -m rocelab.roce.agent CONFIG_JSON", file=sys.stderr)
+    if not argv:
+        print("usage: python -m rocelab.roce.agent CONFIG_JSON...", file=sys.stderr)
         return 2
-    Nicd(json.loads(Path(argv[0]).read_text())).run()
+    serve([json.loads(Path(arg).read_text()) for arg in argv])
     return 0
 
 

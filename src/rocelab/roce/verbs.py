@@ -279,7 +279,7 @@ class VerbsAgent:
         self.jobs = JobHost(self.nic, ip=ip, port_rate_bps=self.rate_bps, next_hop_mac=port["peer_mac"],
                             clock=time.monotonic)
         self.control = control.ControlServer(Path(config["socket"]), self.handle)
-        self.loop = Loop(CqPoller(self.jobs), {}, self.control)
+        self.loop = Loop(CqPoller(self.jobs), {}, [self.control])
 
     def handle(self, req: dict) -> dict:
         op = req["op"]

@@ -80,9 +80,17 @@ class FlowCost:
     dst: str
     seconds: float  # emulated (wall-clock) seconds the flow took
     frames_per_s: float
-    cores: dict[str, float]
+    cores: dict[str, float]  # by node: its agent's process (one nicd serving several hosts: the same for each)
     wakeups: dict[str, int]
     late_p99_s: float  # the 99th percentile of the flow's agents' lateness, the worst agent's (wall)
+    pids: dict[str, int]  # each node's agent process
+
+    def nic_cores(self) -> float:
+        """What one NIC spent: the mean of the sender's and receiver's processes, or half the
+        process that serves both."""
+        if self.pids[self.src] == self.pids[self.dst]:
+            return self.cores[self.src] / 2
+        return (self.cores[self.src] + self.cores[self.dst]) / 2
 
     def per_frame(self, node: str) -> tuple[float, float]:
         """(CPU µs, wake-ups) an agent spent per data frame of this flow."""
@@ -117,7 +125,8 @@ def measure_flows(name: str, tdf: int = CALIBRATION_TDF) -> list[FlowCost]:
 
 
 def _late_p99_s(before: list[AgentReading], after: list[AgentReading], nodes: tuple[str, ...]) -> float:
-    return max((w.estimate_s(0.99) for w in timings(before, after) if w.node in nodes and w.events), default=0.0)
+    return max((w.estimate_s(0.99) for w in timings(before, after) if set(w.nodes) & set(nodes) and w.events),
+               default=0.0)
 
 
 def run_flows(record: LabState, lab: Lab, flows=FLOWS) -> list[FlowCost]:
@@ -127,23 +136,24 @@ def run_flows(record: LabState, lab: Lab, flows=FLOWS) -> list[FlowCost]:
     out = []
     for src, dst, size in flows:
         readings = read_lab(record).agents
-        before = {node: _cpu_ns(p) for node, p in pid.items()}
+        before = {p: _cpu_ns(p) for p in set(pid.values())}
         report, _ = run_job(record, JobSpec("elephant", hosts=(src, dst), size_bytes=size, iterations=1))
-        spent = {node: (_cpu_ns(p) - before[node]) / 1e9 for node, p in pid.items()}
+        spent = {node: (_cpu_ns(p) - before[p]) / 1e9 for node, p in pid.items()}
         after = read_lab(record).agents
         wall_s = report["total"]["time_s"]["emulated"]
         woke = {r.node: r.reply["loop"]["wakeups"] for r in readings if r.reply}
         out.append(FlowCost(src, dst, wall_s, size / pmtu / wall_s, {node: s / wall_s for node, s in spent.items()},
                             {r.node: r.reply["loop"]["wakeups"] - woke.get(r.node, 0) for r in after if r.reply},
-                            _late_p99_s(readings, after, ("leaf1", src, dst))))
+                            _late_p99_s(readings, after, ("leaf1", src, dst)), pid))
     return out
 
 
 def costs_of(flows: list[FlowCost], switch: str = "leaf1") -> AgentCosts:
     """The curves: switchd's cores at each flow's frame rate, and nicd's (the mean of its sender
-    and receiver: a data frame sent or received, its ACKs included)."""
+    and receiver: a data frame sent or received, its ACKs included; half the process's cores
+    where one nicd serves both)."""
     switch_points = sorted((f.frames_per_s, f.cores[switch]) for f in flows)
-    nic_points = sorted((f.frames_per_s, (f.cores[f.src] + f.cores[f.dst]) / 2) for f in flows)
+    nic_points = sorted((f.frames_per_s, f.nic_cores()) for f in flows)
     # Lateness from the fastest flow: the most events (a slow flow's 1% is a handful, set by its
     # start-up's control requests) and the busiest agents, as a lab's are.
     busiest = max(flows, key=lambda f: f.frames_per_s)
@@ -186,20 +196,20 @@ def costs(lab_name: str) -> AgentCosts:
     return measured
 
 
-def resolve_tdf(lab: Lab) -> tuple[Lab, TdfChoice]:
+def resolve_tdf(lab: Lab, shared_nicd: bool = True) -> tuple[Lab, TdfChoice]:
     """The lab with a TDF, and why that one: the lab's or the user's, or the one this machine
-    holds for the lab's peak (lab.tdf None)."""
+    holds for the lab's peak (lab.tdf None); `shared_nicd`: the engine runs one nicd for all hosts."""
     here = costs(lab.name)
     pmtu = roce_config(lab.roce).pmtu_bytes
     if lab.tdf is None:
         choice = choose_tdf(lab.fabric, lab.scenario, pmtu, here, floor=lab.tdf_floor,
-                            bound_s=lab.fidelity_bound_s or 0.0)
+                            bound_s=lab.fidelity_bound_s or 0.0, shared_nicd=shared_nicd)
         return replace(lab, tdf=choice.tdf), choice
     return lab, pinned(lab.fabric, lab.scenario, pmtu, here, lab.tdf, lab.tdf_how,
-                       bound_s=lab.fidelity_bound_s or 0.0)
+                       bound_s=lab.fidelity_bound_s or 0.0, shared_nicd=shared_nicd)
 
 
 def up(engine: Engine, lab: Lab) -> LabState:
     """`up` as users mean it: the TDF chosen (rocelab.model.tdf), then the engine builds."""
-    lab, choice = resolve_tdf(lab)
+    lab, choice = resolve_tdf(lab, shared_nicd=engine.shares_agents)
     return engine.up(lab, choice)

@@ -33,7 +33,7 @@ ADVICE_MAX_FACTOR = 10
 class AgentTiming:
     """One agent's loop over a window: its due events by lateness bucket, its receive drops."""
 
-    node: str
+    node: str  # the node, or the nodes one loop serves ("h1, h2, h3": one nicd for several hosts)
     agent: str
     counts: tuple[int, ...]
     rx_dropped: int
@@ -41,7 +41,12 @@ class AgentTiming:
     @classmethod
     def of(cls, node: str, agent: str, loop: dict) -> AgentTiming:
         """An agent's whole life so far, from the `loop` of its counters reply."""
-        return cls(node, agent, tuple(loop["lateness"]["counts"]), loop["rx_dropped"])
+        return cls(", ".join(loop.get("members") or [node]), agent, tuple(loop["lateness"]["counts"]),
+                   loop["rx_dropped"])
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(self.node.split(", "))
 
     def since(self, earlier: AgentTiming) -> AgentTiming:
         """The window between an earlier reading of the same agent and this one."""
@@ -79,11 +84,16 @@ class AgentTiming:
         return sum(count for end, count in zip(ends, self.counts) if end > bound_s)
 
 
+def distinct(timings: Iterable[AgentTiming]) -> dict[tuple[str, str], AgentTiming]:
+    """Each loop once, by (nodes, agent): every host one nicd serves reports the same loop."""
+    return {(t.node, t.agent): t for t in timings}
+
+
 def timings(before: Iterable[AgentReading], after: Iterable[AgentReading]) -> list[AgentTiming]:
     """Each agent's window between two readings of a lab (an agent that did not answer is left out)."""
-    start = {(r.node, r.agent): AgentTiming.of(r.node, r.agent, r.reply["loop"]) for r in before if r.reply}
-    return [AgentTiming.of(r.node, r.agent, r.reply["loop"]).since(start[(r.node, r.agent)])
-            for r in after if r.reply and (r.node, r.agent) in start]
+    start = distinct(AgentTiming.of(r.node, r.agent, r.reply["loop"]) for r in before if r.reply)
+    end = distinct(AgentTiming.of(r.node, r.agent, r.reply["loop"]) for r in after if r.reply)
+    return [timing.since(start[key]) for key, timing in end.items() if key in start]
 
 
 @dataclass(frozen=True)

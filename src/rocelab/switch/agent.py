@@ -156,7 +156,7 @@ class Switchd:
         self.events = kernel_fib.watch()
         self.cpu = CpuPort(self.switch, config["ports"])
         self.loop = Loop(self.cpu, {n: open_port(n) for n in self.names},
-                         ControlServer(Path(config["socket"]), self.handle),
+                         [ControlServer(Path(config["socket"]), self.handle)],
                          watchers={self.events.fileno(): self.refresh_fib}, early_s=config.get("early_s", 0.0))
 
     def refresh_fib(self) -> None:
@@ -227,7 +227,7 @@ class Switchd:
         try:
             self.loop.run()
         finally:
-            self.loop.control.close()
+            self.loop.controls[0].close()
 
 
 def main(argv: list[str]) -> None:
