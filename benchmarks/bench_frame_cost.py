@@ -2,13 +2,14 @@
 
     python benchmarks/bench_frame_cost.py [--tdf 250]
 
-1. The calibration lab (rocelab.runtime.calibration: one switchd, six nicd hosts on 100G, 20G
-   and 4G ports) at --tdf, three elephant flows each alone, so three frame rates 5x apart:
-   per flow, switchd's and each NIC's CPU per data frame (/proc/PID/schedstat) and how often
-   each slept and woke per frame (the agents' loop counters), and how late the flow's agents
-   ran their due events (p99, wall). First with switchd as it runs
-   here (its C pipeline running its own loop, where built), then, in the same run, with
-   ROCELAB_PURE_SWITCH=1 (the Python pipeline in the Python loop): the reference, and the ratio.
+1. The calibration lab (rocelab.runtime.calibration: one switchd, six hosts on 100G, 20G and
+   4G ports) at --tdf, three elephant flows each alone, so three frame rates 5x apart: per
+   flow, switchd's CPU per data frame and a NIC's (/proc/PID/schedstat; where one nicd serves
+   both hosts, half its CPU), how often each process slept and woke per frame (the agents'
+   loop counters), and how late the flow's agents ran their due events (p99, wall). First as `up` runs them here (switchd's C pipeline running
+   its own loop, where built; one nicd for all hosts), then, in the same run, the references:
+   one nicd per host (as the container engines run them), and ROCELAB_PURE_SWITCH=1 (the
+   Python pipeline in the Python loop); the ratios.
 2. The auto TDF every shipped lab gets from the first set of figures (rocelab.model.tdf), and
    the case and agent that decide it.
 Needs root. Run `python benchmarks/bench_labs.py` for each lab's run at that TDF.
@@ -39,15 +40,15 @@ from rocelab.switch.fastpath import PURE_ENV, switchd_pipeline  # noqa: E402
 
 def flow_table(title: str, flows: list[calibration.FlowCost]) -> Table:
     table = Table(title=title, title_justify="left")
-    for column in ("flow", "frames/s", "switchd µs/frame", "wake-ups/frame", "sender µs/frame", "wake-ups/frame ",
-                   "receiver µs/frame", "wake-ups/frame  ", "lateness p99"):
+    for column in ("flow", "frames/s", "switchd µs/frame", "wake-ups/frame", "nicd µs/frame per NIC",
+                   "nicd wake-ups/frame", "lateness p99"):
         table.add_column(column, justify="left" if column == "flow" else "right")
     for f in flows:
-        cells = [f"{f.src} → {f.dst}", f"{f.frames_per_s:,.0f}"]
-        for node in ("leaf1", f.src, f.dst):
-            us, woke = f.per_frame(node)
-            cells += [f"{us:.1f}", f"{woke:.2f}"]
-        table.add_row(*cells, f"≤{f.late_p99_s * 1e3:.2g} ms")
+        us, woke = f.per_frame("leaf1")
+        shared = f.pids[f.src] == f.pids[f.dst]  # one nicd serving both hosts (the netns engine's)
+        nic_woke = f.per_frame(f.src)[1] + (0 if shared else f.per_frame(f.dst)[1])
+        table.add_row(f"{f.src} → {f.dst}", f"{f.frames_per_s:,.0f}", f"{us:.1f}", f"{woke:.2f}",
+                      f"{f.nic_cores() / f.frames_per_s * 1e6:.1f}", f"{nic_woke:.2f}", f"≤{f.late_p99_s * 1e3:.2g} ms")
     return table
 
 
@@ -60,17 +61,22 @@ def main() -> None:
         sys.exit("bench_frame_cost: needs root (the netns engine creates namespaces)")
     console = Console(width=200)
     runs = {}
-    for label, pure in ((f"switchd {switchd_pipeline()} pipeline", False), ("reference: ROCELAB_PURE_SWITCH=1", True)):
+    for label, pure, shared in ((f"switchd {switchd_pipeline()} pipeline, one nicd for all hosts", False, True),
+                                ("reference for nicd: one nicd per host", False, False),
+                                ("reference for switchd: ROCELAB_PURE_SWITCH=1", True, True)):
         if pure:
             os.environ[PURE_ENV] = "1"
-        flows = calibration.measure_flows("bench-frame-cost", args.tdf)
+        flows = calibration.measure_flows("bench-frame-cost", args.tdf, shared_nicd=shared)
         os.environ.pop(PURE_ENV, None)
         runs[label] = flows
         console.print(flow_table(f"{label}, TDF {args.tdf}, {os.cpu_count()} cores", flows))
-    (here, here_flows), (_, ref_flows) = runs.items()
-    console.print("switchd CPU per frame against the reference, same flows: " + ", ".join(
+    (here, here_flows), (_, per_host), (_, pure_flows) = runs.items()
+    console.print("switchd CPU per frame against the Python reference, same flows: " + ", ".join(
         f"{a.frames_per_s:,.0f} frames/s {a.cores['leaf1'] / a.frames_per_s / (b.cores['leaf1'] / b.frames_per_s):.2f}x"
-        for a, b in zip(here_flows, ref_flows)))
+        for a, b in zip(here_flows, pure_flows)))
+    console.print("nicd CPU per NIC and frame, one nicd for all hosts against one per host, same flows: " + ", ".join(
+        f"{a.frames_per_s:,.0f} frames/s {a.nic_cores() / a.frames_per_s / (b.nic_cores() / b.frames_per_s):.2f}x"
+        for a, b in zip(here_flows, per_host)))
     costs = calibration.costs_of(here_flows)
     console.print(f"the agents' lateness, p99 in the fastest flow (what `up` takes): ≤{costs.late_p99_s * 1e3:.2g} ms "
                   f"(wall)")

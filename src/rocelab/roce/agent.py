@@ -169,7 +169,7 @@ class Nicd:
                     "pmtu_bytes": config.pmtu_bytes, "cc_algorithm": config.cc_algorithm,
                     "scheduling": self.loop.stats.scheduling}
         if op == "counters":
-            return {"node": self.node, "counters": _subtract(self.nic.counters(), self._baseline),
+            return {"node": self.node, "counters": _subtract(self.nic.counters(self.loop.now()), self._baseline),
                     "loop": asdict(self.loop.read_drops()), "tdf": self.tdf, "delay_line": {"max_frames": self.core.max_line_frames},
                     "job": self.jobs.status()}
         if op == "set_cc":
@@ -183,7 +183,7 @@ class Nicd:
                                                   cnp_interval_s=chosen.cnp_interval_s)
             return {"cc_algorithm": algorithm, "dcqcn": req.get("dcqcn")}
         if op == "clear":
-            self._baseline = self.nic.counters()
+            self._baseline = self.nic.counters(self.loop.now())
             return {}
         if op in JOB_OPS:
             return self.jobs.handle(req)

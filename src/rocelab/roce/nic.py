@@ -283,15 +283,15 @@ class Nic:
 
     # ---- counters ----------------------------------------------------------------------
 
-    def counters(self) -> dict:
-        """JSON-able counters as of the last receive/poll.
+    def counters(self, now: float | None = None) -> dict:
+        """JSON-able counters as of `now`, or of the last receive/poll.
 
         tx/rx packets and bytes count every frame at the port (dropped ones included);
         the other top-level counters are sums over QPs, destroyed ones included
         (fatal_errors: how many QPs went to ERROR). `drops` holds frames dropped before
         reaching a QP; each QP has its own `drops`.
         """
-        now = self._now
+        now = self._now if now is None else max(now, self._now)
         totals = self._retired.copy()
         for qp in self._qps.values():
             totals.update(qp.counters.as_dict())

@@ -111,11 +111,13 @@ def measure(name: str) -> AgentCosts:
     return costs_of(measure_flows(name))
 
 
-def measure_flows(name: str, tdf: int = CALIBRATION_TDF) -> list[FlowCost]:
+def measure_flows(name: str, tdf: int = CALIBRATION_TDF, shared_nicd: bool = True) -> list[FlowCost]:
     """Bring up the calibration lab as `name` at `tdf` (netns engine: the agents' cost is what is
     measured, and containers run the same agents), run its flows, each as many seconds as at
-    CALIBRATION_TDF, and take it down."""
+    CALIBRATION_TDF, and take it down. `shared_nicd` False: one nicd per host, as a container
+    engine runs them (a benchmark's reference)."""
     engine = builtin_engines().get("netns")
+    engine.shares_agents = shared_nicd
     lab = calibration_lab(name, tdf)
     record = engine.up(lab, TdfChoice(tdf, "calibration", 0.0, "measuring this machine's agents"))
     try:
