@@ -425,7 +425,11 @@ static int store_fields(Asic *self, PyObject *obj, const char *kind, const Field
         switch (f->type) {
         case F_LL: v = PyLong_FromLongLong(*(const long long *)at); break;
         case F_D: v = PyFloat_FromDouble(*(const double *)at); break;
-        case F_OPT_D: v = isnan(*(const double *)at) ? Py_NewRef(Py_None) : PyFloat_FromDouble(*(const double *)at); break;
+        case F_OPT_D: {
+            double d = *(const double *)at;
+            v = isnan(d) ? Py_NewRef(Py_None) : PyFloat_FromDouble(d);
+            break;
+        }
         case F_BOOL: v = PyBool_FromLong(*(const int *)at); break;
         case F_DROPS: v = drops_dict(self, (const Drops *)at); break;
         case F_LL8:
@@ -1000,7 +1004,8 @@ static PyObject *Asic_counter_values(Asic *self, PyObject *arg)
         long base = (long)i * (1 + 2 * PRIO);  /* holders: the port, its queues, its PGs */
         if (append_drops(self, drops, base, &p->drops) < 0) goto fail;
         for (int k = 0; k < PRIO; k++) if (append_drops(self, drops, base + 1 + k, &p->queues[k].drops) < 0) goto fail;
-        for (int g = 0; g < PRIO; g++) if (append_drops(self, drops, base + 1 + PRIO + g, &p->pgs[g].drops) < 0) goto fail;
+        for (int g = 0; g < PRIO; g++)
+            if (append_drops(self, drops, base + 1 + PRIO + g, &p->pgs[g].drops) < 0) goto fail;
     }
     PyObject *out = PyTuple_Pack(2, values, drops);
     Py_DECREF(values);
