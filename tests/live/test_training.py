@@ -57,7 +57,7 @@ def lab():
 class Observed:
     cases: dict  # case name → CaseResult
     run: object = None  # the ScenarioRun: its verdict over lab.yml's checks
-    streamed: list = field(default_factory=list)  # (time, case, step number) as on_step heard them
+    streamed: list = field(default_factory=list)  # (case, step number) as on_step heard them
     case_started: dict = field(default_factory=dict)  # case name → time
 
 
@@ -72,7 +72,7 @@ def scenario(lab):
         seen.case_started[case.name] = time.monotonic()
 
     result = run(record, spec.scenario, spec.profile, spec.fabric, on_case=on_case,
-                 on_step=lambda step, workers: seen.streamed.append((time.monotonic(), current[0], step.step)))
+                 on_step=lambda step, workers: seen.streamed.append((current[0], step.step)))
     seen.cases = {c.case.name: c for c in result.cases}
     seen.run = result
     return seen
@@ -100,12 +100,12 @@ def test_clean_run_reaches_its_target_accuracy(lab, scenario):
     assert len({tuple(s["accuracy"] for s in steps) for steps in per_rank.values()}) == 1
 
 
-def test_rank_zero_streams_every_step_while_the_job_runs(scenario):
+def test_rank_zero_streams_every_step(scenario):
+    """Every step, in order; that each comes while the job runs, not at its end, is the
+    black-holed job's to show (below)."""
     clean = scenario.cases["clean"]
-    heard = [(t, n) for t, case, n in scenario.streamed if case == "clean"]
-    assert [n for _, n in heard] == list(range(1, int(clean.observations["steps"]) + 1))
-    # Live, not at the end: the lines arrived over most of the training time.
-    assert heard[-1][0] - heard[0][0] >= 0.5 * clean.observations["train_time_s"]
+    heard = [n for case, n in scenario.streamed if case == "clean"]
+    assert heard == list(range(1, int(clean.observations["steps"]) + 1))
 
 
 def test_clean_gradients_cross_the_spines(scenario):
@@ -196,10 +196,19 @@ def black_holed(lab):
 def test_a_job_whose_fabric_black_holes_is_reported_stalled_and_every_worker_is_killed(black_holed):
     result = black_holed.result
     assert result.stalled and "stalled" in result.error
+    # The black hole was made when rank 0's line of step BLACK_HOLE_AT_STEP was heard, and the job
+    # stopped before the next step: that line came while the job ran (streamed live, not at the end).
     assert len(result.lead) == BLACK_HOLE_AT_STEP  # the step in flight never completed
-    assert STALL_TIMEOUT_S <= black_holed.returned_after_s <= STALL_TIMEOUT_S + KILL_MARGIN_S
+    assert STALL_TIMEOUT_S <= black_holed.returned_after_s  # never declared stalled before the timeout
     assert all(len(pids) == 1 for pids in black_holed.workers.values())  # one worker per host while it ran
     assert black_holed.left == {h: [] for h in ("h1", "h2", "h3", "h4")}
+
+
+@pytest.mark.timing
+def test_a_stalled_job_is_killed_within_a_margin_of_its_stall_timeout(black_holed):
+    assert black_holed.returned_after_s <= STALL_TIMEOUT_S + KILL_MARGIN_S, (
+        f"run_training returned {black_holed.returned_after_s:.2f} s after the black hole: more than the "
+        f"{STALL_TIMEOUT_S} s stall timeout and the {KILL_MARGIN_S} s margin for killing and reaping")
 
 
 def test_gloo_tcp_rides_the_lossy_class(black_holed):
