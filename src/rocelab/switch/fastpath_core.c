@@ -182,18 +182,26 @@ static int wd_evaluate(Queue *q, double now)
 
 /* ---- ports: the link's frames, queues, pause timers ----------------------------------- */
 
+/* A full ring of `size`-byte slots (a queue's items, a link's frames) unrolled into an array
+   twice as large, its head at 0. */
+static int grow_ring(Core *c, void **slots, int *cap, int *head, int count, size_t size)
+{
+    int grown = *cap ? *cap * 2 : 16;
+    char *fresh = malloc((size_t)grown * size);
+    if (!fresh) return failed(c, FP_ENOMEM);
+    for (int i = 0; i < count; i++)
+        memcpy(fresh + (size_t)i * size, (char *)*slots + (size_t)((*head + i) % *cap) * size, size);
+    free(*slots);
+    *slots = fresh;
+    *cap = grown;
+    *head = 0;
+    return 0;
+}
+
 static int queue_push(Core *c, Queue *q, Frame frame, Pg *pg)
 {
-    if (q->count == q->cap) {  /* unroll the ring into the grown array */
-        int cap = q->cap ? q->cap * 2 : 16;
-        Item *items = malloc((size_t)cap * sizeof(Item));
-        if (!items) return failed(c, FP_ENOMEM);
-        for (int i = 0; i < q->count; i++) items[i] = q->items[(q->head + i) % q->cap];
-        free(q->items);
-        q->items = items;
-        q->cap = cap;
-        q->head = 0;
-    }
+    if (q->count == q->cap && grow_ring(c, (void **)&q->items, &q->cap, &q->head, q->count, sizeof(Item)) < 0)
+        return -1;
     Item *it = &q->items[(q->head + q->count) % q->cap];
     it->frame = frame;
     it->pg = pg;
@@ -211,16 +219,9 @@ static inline Item queue_pop(Queue *q)
 
 static int link_push(Core *c, Port *p, double release_s, Frame frame)
 {
-    if (p->link_count == p->link_cap) {  /* unroll the ring into the grown array */
-        int cap = p->link_cap ? p->link_cap * 2 : 16;
-        OnLink *fresh = malloc((size_t)cap * sizeof(OnLink));
-        if (!fresh) return failed(c, FP_ENOMEM);
-        for (int i = 0; i < p->link_count; i++) fresh[i] = p->link[(p->link_head + i) % p->link_cap];
-        free(p->link);
-        p->link = fresh;
-        p->link_cap = cap;
-        p->link_head = 0;
-    }
+    if (p->link_count == p->link_cap
+        && grow_ring(c, (void **)&p->link, &p->link_cap, &p->link_head, p->link_count, sizeof(OnLink)) < 0)
+        return -1;
     OnLink *slot = &p->link[(p->link_head + p->link_count) % p->link_cap];
     slot->release = release_s;
     slot->frame = frame;
