@@ -1,4 +1,4 @@
-/* The switch pipeline of rocelab.switch.pipeline and switchd's loop, in plain C: no Python here.
+/* The switch pipeline of rocelab.switch.pipeline and switchd's loop, in plain C, without the CPython API.
 
 fastpath_core.c holds the pipeline's stages (ingress, the MMU, PFC and its watchdog, the
 schedulers, the shaper, the link), the TPACKET_V2 ring reader and the loop (fp_serve);
