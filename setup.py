@@ -1,13 +1,16 @@
 """rocelab's build hook.
 
-switchd's fast path, rocelab.switch._fastpath (the switch pipeline and the agents' loop in C),
-is built wherever a C compiler is found; without one the install goes on and switchd runs the
+switchd's fast path, rocelab.switch._fastpath (the switch pipeline and the agents' loop in C:
+fastpath_core.c, with no Python in it, and _fastpath.c, its CPython binding), is built wherever
+a C compiler is found, warnings as errors; without one the install goes on and switchd runs the
 Python pipeline (`optional`). An editable install builds it in place, beside its source.
 """
 
 from setuptools import Extension, setup
 
-FASTPATH = Extension("rocelab.switch._fastpath", ["src/rocelab/switch/_fastpath.c"], optional=True,
-                     extra_compile_args=["-O2", "-std=c11", "-Wall"])
+SWITCH = "src/rocelab/switch"
+FASTPATH = Extension("rocelab.switch._fastpath", [f"{SWITCH}/fastpath_core.c", f"{SWITCH}/_fastpath.c"],
+                     depends=[f"{SWITCH}/fastpath_core.h"], optional=True,
+                     extra_compile_args=["-O2", "-std=c11", "-Wall", "-Werror"])
 
 setup(ext_modules=[FASTPATH])

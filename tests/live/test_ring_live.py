@@ -88,8 +88,9 @@ def test_frames_arrive_whole_in_order_with_their_receive_time(veth):
         sender.send(f)
     time.sleep(0.1)
     got, first_s = read_all(port)
+    after = time.time()
     assert got == sent
-    assert before <= first_s <= before + 0.1  # the first frame's time, as the kernel stamped it
+    assert before <= first_s <= after  # the first frame's time, as the kernel stamped it on receipt
     assert read_all(port) == ([], 0.0)
 
 

@@ -12,19 +12,28 @@ set_fib). The switch tests also run on both (tests/unit/conftest.py).
 
 from __future__ import annotations
 
+import dataclasses
+import gc
 import json
+import os
 import random
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Dot1Q, Ether
 
+from rocelab import ethernet
 from rocelab.ethernet import MAC_CONTROL_PAUSE, ETH_P_MAC_CONTROL, mac_bytes
+from rocelab.kernel import ring
 from rocelab.qos.model import BufferProfile, PfcWatchdog, QueueQos, Scheduler, WredProfile
 from rocelab.switch import Fib, NextHop, Switch, counters, fastpath, features, mmu, pfc, pipeline
 from rocelab.switch.fastpath import PURE_ENV, make_switch
 from rocelab.switch.scheduler import scheduler_registry
+from rocelab.switch.wred import Wred
 from test_switch_support import (
     RATE_BPS, drive, every_port, fib, host_ip, host_mac, ingress_pool, lossless_pg_profile, lossless_profile,
     paced, pfc_from_peer, port_specs, qos_profile, roce, switch_mac, with_port,
@@ -246,12 +255,12 @@ def test_the_c_core_names_what_it_implements_in_the_python_sides_words():
     wred = WredProfile("w", True, "ecn_all", 1, 2, 3)
     reference = Switch("leaf1", port_specs(), lossless_profile(wred=wred, pfc_wd=wd), fib(), random.Random(1))
     port = reference._ports[0]
-    objects = {"pool": next(iter(reference._pools.values())), "pg": port.pgs[3], "queue": port.queues[3],
-               "wred": port.queues[3], "watchdog": port.queues[3], "port": port}
+    objects = {"switch": reference, "rng": random.Random(1), "pool": next(iter(reference._pools.values())),
+               "pg": port.pgs[3], "queue": port.queues[3], "port": port}
     assert set(_fastpath.FIELDS) == set(objects)
     for kind, fields in _fastpath.FIELDS.items():
         for path, role in fields:
-            assert role in ("config", "state")
+            assert role in ("structure", "config", "state")
             holder = objects[kind]
             for name in path.split("."):
                 assert hasattr(holder, name), f"C reads {kind} {path}: the reference has no {name}"
@@ -262,12 +271,10 @@ def test_the_c_core_names_what_it_implements_in_the_python_sides_words():
 def test_every_counter_the_reference_keeps_is_carried_by_the_c_core():
     """A counter (or any state) added to the reference's objects must be carried by C too, or
     be named here as held another way: else C would run without it and write back stale values."""
-    held_otherwise = {  # what C keeps in its own structures, or never changes
-        "port": {"name", "mac", "qos", "pfc_enable", "pgs", "queues", "scheduler", "bucket", "link", "flows", "pause",
-                 "drops"},
-        "pg": {"index", "port", "priorities", "xoff_frame", "xon_frame", "drops", "pool"},
-        "queue": {"index", "port", "items", "priorities", "scheduler_type", "weight", "discipline", "wred", "watchdog",
-                  "drops", "pool"},
+    held_otherwise = {  # what C keeps in its own structures (its port order, its queues, its flow cache)
+        "port": {"scheduler", "flows"},
+        "pg": {"index", "port"},
+        "queue": {"index", "port", "items", "weight", "discipline"},
         "pool": set(),
     }
     classes = {"port": pipeline._Port, "pg": pipeline._Pg, "queue": pipeline._Queue, "pool": mmu.Pool}
@@ -275,8 +282,9 @@ def test_every_counter_the_reference_keeps_is_carried_by_the_c_core():
     for kind, cls in classes.items():
         slots = {s for c in cls.__mro__ for s in getattr(c, "__slots__", ())}
         assert slots - carried[kind] - held_otherwise[kind] == set(), kind
-    watchdog_slots = set(pfc.QueueWatchdog.__slots__) - {"action"}
-    assert watchdog_slots == {path.split(".")[1] for path, _ in _fastpath.FIELDS["watchdog"]}
+    for sub, cls in (("watchdog", pfc.QueueWatchdog), ("wred", Wred)):
+        assert set(cls.__slots__) == {path.split(".")[1] for path, _ in _fastpath.FIELDS["queue"]
+                                      if path.startswith(sub + ".")}, sub
 
 
 @needs_c
@@ -284,3 +292,93 @@ def test_an_unknown_port_is_a_key_error_as_in_the_reference():
     switch = fastpath.FastSwitch("leaf1", port_specs(), lossless_profile(), fib(), random.Random(1))
     with pytest.raises(KeyError):
         switch.receive("eth9", roce("eth1", "eth2"), 0.0)
+
+
+def reference_switch() -> Switch:
+    return Switch("leaf1", port_specs(), lossless_profile(), fib(), random.Random(1))
+
+
+def build_c(reference: Switch):
+    return _fastpath.Asic(reference, random.Random(1), 9216, 1024, 64)
+
+
+@needs_c
+def test_an_attribute_the_c_core_reads_is_checked_when_the_switch_is_built_and_named():
+    """Every attribute C reads comes from its declared tables, all read when the switch is
+    built: one the reference lacks (or holds the wrong kind of value in) fails then, with the
+    kind and path, not a frame later."""
+    reference = reference_switch()
+    del reference._ports[1].pfc_enable
+    with pytest.raises(AttributeError, match=r"reads port\.pfc_enable: .*pfc_enable"):
+        build_c(reference)
+    reference = reference_switch()
+    reference._ports[0].queues[2].tx_packets = "many"
+    with pytest.raises(TypeError, match=r"reads queue\.tx_packets"):
+        build_c(reference)
+    reference = reference_switch()
+    del reference._ports[0].link.jitter_s
+    with pytest.raises(AttributeError, match=r"reads port\.link\.jitter_s"):
+        build_c(reference)
+
+
+@needs_c
+def test_the_c_core_refuses_priorities_and_queues_outside_its_eight():
+    """A PG's or queue's priorities are copied into 8 slots and a priority's queue indexes 8
+    queues: more priorities, or one outside 0..7, fail the build instead of writing past them."""
+    reference = reference_switch()
+    reference._ports[0].pgs[3].priorities = list(range(9))
+    with pytest.raises(ValueError, match=r"reads pg\.priorities: 9 priorities: at most 8"):
+        build_c(reference)
+    reference = reference_switch()
+    reference._ports[0].queues[3].priorities = [3, 8]
+    with pytest.raises(ValueError, match=r"reads queue\.priorities: priority 8 is not one of 0\.\.7"):
+        build_c(reference)
+    reference = reference_switch()
+    port = reference._ports[2]
+    port.qos = dataclasses.replace(port.qos, pfc_priority_to_queue=(0, 1, 2, 9, 4, 5, 6, 7))
+    with pytest.raises(ValueError, match=r"reads port\.qos\.pfc_priority_to_queue: queue 9 is not one of 0\.\.7"):
+        build_c(reference)
+    build_c(reference_switch())  # the reference as built passes
+
+
+@needs_c
+def test_the_collector_sees_every_object_the_c_core_holds():
+    """tp_traverse visits the reference's ports, PGs, queues and pools the core keeps, so a
+    cycle through them is collected."""
+    switch = fastpath.FastSwitch("leaf1", port_specs(), lossless_profile(), fib(), random.Random(1))
+    held = {id(o) for o in gc.get_referents(switch)}
+    reference = switch.reference
+    expected = [*reference._ports, *reference._pools.values(), *(p.name for p in reference._ports),
+                *(pg for p in reference._ports for pg in p.pgs), *(q for p in reference._ports for q in p.queues)]
+    assert all(id(o) in held for o in expected)
+
+
+@needs_c
+def test_the_c_cores_wire_constants_and_ring_layout_are_the_python_sides():
+    """C takes EtherTypes and the TPACKET_V2 header from the kernel's headers and names the
+    rest once (fastpath_core.h); WIRE says which it uses, in rocelab.ethernet's and
+    rocelab.kernel.ring's words, and each must be the Python side's value."""
+    modules = {"ethernet": ethernet, "ring": ring}
+    for name, value in _fastpath.WIRE.items():
+        where, _, attr = name.partition(".")
+        if where in modules:
+            assert getattr(modules[where], attr) == value, name
+    header = bytearray(32)  # a slot's struct tpacket2_hdr written where C reads it, read by RxRing's structs
+    for field, value, size in (("tp_snaplen", 1514, 4), ("tp_mac", 80, 2), ("tp_sec", 1_700_000_000, 4),
+                               ("tp_nsec", 123, 4)):
+        at = _fastpath.WIRE[f"tpacket2_hdr.{field}"]
+        header[at:at + size] = value.to_bytes(size, sys.byteorder)
+    assert ring.TPACKET2_FRAME.unpack_from(header) == (1514, 80)
+    assert ring.TPACKET2_TIME.unpack_from(header) == (1_700_000_000, 123)
+
+
+def test_the_c_core_compiles_alone_without_python():
+    """fastpath_core.c includes no Python.h: it builds on its own, warnings as errors."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if not compiler:
+        pytest.skip("no C compiler here")
+    core = Path(fastpath.__file__).with_name("fastpath_core.c")
+    assert "Python.h" not in core.read_text() + core.with_suffix(".h").read_text()
+    build = subprocess.run([compiler, "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-c", str(core), "-o",
+                            os.devnull], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr

@@ -17,7 +17,7 @@ must be equal.
 The CI profile (tests/unit/conftest.py) runs 2,000 examples; HYPOTHESIS_PROFILE=dev runs 200.
 
 How it was checked that a changed C decision fails it (generation only, two seeds each, 2,000
-examples at most, the generator as committed): WRED's `depth <= q->wred_min` in _fastpath.c's
+examples at most, the generator as committed): WRED's `depth <= q->wred_min` in fastpath_core.c's
 wred_decide changed to `<` failed at the 62nd and the 126th example (a frame's departure time);
 PFC honoured on a priority outside pfc_enable (receive_pfc's check dropped) at the 11th in both
 (paused_time_s). With an earlier version of these strategies, STRICT queues served lowest index

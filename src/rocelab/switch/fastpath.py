@@ -1,5 +1,6 @@
-"""switchd's fast path: the pipeline of rocelab.switch.pipeline in C (`_fastpath.c`), built
-by `pip install` where a C compiler is found, with the same interface as `Switch`.
+"""switchd's fast path: the pipeline of rocelab.switch.pipeline in C (`fastpath_core.c`, plain C,
+and `_fastpath.c`, its CPython binding), built by `pip install` where a C compiler is found,
+with the same interface as `Switch`.
 
 The Python `Switch` stays the reference. A `FastSwitch` builds one from the same arguments
 and keeps it as its configuration and its counters' format: the C core reads the reference's
@@ -13,8 +14,9 @@ over generated traces, and every switch test runs on both. The C core also runs 
 wake-up.
 
 The C core declares what it implements (FEATURES, in rocelab.switch.features' names) and names
-its drop reasons, schedulers and the attributes it reads (REASONS, SCHEDULERS, FIELDS); tests
-match them with the Python side's by name.
+its drop reasons, schedulers, wire constants and the attributes it reads (REASONS, SCHEDULERS,
+WIRE, FIELDS: one table per kind of object, all read when the switch is built, so a missing
+attribute fails then with its name); tests match them with the Python side's by name.
 
     choose_pipeline(profile, ports, fib)          which pipeline a switch runs, and why
     make_switch(name, ports, profile, fib, rng)   (FastSwitch or Switch, the PipelineChoice)
