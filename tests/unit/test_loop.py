@@ -3,10 +3,12 @@ clock running ahead to that event's time and never back; it sleeps for anything 
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import pytest
 
 from rocelab.kernel.control import ControlServer
-from rocelab.kernel.loop import EARLY_MAX_S, EARLY_SHARE, Loop, early_s
+from rocelab.kernel.loop import EARLY_MAX_S, EARLY_SHARE, Loop, LoopStats, early_s
 
 
 class OneEvent:
@@ -58,3 +60,10 @@ def test_an_event_further_off_is_slept_for(control):
 def test_early_s_is_a_share_of_the_fidelity_bound_and_never_more_than_a_wake_up():
     assert early_s(100e-6) == pytest.approx(EARLY_SHARE * 100e-6)
     assert early_s(1.0) == EARLY_MAX_S
+
+
+def test_the_stats_a_counters_reply_carries_are_the_dataclass_whole():
+    stats = LoopStats(rx_frames=3, tx_frames=2, wakeups=5, members=["h1", "h2"], tx_errors={"ENOBUFS": 1},
+                      scheduling="SCHED_RR 1", rx_dropped=4)
+    stats.lateness.record(2e-4)
+    assert stats.to_json() == asdict(stats)

@@ -156,6 +156,14 @@ class LoopStats:
     lateness: Lateness = field(default_factory=Lateness)
     rx_dropped: int = 0  # frames the kernel dropped from a full receive queue (PACKET_STATISTICS)
 
+    def to_json(self) -> dict:
+        """As dataclasses.asdict would give it, in a tenth of its time: every counters reply carries it."""
+        late = self.lateness
+        return {"rx_frames": self.rx_frames, "tx_frames": self.tx_frames, "wakeups": self.wakeups,
+                "members": list(self.members), "tx_errors": dict(self.tx_errors), "scheduling": self.scheduling,
+                "lateness": {"counts": list(late.counts), "total_s": late.total_s, "max_s": late.max_s},
+                "rx_dropped": self.rx_dropped}
+
 
 @dataclass
 class Loop:

@@ -32,7 +32,6 @@ import socket
 import sys
 import time
 from collections import deque
-from dataclasses import asdict
 from pathlib import Path
 
 from rocelab.kernel.loop import Loop, Port, open_port
@@ -70,10 +69,13 @@ class NicPort:
         return out
 
     def next_event(self, now: float) -> float | None:
-        due = [t for t in (self.nic.next_event(now), self.jobs.next_event(now)) if t is not None]
-        if self._line:
-            due.append(self._line[0][0])
-        return min(due) if due else None
+        due = self.nic.next_event(now)
+        job = self.jobs.next_event(now)
+        if job is not None and (due is None or job < due):
+            due = job
+        if self._line and (due is None or self._line[0][0] < due):
+            due = self._line[0][0]
+        return due
 
 
 def _subtract(value, base):
@@ -101,6 +103,7 @@ class NicGroup:
         self.members = members
         self.due: dict[NicPort, float | None] = {core: None for core in members}
         self.touched: set[NicPort] = set(members)
+        self.earliest: float | None = None  # of `due`, kept while no NIC is touched
 
     def touch(self, core: NicPort) -> None:
         self.touched.add(core)
@@ -123,11 +126,17 @@ class NicGroup:
         return out
 
     def next_event(self, now: float) -> float | None:
-        due = self.due
-        for core in self.touched:
-            due[core] = core.next_event(now)
-        self.touched.clear()
-        return min((t for t in due.values() if t is not None), default=None)
+        if self.touched:
+            due = self.due
+            for core in self.touched:
+                due[core] = core.next_event(now)
+            self.touched.clear()
+            earliest = None
+            for t in due.values():
+                if t is not None and (earliest is None or t < earliest):
+                    earliest = t
+            self.earliest = earliest
+        return self.earliest
 
 
 class Nicd:
@@ -170,7 +179,7 @@ class Nicd:
                     "scheduling": self.loop.stats.scheduling}
         if op == "counters":
             return {"node": self.node, "counters": _subtract(self.nic.counters(self.loop.now()), self._baseline),
-                    "loop": asdict(self.loop.read_drops()), "tdf": self.tdf, "delay_line": {"max_frames": self.core.max_line_frames},
+                    "loop": self.loop.read_drops().to_json(), "tdf": self.tdf, "delay_line": {"max_frames": self.core.max_line_frames},
                     "job": self.jobs.status()}
         if op == "set_cc":
             # A lab case switches congestion control (DCQCN vs none) and DCQCN's parameter set for

@@ -36,7 +36,7 @@ import random
 import struct
 import sys
 import time
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
 from pyroute2 import IPRoute
@@ -175,7 +175,7 @@ class Switchd:
             body = {"packed_counters": packed} if req.get("packed") and self.carried is None else \
                 {"counters": carry_counters(self.carried, counters.expand(packed))}
             return {**body, "tdf": self.config["tdf"], "pfc_wd_tdf": self.pfc_wd_tdf,
-                    "profile": self.profile.source, "reloads": self.reloads, "loop": asdict(self.loop.read_drops()),
+                    "profile": self.profile.source, "reloads": self.reloads, "loop": self.loop.read_drops().to_json(),
                     "pipeline": self.pipeline.pipeline, "pipeline_why": self.pipeline.why}
         if op == "clear":
             self.switch.clear_counters(now)
