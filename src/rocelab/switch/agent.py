@@ -9,14 +9,17 @@ profile from a SONiC config_db.json, and a control socket:
 
     ping                                   → {"node", "scheduling", "pipeline": "c" | "python", "pipeline_why"}
     counters                               → {"counters": …, "loop": …, "tdf": N, "profile": PATH,
-                                              "reloads": N (how many so far), "pipeline", "pipeline_why"}
+                                              "reloads": N (how many so far), "pipeline", "pipeline_why",
+                                              "load_balancing": {"mode", "source"},
+                                              "ecmp_groups": Switch.group_counters() (Python only)}
     counters {"packed": true}              → {"packed_counters": …, …}: flat, for frequent readers
                                              (rocelab.switch.counters.expand); the nested view
                                              where a reload's counts are carried since the last clear
     clear                                  → zero every counter
-    reload {"profile": PATH}               → a new profile: the pipeline restarts (frames in its
-                                             buffers are lost; the pipeline is chosen again), its
-                                             counters carry on
+    reload {"profile": PATH, "load_balancing": {…}}  → a new profile (and ECMP load balancing:
+                                             rocelab.switch.balance; absent, the lab's): the pipeline
+                                             restarts (frames in its buffers are lost; the pipeline is
+                                             chosen again), its counters carry on
     port {"port", "admin": "up"|"down", "mtu": N}  → the port's link as the kernel holds it:
                                              a shut port neither sends nor receives, and its
                                              peer loses carrier
@@ -47,6 +50,7 @@ from rocelab.kernel.control import ControlServer
 from rocelab.ethernet import ETH, ETH_P_8021Q, ETH_P_IPV4, IPPROTO_ICMP, internet_checksum, ipv4_header, mac_bytes
 from rocelab.qos.model import QosProfile
 from rocelab.qos.sonic import QOS_TABLES, profile_from_config_db, read_config_db
+from rocelab.switch.balance import Balance, balance_config, balance_from_config_db, dilate
 from rocelab.switch.counters import carry_counters
 from rocelab.switch.fib import Fib
 from rocelab.switch.fastpath import make_switch
@@ -133,6 +137,16 @@ def load_profile(path: str | None, tdf: int) -> QosProfile:
     return replace(profile, ports=ports)
 
 
+def load_balance(path: str | None, settings: dict | None, tdf: int) -> Balance:
+    """A switch's ECMP load balancing, its times dilated: the lab's (or the case's)
+    `load_balancing:` where given, else the profile's SONiC ARS tables, else hash."""
+    if settings:
+        balance = balance_config(settings)
+    else:
+        balance = (balance_from_config_db(read_config_db(path), path) if path else None) or Balance()
+    return dilate(balance, tdf)
+
+
 class Switchd:
     def __init__(self, config: dict):
         self.config = config
@@ -148,7 +162,9 @@ class Switchd:
         self.pfc_wd_tdf = config.get("pfc_wd_tdf", config["tdf"])
         self.profile = load_profile(config["profile"], self.pfc_wd_tdf)
         self.rng = random.Random(config.get("seed", 0))
-        self.switch, self.pipeline = make_switch(config["node"], self.specs, self.profile, self.fib, self.rng)
+        self.balance = load_balance(config["profile"], config.get("load_balancing"), config["tdf"])
+        self.switch, self.pipeline = make_switch(config["node"], self.specs, self.profile, self.fib, self.rng,
+                                                 self.balance)
         self.carried: dict | None = None  # what the pipelines a reload replaced had counted
         self.reloads = 0
         # A shut port's neighbours and routes, which the kernel drops with the link, for startup.
@@ -169,24 +185,29 @@ class Switchd:
         now = time.monotonic()
         if op == "ping":
             return {"node": self.config["node"], "scheduling": self.loop.stats.scheduling,
-                    "pipeline": self.pipeline.pipeline, "pipeline_why": self.pipeline.why}
+                    "pipeline": self.pipeline.pipeline, "pipeline_why": self.pipeline.why,
+                    "load_balancing": self.balancing()}
         if op == "counters":
             packed = self.switch.packed_counters(now)
             body = {"packed_counters": packed} if req.get("packed") and self.carried is None else \
                 {"counters": carry_counters(self.carried, counters.expand(packed))}
             return {**body, "tdf": self.config["tdf"], "pfc_wd_tdf": self.pfc_wd_tdf,
                     "profile": self.profile.source, "reloads": self.reloads, "loop": asdict(self.loop.read_drops()),
-                    "pipeline": self.pipeline.pipeline, "pipeline_why": self.pipeline.why}
+                    "pipeline": self.pipeline.pipeline, "pipeline_why": self.pipeline.why,
+                    "load_balancing": self.balancing(),
+                    "ecmp_groups": self.switch.group_counters() if self.pipeline.pipeline == "python" else {}}
         if op == "clear":
             self.switch.clear_counters(now)
             self.carried = None
             return {}
         if op == "reload":
             self.profile = load_profile(req.get("profile"), self.pfc_wd_tdf)
+            self.balance = load_balance(req.get("profile"), req.get("load_balancing") or
+                                        self.config.get("load_balancing"), self.config["tdf"])
             self.carried = carry_counters(self.carried, self.switch.counters(now))
             self.reloads += 1
             self.switch, self.pipeline = make_switch(self.config["node"], self.specs, self.profile, self.fib,
-                                                     self.rng)
+                                                     self.rng, self.balance)
             self.cpu.use(self.switch)
             return {"profile": self.profile.source}
         if op == "impair":
@@ -222,6 +243,9 @@ class Switchd:
             return {"routes": {prefix: [[h.port, h.mac] for h in hops] for prefix, hops in self.fib.routes.items()},
                     "local": sorted(self.fib.local)}
         raise ValueError(f"unknown op {op!r}; ops: ping, counters, clear, reload, impair, port, links, fib")
+
+    def balancing(self) -> dict:
+        return {"mode": self.balance.mode, "source": self.balance.source}
 
     def run(self) -> None:
         try:
