@@ -22,12 +22,13 @@ from rocelab.yamlfile import load_yaml
 from rocelab.model.hostnics import nic_entries, nicd_settings, read_host_nics
 from rocelab.fabric.spec import load_devices
 from rocelab.qos.model import QosProfile
+from rocelab.switch.balance import balance_config
 
 DEFAULT_DATAPLANE = "switchd"
 DEFAULT_PROFILE = "roce-lossless"  # for a bare topology on switchd: rocelab is about lossless RoCE
 LAB_KEYS = frozenset({"name", "description", "topology", "dataplane", "tdf", "pfc_wd_tdf", "fidelity_bound", "profile",
                       "profiles", "nic",
-                      "roce", "nics", "flow_control_rx", "scenario", "checks"})
+                      "roce", "nics", "flow_control_rx", "load_balancing", "scenario", "checks"})
 # `roce:` keys: NicConfig's fields (production units; nicd dilates them by the TDF), with
 # DCQCN's parameters under `dcqcn:`.
 
@@ -62,6 +63,9 @@ class Lab:
     # Switch ports ("leaf1:eth2") that honour 802.3x PAUSE (SAI's global flow control, rx);
     # every other port counts it and drops it, as SONiC leaves the setting off.
     flow_control_rx: frozenset[str] = frozenset()
+    # Every switch's ECMP load balancing (rocelab.switch.balance), as written; empty: each
+    # switch's profile decides (SONiC's ARS tables), else hash.
+    load_balancing: Mapping = field(default_factory=dict)
 
     def roce_of(self, host: str) -> dict:
         """The `roce:` settings of one host's NIC."""
@@ -158,6 +162,14 @@ def _load_lab_file(path: Path) -> Lab:
             roce_config(roce)
         except (ValueError, TypeError) as exc:
             problems.add("roce", str(exc))
+    load_balancing = data.get("load_balancing") or {}
+    try:
+        balance_config(load_balancing)
+    except ValueError as exc:
+        problems.add(_at(doc, "load_balancing"), str(exc), "e.g. load_balancing: {mode: flowlet, flowlet_idle_time_us: 256}")
+    if nic == "verbs" and isinstance(roce, dict) and roce.get("receive_order") == "place":
+        problems.add(_at(doc, "roce", "receive_order"), "place: the verbs backend runs the kernel's RDMA device, "
+                     "whose receiver rocelab does not set", "receive_order: place needs nic: emulated")
     entries = nic_entries(doc, data.get("nics"), ("nics",), problems)
     problems.raise_if_any()
     fabric = load_topology(topo)
@@ -183,4 +195,4 @@ def _load_lab_file(path: Path) -> Lab:
     return Lab(name, doc.name, fabric, dataplane, tdf, profile, nic, roce, scenario, node_qos=node_qos,
                pfc_wd_tdf=pfc_wd_tdf,
                fidelity_bound_s=fidelity_bound_s, host_roce=host_roce, host_notes=tuple(host_notes),
-               flow_control_rx=frozenset(flow_control_rx))
+               flow_control_rx=frozenset(flow_control_rx), load_balancing=load_balancing)

@@ -13,6 +13,8 @@ In `labs/<lab>/lab.yml`:
                                          # train: {target_accuracy: 0.95}: rocelab.train)
         cc: dcqcn                        # the NICs' congestion control for this case
         dcqcn: connectx                  # … and DCQCN's parameter set (paper, connectx)
+        load_balancing: {mode: packet}   # every switch's ECMP load balancing (rocelab.switch.balance)
+        receive_order: place             # the NICs' receivers: gbn or place (rocelab.roce.qp)
         impair:                          # link impairments out of switch ports
           - {port: leaf1:eth3, delay: 20us, jitter: 0us, loss: 0.5%}
         storm: {host: h4, priority: 3}   # a stuck NIC that keeps sending PFC XOFF
@@ -53,6 +55,8 @@ from typing import Callable, Mapping
 from rocelab import paths
 from rocelab.errors import InputError, Problem, Problems
 from rocelab.roce.cc import builtin_cc_registry
+from rocelab.roce.config import RECEIVE_ORDERS
+from rocelab.switch.balance import balance_config
 from rocelab.roce.dcqcn import DCQCN_SETS
 from rocelab.traffic.patterns import builtin_patterns
 from rocelab.traffic.spec import JobSpec, resolve_spec
@@ -63,8 +67,8 @@ from rocelab.yamlfile import at as _at
 
 # A switch's own commands (rocelab.nodecli.sonic.COMMANDS), which a case's `commands:` may run.
 SWITCH_COMMANDS = ("show", "config", "ecnconfig", "pfcwd", "sonic-clear")
-CASE_KEYS = ("case", "title", "profile", "traffic", "with", "train", "cc", "dcqcn", "impair", "storm", "background", "probes",
-             "commands")
+CASE_KEYS = ("case", "title", "profile", "traffic", "with", "train", "cc", "dcqcn", "load_balancing", "receive_order",
+             "impair", "storm", "background", "probes", "commands")
 WITH_KEYS = ("hosts", "size", "iterations", "compute_gap", "qps", "message_size", "verb", "options", "stall_timeout")
 # Drops of traffic that the fabric was asked to carry (not frames a router ignores anyway).
 FABRIC_DROP_REASONS = ("tail_drop", "headroom_exceeded", "wred_drop", "pfcwd_drop", "impairment_loss", "no_route",
@@ -154,6 +158,8 @@ class Case:
     training: TrainSpec | None = None  # a PyTorch DDP job instead of a traffic pattern
     dcqcn: str | None = None  # DCQCN's parameter set (roce.dcqcn.DCQCN_SETS); None: the lab's
     commands: tuple[CaseCommand, ...] = ()
+    load_balancing: Mapping | None = None  # every switch's, for this case; None: the lab's
+    receive_order: str | None = None  # every NIC's receiver, for this case; None: the lab's
 
 
 @dataclass(frozen=True)
@@ -290,6 +296,16 @@ def load_scenario(doc: YamlDoc, lab_dir: Path, hosts: set[str], switch_ports: se
         if dcqcn is not None and dcqcn not in DCQCN_SETS:
             problems.add(_at(doc, "scenario", i, "dcqcn"), f"{dcqcn!r} is not a DCQCN parameter set",
                          f"expected one of: {', '.join(DCQCN_SETS)}")
+        load_balancing = raw.get("load_balancing")
+        if load_balancing is not None:
+            try:
+                balance_config(load_balancing)
+            except ValueError as exc:
+                problems.add(_at(doc, "scenario", i, "load_balancing"), str(exc), "e.g. load_balancing: {mode: packet}")
+        receive_order = raw.get("receive_order")
+        if receive_order is not None and receive_order not in RECEIVE_ORDERS:
+            problems.add(_at(doc, "scenario", i, "receive_order"), f"{receive_order!r} is not a receive order",
+                         f"expected one of: {', '.join(RECEIVE_ORDERS)}")
         impair = []
         for j, item in enumerate(raw.get("impair") or []):
             here = _at(doc, "scenario", i, "impair", j)
@@ -342,7 +358,8 @@ def load_scenario(doc: YamlDoc, lab_dir: Path, hosts: set[str], switch_ports: se
                 problems.add(here, str(exc), "at: a time after the job starts, like 500ms or 2s")
         if spec is not None or training is not None:
             cases.append(Case(name, str(raw.get("title", name)), spec, profile, cc, tuple(impair), storm, tuple(probes),
-                              background, training, dcqcn, tuple(sorted(commands, key=lambda c: c.at_s))))
+                              background, training, dcqcn, tuple(sorted(commands, key=lambda c: c.at_s)),
+                              load_balancing, receive_order))
     checks = []
     names = {c.name for c in cases}
     for i, raw in enumerate(data.get("checks") or []):

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from rocelab.kernel.loop import Loop, open_port
 from rocelab.kernel.control import ControlServer
-from rocelab.roce.config import roce_config
+from rocelab.roce.config import RECEIVE_ORDERS, roce_config
 from rocelab.roce import Nic, builtin_cc_registry, dilate
 from rocelab.ethernet import ROCE_UDP_PORT
 from rocelab.traffic.host import JOB_OPS, JobHost
@@ -121,10 +121,14 @@ class Nicd:
                             self.tdf)
             algorithm = req.get("algorithm") or chosen.cc_algorithm
             builtin_cc_registry().check(algorithm)
+            receive_order = req.get("receive_order") or chosen.receive_order
+            if receive_order not in RECEIVE_ORDERS:
+                raise ValueError(f"receive_order {receive_order!r}; expected one of: {', '.join(RECEIVE_ORDERS)}")
             self.nic.config = dataclasses.replace(self.nic.config, cc_algorithm=algorithm, cc=chosen.cc,
-                                                  cnp_interval_s=chosen.cnp_interval_s)
-            return {"cc_algorithm": algorithm, "dcqcn": req.get("dcqcn")}
+                                                  cnp_interval_s=chosen.cnp_interval_s, receive_order=receive_order)
+            return {"cc_algorithm": algorithm, "dcqcn": req.get("dcqcn"), "receive_order": receive_order}
         if op == "clear":
+            self.nic.clear_reorder_distances()
             self._baseline = self.nic.counters()
             return {}
         if op in JOB_OPS:

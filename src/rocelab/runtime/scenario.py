@@ -43,12 +43,12 @@ def agents_not_realtime(record: LabState) -> dict[str, str]:
     return {node: how for node, how in got.items() if how != REALTIME}
 
 
-def start_clean(record: LabState, cc: str | None, dcqcn: str | None = None) -> None:
-    """Before a measurement: the NICs' congestion control and DCQCN parameter set for the QPs
-    they connect next (None: each NIC's own, from the lab and its host's NIC files), and every
-    agent's counters (and watermarks) cleared."""
+def start_clean(record: LabState, cc: str | None, dcqcn: str | None = None, receive_order: str | None = None) -> None:
+    """Before a measurement: the NICs' congestion control, DCQCN parameter set and receive
+    order for the QPs they connect next (None: each NIC's own, from the lab and its host's NIC
+    files), and every agent's counters (and watermarks) cleared."""
     for sock in agent_sockets(record, "nicd").values():
-        control.request(sock, "set_cc", algorithm=cc, dcqcn=dcqcn)
+        control.request(sock, "set_cc", algorithm=cc, dcqcn=dcqcn, receive_order=receive_order)
     for sock in [*agent_sockets(record, "switchd").values(), *agent_sockets(record, "nicd").values()]:
         control.request(sock, "clear")
 
@@ -118,13 +118,14 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
     for node, sock in switches.items():
         if reload:
             control.request(sock, "reload",
-                            profile=str(case.profile or lab_profile) if (case.profile or lab_profile) else None)
+                            profile=str(case.profile or lab_profile) if (case.profile or lab_profile) else None,
+                            load_balancing=case.load_balancing)
         for port in fabric.node(node).ports:
             control.request(sock, "impair", port=port.name)
     for imp in case.impair:
         control.request(switches[imp.node], "impair", port=imp.port, delay_s=imp.delay_s * record.tdf,
                         jitter_s=imp.jitter_s * record.tdf, loss_pct=imp.loss_pct)
-    start_clean(record, case.cc, case.dcqcn)
+    start_clean(record, case.cc, case.dcqcn, case.receive_order)
     watch = Watch(record)
     spec = case.traffic
     probes = {f"{n}:{i}": Probe(record.node(n).netns, i).start() for n, i in case.probes}
