@@ -14,7 +14,9 @@ from scapy.layers.l2 import Ether
 from rocelab.switch import Fib, NextHop, Switch, features
 from rocelab.switch.balance import Balance, balance_config, balance_from_config_db, dilate
 from rocelab.switch.fastpath import FastSwitch, choose_pipeline
-from test_switch_support import RATE_BPS, drive, fib, host_ip, host_mac, port_specs, qos_profile, switch_mac
+from test_switch_support import (
+    IMPLEMENTATIONS, RATE_BPS, drive, fib, host_ip, host_mac, port_specs, qos_profile, roce, switch_mac,
+)
 
 SPINES = ("eth2", "eth3", "eth4")
 REMOTE = "198.18.100.7"
@@ -182,3 +184,26 @@ def test_sonic_ars_tables_configure_flowlet_or_per_packet_balancing():
 def test_times_dilate_like_every_time():
     slow = dilate(balance_config({"mode": "flowlet"}), 1000)
     assert slow.flowlet_idle_time_s == pytest.approx(0.256) and slow.sampling_interval_s == pytest.approx(0.016)
+
+
+def test_a_degraded_port_sends_at_its_share_of_the_rate_and_the_packet_mode_steers_around_it():
+    """impair rate: a port at a quarter of its rate drains a quarter as fast; per-packet
+    adaptive routing sees its queue and sends it about a quarter of what an even port gets."""
+    sw = switch("packet")
+    sw.set_impairment("eth2", 0.0, 0.0, 0.0, rate_bps=RATE_BPS / 4)
+    arrivals = [(i * FRAME_S / 2, "eth1", to_remote(49152 + i % 7)) for i in range(3000)]  # below what they carry
+    sent = drive(sw, arrivals, 0.0, 1.0)
+    by_member = members(sent)
+    assert sum(by_member.values()) == 3000
+    assert 0.15 < by_member["eth2"] / by_member["eth3"] < 0.4
+    eth2 = [t for t, p, _f in sent if p == "eth2"]
+    assert min(b - a for a, b in zip(eth2, eth2[1:])) == pytest.approx(4 * FRAME_S, rel=0.01)
+
+
+@pytest.mark.parametrize("implementation", sorted(IMPLEMENTATIONS))
+def test_a_degraded_port_paces_at_its_new_rate_on_either_pipeline(implementation):
+    sw = IMPLEMENTATIONS[implementation]("leaf1", port_specs(), qos_profile({}), fib(), random.Random(1))
+    sw.set_impairment("eth2", 0.0, 0.0, 0.0, rate_bps=RATE_BPS / 4)
+    sent = drive(sw, [(0.0, "eth1", roce("eth1", "eth2", FRAME_BYTES))] * 5, 0.0, 1.0)
+    times = [t for t, p, _f in sent if p == "eth2"]
+    assert len(times) == 5 and times[-1] - times[0] == pytest.approx(4 * 4 * FRAME_S, rel=0.01)

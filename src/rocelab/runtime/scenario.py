@@ -15,8 +15,8 @@ from typing import Callable, Mapping
 from rocelab.engines.state import LabState
 from rocelab.kernel import control
 from rocelab.kernel.loop import REALTIME
-from rocelab.model.scenario import (Case, CheckResult, Scenario, evaluate, job_observations, port_observations,
-                                    probe_observations, switch_observations)
+from rocelab.model.scenario import (Case, CheckResult, Scenario, ecmp_observations, evaluate, job_observations,
+                                    nic_observations, port_observations, probe_observations, switch_observations)
 from rocelab.probes import Probe
 from rocelab.probes.storm import hold_pfc_pause
 from rocelab.qos.sonic import load_config_db
@@ -124,7 +124,7 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
             control.request(sock, "impair", port=port.name)
     for imp in case.impair:
         control.request(switches[imp.node], "impair", port=imp.port, delay_s=imp.delay_s * record.tdf,
-                        jitter_s=imp.jitter_s * record.tdf, loss_pct=imp.loss_pct)
+                        jitter_s=imp.jitter_s * record.tdf, loss_pct=imp.loss_pct, rate_pct=imp.rate_pct)
     start_clean(record, case.cc, case.dcqcn, case.receive_order)
     watch = Watch(record)
     spec = case.traffic
@@ -172,6 +172,9 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
         probe_reports = {where: p.stop().to_json() for where, p in probes.items()}
     fidelity = watch.result()
     counters = read_restored(switches, case.profile or lab_profile)
+    groups = {node: control.request(sock, "counters", packed=True).get("ecmp_groups", {})
+              for node, sock in switches.items()}
+    job_nics = [control.request(nics[h], "counters")["counters"] for h in (spec and spec.hosts) or nics if h in nics]
     host_facing = {(s.name, p.name) for s in fabric.switches for p in s.ports if fabric.node(p.peer_node).role == "host"}
     obs = switch_observations(counters, host_facing)
     if report is not None:
@@ -179,12 +182,12 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
     else:
         obs |= {k: float("nan") for k in ("job_time_s", "job_wall_s", "busbw_gbps", "busbw_vs_line_rate", "fct_max_s")}
         # No report: the job's own NICs say what they went through (cleared at the case's start).
-        nic = [counter_snapshot(control.request(nics[h], "counters")["counters"])
-               for h in (spec and spec.hosts) or nics if h in nics]
+        nic = [counter_snapshot(c) for c in job_nics]
         obs |= {k: float(sum(c[k] for c in nic)) for k in
                 ("cnps_sent", "cnps_received", "retransmitted_packets", "retransmitted_bytes", "timeouts")}
         obs |= {"host_pause_frames": float(sum(c["pfc_pause_frames"] for c in nic)),
                 "host_paused_s": sum(c["pfc_paused_s"] for c in nic) / record.tdf}
+    obs |= nic_observations(job_nics) | ecmp_observations(groups)
     obs["stalled"] = float(stalled)
     obs["retransmitted_bytes_per_drop"] = obs["retransmitted_bytes"] / obs["drops"] if obs["drops"] else 0.0
     obs |= probe_observations(probe_reports)

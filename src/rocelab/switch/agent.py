@@ -24,8 +24,9 @@ profile from a SONiC config_db.json, and a control socket:
                                              a shut port neither sends nor receives, and its
                                              peer loses carrier
     links                                  → every port's admin and oper state and MTU
-    impair {"port", "delay_s", "jitter_s", "loss_pct"}  → link impairment out of a port,
-                                             on top of the cable's own (dilated) delay
+    impair {"port", "delay_s", "jitter_s", "loss_pct", "rate_pct"}  → link impairment out of a
+                                             port, on top of the cable's own (dilated) delay, and
+                                             its rate as a share of the link's (default 100)
     fib                                    → the compiled forwarding table, as read
 
 Kernel IP forwarding stays off in the namespace, so no packet bypasses the pipeline.
@@ -156,6 +157,7 @@ class Switchd:
                                global_flow_control_rx=bool(p.get("global_flow_control_rx", False)))
                       for p in config["ports"]]
         self.cable_delay_s = {p["name"]: p["delay_s"] for p in config["ports"]}
+        self.link_rate_bps = {p["name"]: p["rate_bps"] for p in config["ports"]}
         self.names = [p.name for p in self.specs]
         self.ipr = IPRoute()
         self.fib: Fib = kernel_fib.read_fib(self.ipr, self.names)
@@ -215,10 +217,15 @@ class Switchd:
             if port not in self.cable_delay_s:
                 raise ValueError(f"no port {port!r}; ports: {', '.join(self.names)}")
             delay_s = self.cable_delay_s[port] + float(req.get("delay_s", 0.0))
+            rate_pct = float(req.get("rate_pct", 100.0))
+            if not 0 < rate_pct <= 100:
+                raise ValueError(f"rate_pct {rate_pct}: a share of the link's rate, above 0 and at most 100")
             self.switch.set_impairment(port, delay_s=delay_s, jitter_s=float(req.get("jitter_s", 0.0)),
-                                       loss_pct=float(req.get("loss_pct", 0.0)))
+                                       loss_pct=float(req.get("loss_pct", 0.0)),
+                                       rate_bps=self.link_rate_bps[port] * rate_pct / 100)
             self.specs = [replace(s, delay_s=delay_s, jitter_s=float(req.get("jitter_s", 0.0)),
-                                  loss_pct=float(req.get("loss_pct", 0.0))) if s.name == port else s
+                                  loss_pct=float(req.get("loss_pct", 0.0)),
+                                  rate_bps=self.link_rate_bps[port] * rate_pct / 100) if s.name == port else s
                           for s in self.specs]
             return {}
         if op == "port":

@@ -4,8 +4,10 @@
     flowlet  a flow keeps its member until it has been idle for the inactivity interval, then
              takes the member of best quality (SAI's ARS object in SAI_ARS_MODE_FLOWLET_QUALITY,
              SONiC's ARS_OBJECT assign_mode per_flowlet_quality, Broadcom/Arista/Juniper DLB)
-    packet   every frame to the member with the least bytes queued for its traffic class, ties
-             by the hash (per-packet adaptive routing: Spectrum AR, SONiC per_packet_quality)
+    packet   every frame to the member where it would wait least: the bytes queued ahead of it
+             for its traffic class and what the line is still sending, at the member's rate (so
+             a degraded member's bytes weigh more); ties, an idle fabric's, by the hash
+             (per-packet adaptive routing: Spectrum AR, SONiC per_packet_quality)
     spray    every frame to a random member (the UEC-style baseline), seeded so a run repeats
 
 Flowlet state lives in a finite flowset table per group, indexed by the flow's hash: two flows
@@ -155,7 +157,8 @@ class Member:
 
 class EcmpGroup:
     """A next-hop group under a mode other than hash. `pick(flow_hash, queues, now)` answers
-    a member index per frame; `queues`, per member, the queue the frame's TC waits in there."""
+    a member index per frame; `queues`, per member, the queue the frame's TC waits in there
+    (with `depth_bytes`, and `port.bucket`: the port's TokenBucket)."""
 
     def __init__(self, members: list[Member], balance: Balance, rng_key: str):
         self.members = members
@@ -194,9 +197,13 @@ class EcmpGroup:
         return ties[flow_hash % len(ties)]
 
     def _packet(self, flow_hash: int, queues: list, now: float) -> int:
-        depths = [q.depth_bytes for q in queues]
-        least = min(depths)
-        ties = [i for i, d in enumerate(depths) if d == least]
+        waits = []
+        for q in queues:
+            bucket = q.port.bucket
+            line_s = bucket.busy_until_s - now
+            waits.append(q.depth_bytes * bucket.s_per_byte + (line_s if line_s > 0 else 0.0))
+        least = min(waits)
+        ties = [i for i, w in enumerate(waits) if w == least]
         return ties[flow_hash % len(ties)]
 
     def _spray(self, flow_hash: int, queues: list, now: float) -> int:

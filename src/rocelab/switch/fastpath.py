@@ -68,9 +68,10 @@ if Asic is not None:
             self.reference.set_fib(fib)
             self._flush_flows()
 
-        def set_impairment(self, port_name: str, delay_s: float, jitter_s: float, loss_pct: float) -> None:
+        def set_impairment(self, port_name: str, delay_s: float, jitter_s: float, loss_pct: float,
+                           rate_bps: float | None = None) -> None:
             self._store()
-            self.reference.set_impairment(port_name, delay_s, jitter_s, loss_pct)
+            self.reference.set_impairment(port_name, delay_s, jitter_s, loss_pct, rate_bps)
             self._load()
 
         def packed_counters(self, now: float) -> dict:

@@ -247,9 +247,16 @@ class Switch:
                 group.prefixes = names
             self._groups = groups
 
-    def set_impairment(self, port_name: str, delay_s: float, jitter_s: float, loss_pct: float) -> None:
-        """Change the link impairments out of a port while the switch runs (a lab step)."""
-        self._port_by_name[port_name].link.impair(delay_s, jitter_s, loss_pct)
+    def set_impairment(self, port_name: str, delay_s: float, jitter_s: float, loss_pct: float,
+                       rate_bps: float | None = None) -> None:
+        """Change the link impairments out of a port while the switch runs (a lab step), and
+        its rate where given (a degraded link: a lane down, a renegotiated speed)."""
+        port = self._port_by_name[port_name]
+        port.link.impair(delay_s, jitter_s, loss_pct)
+        if rate_bps is not None and rate_bps != port.rate_bps:
+            port.rate_bps = rate_bps
+            port.bucket.burst_s *= 8 / rate_bps / port.bucket.s_per_byte
+            port.bucket.s_per_byte = 8 / rate_bps
 
     # ---- ingress ---------------------------------------------------------------------
 
