@@ -172,6 +172,8 @@ def test_a_labs_load_balancing_reaches_switchd_and_a_case_may_change_it(lab_home
     ("load_balancing: {mode: flowlet, max_flows: 0}\n", "load_balancing", "max_flows: 0 is out of range"),
     ("nic: verbs\nroce: {receive_order: place}\n", "roce.receive_order", "the verbs backend"),
     ("roce: {receive_order: sack}\n", "roce", "receive_order='sack' must be one of gbn, place"),
+    ("nic: verbs\nscenario:\n  - {case: a, traffic: incast, receive_order: place}\n", "scenario[0].receive_order",
+     "the verbs backend"),
     ("scenario:\n  - {case: a, traffic: incast, load_balancing: {mode: rr}}\n", "scenario[0].load_balancing",
      "mode: 'rr' is not a load-balancing mode"),
     ("scenario:\n  - {case: a, traffic: incast, receive_order: sack}\n", "scenario[0].receive_order",

@@ -207,3 +207,16 @@ def test_a_degraded_port_paces_at_its_new_rate_on_either_pipeline(implementation
     sent = drive(sw, [(0.0, "eth1", roce("eth1", "eth2", FRAME_BYTES))] * 5, 0.0, 1.0)
     times = [t for t, p, _f in sent if p == "eth2"]
     assert len(times) == 5 and times[-1] - times[0] == pytest.approx(4 * 4 * FRAME_S, rel=0.01)
+
+
+def test_switchd_takes_the_labs_setting_over_the_profiles_ars_tables_and_dilates_it(tmp_path):
+    import json
+
+    from rocelab.switch.agent import load_balance
+
+    profile = tmp_path / "leaf1.json"
+    profile.write_text(json.dumps({"ARS_OBJECT": {"ars1": {"assign_mode": "per_packet_quality"}}}))
+    assert load_balance(str(profile), None, 1000).mode == "packet"
+    chosen = load_balance(str(profile), {"mode": "flowlet"}, 1000)
+    assert (chosen.mode, chosen.flowlet_idle_time_s) == ("flowlet", pytest.approx(0.256))
+    assert load_balance(None, None, 1000).mode == "hash"

@@ -188,6 +188,11 @@ def _load_lab_file(path: Path) -> Lab:
         problems.raise_if_any()
     scenario = load_scenario(doc, path.parent, {h.name for h in fabric.hosts}, switch_ports,
                              {(n.name, p.name) for n in fabric.nodes for p in n.ports})
+    placing = [i for i, c in enumerate(scenario.cases if scenario else ()) if c.receive_order == "place"]
+    if nic == "verbs" and placing:
+        problems.add(_at(doc, "scenario", placing[0], "receive_order"), "place: the verbs backend runs the "
+                     "kernel's RDMA device, whose receiver rocelab does not set", "receive_order: place needs nic: emulated")
+        problems.raise_if_any()
     node_qos = {}
     if "profiles" in data:
         devices = load_devices(doc, data["profiles"], path.parent, fabric, "profiles")
