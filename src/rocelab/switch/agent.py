@@ -54,7 +54,7 @@ from rocelab.qos.sonic import QOS_TABLES, profile_from_config_db, read_config_db
 from rocelab.switch.balance import Balance, balance_config, balance_from_config_db, dilate
 from rocelab.switch.counters import carry_counters
 from rocelab.switch.fib import Fib
-from rocelab.switch.fastpath import make_switch
+from rocelab.switch.fastpath import choose_pipeline, make_switch
 from rocelab.switch.pipeline import PortSpec, Switch
 
 ICMP_TIME_EXCEEDED = 11
@@ -178,9 +178,23 @@ class Switchd:
                          watchers={self.events.fileno(): self.refresh_fib}, early_s=config.get("early_s", 0.0))
 
     def refresh_fib(self) -> None:
+        """The kernel's routes changed. A FIB that needs a feature the running pipeline lacks
+        (an ECMP group under a mode the C core does not declare, on a switch that had none),
+        or no longer needs one, rebuilds the pipeline; otherwise the running one takes it."""
         self.events.get()
         self.fib = kernel_fib.read_fib(self.ipr, self.names)
-        self.switch.set_fib(self.fib)
+        if choose_pipeline(self.profile, self.specs, self.fib, self.balance).pipeline != self.pipeline.pipeline:
+            self.rebuild(time.monotonic())
+        else:
+            self.switch.set_fib(self.fib)
+
+    def rebuild(self, now: float) -> None:
+        """A new pipeline for the current profile, balance and FIB, chosen again: frames in the
+        old one's buffers are lost, its counters carry on."""
+        self.carried = carry_counters(self.carried, self.switch.counters(now))
+        self.switch, self.pipeline = make_switch(self.config["node"], self.specs, self.profile, self.fib, self.rng,
+                                                 self.balance)
+        self.cpu.use(self.switch)
 
     def handle(self, req: dict) -> dict:
         op = req["op"]
@@ -206,11 +220,8 @@ class Switchd:
             self.profile = load_profile(req.get("profile"), self.pfc_wd_tdf)
             self.balance = load_balance(req.get("profile"), req.get("load_balancing") or
                                         self.config.get("load_balancing"), self.config["tdf"])
-            self.carried = carry_counters(self.carried, self.switch.counters(now))
             self.reloads += 1
-            self.switch, self.pipeline = make_switch(self.config["node"], self.specs, self.profile, self.fib,
-                                                     self.rng, self.balance)
-            self.cpu.use(self.switch)
+            self.rebuild(now)
             return {"profile": self.profile.source}
         if op == "impair":
             port = req["port"]
