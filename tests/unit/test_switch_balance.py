@@ -8,6 +8,8 @@ import collections
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
@@ -220,3 +222,24 @@ def test_switchd_takes_the_labs_setting_over_the_profiles_ars_tables_and_dilates
     chosen = load_balance(str(profile), {"mode": "flowlet"}, 1000)
     assert (chosen.mode, chosen.flowlet_idle_time_s) == ("flowlet", pytest.approx(0.256))
     assert load_balance(None, None, 1000).mode == "hash"
+
+
+@settings(max_examples=60, deadline=None)
+@given(mode=st.sampled_from(["flowlet", "packet", "spray"]),
+       arrivals=st.lists(st.tuples(st.integers(0, 20), st.integers(0, 5)), min_size=1, max_size=80),  # dense: queues build
+       max_flows=st.integers(1, 8))
+def test_every_frame_leaves_by_a_member_and_the_group_counts_it_once(mode, arrivals, max_flows):
+    """Any arrivals (time in frame times, flow) under any mode: each frame leaves by exactly one
+    member, the members' frame counts sum to the frames sent, and under flowlet a flow whose
+    frames are never the inactivity interval apart keeps one member, collisions or not."""
+    sw = Switch("leaf1", port_specs(), qos_profile({}), ecmp_fib(), random.Random(1),
+                balance=Balance(mode, flowlet_idle_time_s=1e6, max_flows=max_flows))  # no flowlet ever ends
+    sent = drive(sw, [(t * FRAME_S, "eth1", to_remote(49152 + f)) for t, f in arrivals], 0.0, 10.0)
+    assert sum(members(sent).values()) == len(arrivals) == len(sent)
+    assert sum(c["frames"] for c in group(sw)["members"].values()) == len(arrivals)
+    if mode == "flowlet":  # an entry never idles, so it keeps its first member: every flow on it too
+        by_flow = collections.defaultdict(set)
+        for _t, port, frame in sent:
+            by_flow[Ether(frame)[UDP].sport].add(port)
+        assert all(len(ports) == 1 for ports in by_flow.values())
+        assert group(sw)["reassignments"] == 0
