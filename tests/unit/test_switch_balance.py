@@ -14,7 +14,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from rocelab.switch import Fib, NextHop, Switch, features
-from rocelab.switch.balance import Balance, balance_config, balance_from_config_db, dilate
+from rocelab.switch.balance import QUEUE_BAND_BYTES, Balance, balance_config, balance_from_config_db, dilate
 from rocelab.switch.fastpath import FastSwitch, choose_pipeline
 from test_switch_support import (
     IMPLEMENTATIONS, RATE_BPS, drive, fib, host_ip, host_mac, port_specs, qos_profile, roce, switch_mac,
@@ -53,12 +53,25 @@ def group(sw: Switch) -> dict:
 
 
 def test_packet_mode_sends_each_frame_to_the_least_queued_member():
-    """One flow (one 5-tuple) arriving faster than a member drains spreads over every member."""
+    """One flow (one 5-tuple) arriving faster than a member drains spreads over every member,
+    evenly to within a queue grade."""
     sw = switch("packet")
-    sent = drive(sw, [(0.0, "eth1", to_remote(49152))] * 30, 0.0, 1.0)
-    assert members(sent) == {"eth2": 10, "eth3": 10, "eth4": 10}
-    assert {m: c["frames"] for m, c in group(sw)["members"].items()} == {"eth2": 10, "eth3": 10, "eth4": 10}
-    assert group(sw)["members"]["eth2"]["bytes"] == 10 * FRAME_BYTES
+    sent = drive(sw, [(0.0, "eth1", to_remote(49152))] * 60, 0.0, 1.0)
+    by_member = members(sent)
+    assert set(by_member) == set(SPINES) and sum(by_member.values()) == 60
+    assert max(by_member.values()) - min(by_member.values()) <= QUEUE_BAND_BYTES // FRAME_BYTES
+    assert {m: c["frames"] for m, c in group(sw)["members"].items()} == by_member
+    assert group(sw)["members"]["eth2"]["bytes"] == by_member["eth2"] * FRAME_BYTES
+
+
+def test_packet_mode_moves_a_flow_when_its_member_grades_worse_and_so_reorders_it():
+    """Frames arriving at twice a member's rate: the hash member's queue grows a grade, the
+    flow's next frames go to an emptier member and leave before frames queued earlier."""
+    sw = switch("packet")
+    arrivals = [(i * FRAME_S / 2, "eth1", to_remote(49152) [:-4] + i.to_bytes(4, "big")) for i in range(200)]
+    sent = drive(sw, arrivals, 0.0, 1.0)
+    order = [int.from_bytes(f[-4:], "big") for _t, _p, f in sent]
+    assert sorted(order) == list(range(200)) and order != sorted(order)
 
 
 def test_packet_mode_breaks_ties_by_the_hash_so_an_idle_fabric_keeps_a_flow_on_one_path():

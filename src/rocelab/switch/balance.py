@@ -4,10 +4,14 @@
     flowlet  a flow keeps its member until it has been idle for the inactivity interval, then
              takes the member of best quality (SAI's ARS object in SAI_ARS_MODE_FLOWLET_QUALITY,
              SONiC's ARS_OBJECT assign_mode per_flowlet_quality, Broadcom/Arista/Juniper DLB)
-    packet   every frame to the member where it would wait least: the bytes queued ahead of it
-             for its traffic class and what the line is still sending, at the member's rate (so
-             a degraded member's bytes weigh more); ties, an idle fabric's, by the hash
-             (per-packet adaptive routing: Spectrum AR, SONiC per_packet_quality)
+    packet   every frame to the member of least queue grade: how long it would wait there (the
+             bytes queued ahead of it for its traffic class and what the line is still sending,
+             at the member's rate, so a degraded member's bytes weigh more), in grades of
+             QUEUE_BAND_BYTES at the fastest member's rate, as an ASIC grades its queues; ties
+             (an idle fabric's, and members within a grade of each other) by the hash
+             (per-packet adaptive routing: Spectrum AR, SONiC per_packet_quality). A flow moves
+             when its hash member's grade rises, and its next frames overtake those still
+             queued there: per-packet routing reorders, by up to about a grade.
     spray    every frame to a random member (the UEC-style baseline), seeded so a run repeats
 
 Flowlet state lives in a finite flowset table per group, indexed by the flow's hash: two flows
@@ -198,12 +202,16 @@ class EcmpGroup:
 
     def _packet(self, flow_hash: int, queues: list, now: float) -> int:
         waits = []
+        fastest_s_per_byte = float("inf")
         for q in queues:
             bucket = q.port.bucket
             line_s = bucket.busy_until_s - now
             waits.append(q.depth_bytes * bucket.s_per_byte + (line_s if line_s > 0 else 0.0))
-        least = min(waits)
-        ties = [i for i, w in enumerate(waits) if w == least]
+            fastest_s_per_byte = min(fastest_s_per_byte, bucket.s_per_byte)
+        grade_s = QUEUE_BAND_BYTES * fastest_s_per_byte
+        grades = [int(w / grade_s) for w in waits]
+        least = min(grades)
+        ties = [i for i, g in enumerate(grades) if g == least]
         return ties[flow_hash % len(ties)]
 
     def _spray(self, flow_hash: int, queues: list, now: float) -> int:
