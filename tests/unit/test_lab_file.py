@@ -199,3 +199,16 @@ def test_up_with_an_unknown_balancing_mode_exits_2_and_builds_nothing(lab_home):
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "lab.yml: load_balancing" in result.stderr and "'ecmp' is not a load-balancing mode" in result.stderr
     assert not (paths.STATE_DIR / "l1.json").exists()
+
+
+def test_a_profiles_bad_ars_tables_are_named_before_anything_is_built(lab_home):
+    (lab_home.parent / "ars.json").write_text(json.dumps(
+        {"ARS_OBJECT": {"ars1": {"assign_mode": "per_flowlet_quality", "flowlet_idle_time": "5000"}}}))
+    lab_home.write_text("topology: leaf-spine-2x2\nprofile: ars\n")
+    with pytest.raises(InputError) as exc:
+        load_lab("l1")
+    (problem,) = exc.value.problems
+    assert problem.path == "profile" and "ars.json: ARS_OBJECT|ars1: flowlet_idle_time_us: 5000 is out of range" \
+        in problem.message
+    (lab_home.parent / "ars.json").write_text(json.dumps({"ARS_OBJECT": {"ars1": {"assign_mode": "per_packet_quality"}}}))
+    assert load_lab("l1").profile.name == "ars.json"

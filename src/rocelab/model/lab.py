@@ -22,7 +22,8 @@ from rocelab.yamlfile import load_yaml
 from rocelab.model.hostnics import nic_entries, nicd_settings, read_host_nics
 from rocelab.fabric.spec import load_devices
 from rocelab.qos.model import QosProfile
-from rocelab.switch.balance import balance_config
+from rocelab.qos.sonic import read_config_db
+from rocelab.switch.balance import balance_config, balance_from_config_db
 
 DEFAULT_DATAPLANE = "switchd"
 DEFAULT_PROFILE = "roce-lossless"  # for a bare topology on switchd: rocelab is about lossless RoCE
@@ -151,6 +152,12 @@ def _load_lab_file(path: Path) -> Lab:
         if profile is None:
             problems.add("profile", f"{data['profile']!r} is not a QoS profile",
                          f"profiles: {', '.join(sorted(p.stem for p in paths.profiles_dir().glob('*.json')))}")
+        else:
+            try:  # its SONiC ARS tables, which switchd reads for the ECMP load balancing
+                balance_from_config_db(read_config_db(profile), str(profile))
+            except ValueError as exc:
+                problems.add("profile", str(exc), "ARS_OBJECT as sonic-ars.yang has it: assign_mode "
+                             "per_flowlet_quality or per_packet_quality, flowlet_idle_time 2..2047")
     nic = data.get("nic", "none")
     if nic not in builtin_nic_backends().names():
         problems.add("nic", f"{nic!r} is not a NIC backend", f"expected one of: {', '.join(builtin_nic_backends().names())}")
