@@ -392,8 +392,9 @@ class Switch:
 
     def _route(self, port: _Port, key: tuple) -> tuple:
         """(egress port, queue, ingress PG, next-hop and egress MACs, lossless) for a flow
-        (TOS, protocol, addresses, L4 ports) entering `port`; (None, drop reason, None, b"",
-        False) when it is not forwarded."""
+        (TOS, protocol, addresses, L4 ports) entering `port`; through an adaptive ECMP group,
+        (its _Steer, None, ingress PG, b"", lossless), the member picked per frame; (None, drop
+        reason, None, b"", False) when it is not forwarded."""
         tos, proto, src, dst, sport, dport = key
         if self._routes.is_local(dst):
             return (None, TO_SELF, None, b"", False)
