@@ -222,3 +222,14 @@ def test_a_change_typed_on_a_node_lands_on_the_dashboards_clock():
     (change,) = changes(events, t_s=50.0, now_wall_s=1002.5)
     assert change == {"t_s": 47.5, "node": "leaf1", "who": "ana", "command": "config interface shutdown Ethernet4",
                       "changed": ["PORT/Ethernet4"]}
+
+
+def test_a_leafs_uplinks_carry_their_share_of_its_mean_uplink_and_nothing_else_does():
+    """The members of a leaf's ECMP groups, coloured by share: busiest ÷ mean, per direction."""
+    links = [{"a": "leaf1:eth5", "b": "spine1:eth1", "ab_bps": 3e9, "ba_bps": 1e9},
+             {"a": "spine2:eth1", "b": "leaf1:eth6", "ab_bps": 2e9, "ba_bps": 1e9},
+             {"a": "h1:eth1", "b": "leaf1:eth1", "ab_bps": 4e9, "ba_bps": 4e9},
+             {"a": "leaf2:eth5", "b": "spine1:eth2", "ab_bps": None, "ba_bps": None}]
+    roles = {"leaf1": "leaf", "leaf2": "leaf", "spine1": "spine", "spine2": "spine", "h1": "host"}
+    shares = [(l["ab_share"], l["ba_share"]) for l in model.uplink_shares(links, roles)]
+    assert shares == [(1.5, None), (None, 0.5), (None, None), (None, None)]  # leaf2 sent nothing: no share

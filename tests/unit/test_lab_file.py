@@ -153,3 +153,62 @@ def test_up_with_a_bad_cumulus_profile_exits_2_and_builds_nothing(lab_home):
     assert "l1/leaf1.nvue: line 1: `nv set qos pfc default-global switch-priority 9`: '9' is not within 0–7" \
         in result.stderr
     assert not (paths.STATE_DIR / "l1.json").exists()
+
+
+def test_a_labs_load_balancing_reaches_switchd_and_a_case_may_change_it(lab_home):
+    lab_home.write_text("topology: leaf-spine-2x2\nload_balancing: {mode: flowlet, flowlet_idle_time_us: 128}\n"
+                        "scenario:\n  - {case: a, traffic: incast, load_balancing: {mode: spray}, "
+                        "receive_order: place}\n")
+    lab = load_lab("l1")
+    assert lab.load_balancing == {"mode": "flowlet", "flowlet_idle_time_us": 128}
+    (case,) = lab.scenario.cases
+    assert (case.load_balancing, case.receive_order) == ({"mode": "spray"}, "place")
+
+
+@pytest.mark.parametrize(("text", "path", "says"), [
+    ("load_balancing: {mode: ecmp}\n", "load_balancing", "mode: 'ecmp' is not a load-balancing mode"),
+    ("load_balancing: {mode: flowlet, flowlet_idle_time_us: 5000}\n", "load_balancing",
+     "flowlet_idle_time_us: 5000 is out of range; expected a whole number 2..2047"),
+    ("load_balancing: {mode: flowlet, max_flows: 0}\n", "load_balancing", "max_flows: 0 is out of range"),
+    ("nic: verbs\nroce: {receive_order: place}\n", "roce.receive_order", "the verbs backend"),
+    ("roce: {receive_order: sack}\n", "roce", "receive_order='sack' must be one of gbn, place"),
+    ("nic: verbs\nscenario:\n  - {case: a, traffic: incast, receive_order: place}\n", "scenario[0].receive_order",
+     "the verbs backend"),
+    ("scenario:\n  - {case: a, traffic: incast, load_balancing: {mode: rr}}\n", "scenario[0].load_balancing",
+     "mode: 'rr' is not a load-balancing mode"),
+    ("scenario:\n  - {case: a, traffic: incast, receive_order: sack}\n", "scenario[0].receive_order",
+     "'sack' is not a receive order"),
+    ("scenario:\n  - {case: a, traffic: incast, impair: [{port: leaf1:eth1, rate: 0%}]}\n",
+     "scenario[0].impair[0]", "rate '0%' is not a share of the link's rate"),
+])
+def test_bad_load_balancing_and_receive_order_name_the_file_and_key(lab_home, text, path, says):
+    lab_home.write_text(f"topology: leaf-spine-2x2\n{text}")
+    with pytest.raises(InputError) as exc:
+        load_lab("l1")
+    (problem,) = exc.value.problems
+    assert problem.file.endswith("lab.yml") and problem.path.startswith(path), problem
+    assert says in problem.message, problem
+
+
+def test_up_with_an_unknown_balancing_mode_exits_2_and_builds_nothing(lab_home):
+    import subprocess
+    import sys
+
+    lab_home.write_text("topology: leaf-spine-2x2\nload_balancing: {mode: ecmp}\n")
+    result = subprocess.run([sys.executable, "-m", "rocelab", "up", "l1"], capture_output=True, text=True)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "lab.yml: load_balancing" in result.stderr and "'ecmp' is not a load-balancing mode" in result.stderr
+    assert not (paths.STATE_DIR / "l1.json").exists()
+
+
+def test_a_profiles_bad_ars_tables_are_named_before_anything_is_built(lab_home):
+    (lab_home.parent / "ars.json").write_text(json.dumps(
+        {"ARS_OBJECT": {"ars1": {"assign_mode": "per_flowlet_quality", "flowlet_idle_time": "5000"}}}))
+    lab_home.write_text("topology: leaf-spine-2x2\nprofile: ars\n")
+    with pytest.raises(InputError) as exc:
+        load_lab("l1")
+    (problem,) = exc.value.problems
+    assert problem.path == "profile" and "ars.json: ARS_OBJECT|ars1: flowlet_idle_time_us: 5000 is out of range" \
+        in problem.message
+    (lab_home.parent / "ars.json").write_text(json.dumps({"ARS_OBJECT": {"ars1": {"assign_mode": "per_packet_quality"}}}))
+    assert load_lab("l1").profile.name == "ars.json"

@@ -136,3 +136,28 @@ def test_the_endpoint_serves_on_localhost_only(reading):
         server.shutdown()
         server.server_close()
         thread.join(5)
+
+
+def test_adaptive_ecmp_groups_and_reordering_become_families():
+    """A packet-mode leaf's group counters (a real Python switch core) and a NIC's reorder distance."""
+    import random
+
+    from rocelab.switch import Switch
+    from rocelab.switch.balance import Balance
+    from test_switch_balance import drive, ecmp_fib, port_specs, qos_profile, to_remote
+
+    switch = Switch("leaf1", port_specs(), qos_profile({}), ecmp_fib(), random.Random(1), balance=Balance("packet"))
+    drive(switch, [(0.0, "eth1", to_remote(49152))] * 30, 0.0, 1.0)
+    groups = switch.group_counters()
+    leaf = AgentReading("leaf1", "switchd", {"counters": switch.counters(1.0), "ecmp_groups": groups})
+    nic = AgentReading("h1", "nicd", {"counters": {"reorder_distance": {"max": 7, "p99": 3}, "ooo_received": 12}})
+    families = samples(metrics.exposition([LabReading("unit", TDF, (leaf, nic))]))
+    at = {"lab": "unit", "node": "leaf1", "group": "eth2,eth3,eth4"}
+    assert value(families, "rocelab_ecmp_group_info", **at, mode="packet") == 1
+    assert [value(families, "rocelab_ecmp_member_frames_total", **at, member=m) for m in ("eth2", "eth3", "eth4")] \
+        == [groups["eth2,eth3,eth4"]["members"][m]["frames"] for m in ("eth2", "eth3", "eth4")] and \
+        sum(groups["eth2,eth3,eth4"]["members"][m]["frames"] for m in ("eth2", "eth3", "eth4")) == 30
+    assert value(families, "rocelab_ecmp_reassignments_total", **at) == 0
+    assert value(families, "rocelab_nic_reorder_distance_max", lab="unit", node="h1") == 7
+    assert value(families, "rocelab_nic_reorder_distance_p99", lab="unit", node="h1") == 3
+    assert value(families, "rocelab_nic_ooo_received_total", lab="unit", node="h1") == 12

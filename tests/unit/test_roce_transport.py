@@ -42,8 +42,11 @@ def statuses(nic: Nic) -> list[tuple[int, str]]:
 
 @pytest.mark.parametrize("pmtu_bytes", [1024, 4096])
 @pytest.mark.parametrize("reorder", [0.0, 0.05])
-def test_1mb_write_arrives_intact_over_loss_and_reordering(pmtu_bytes, reorder):
-    a, b = nic_pair(pmtu_bytes=pmtu_bytes)
+@pytest.mark.parametrize("receive_order", ["gbn", "place"])
+def test_1mb_write_arrives_intact_over_loss_and_reordering(pmtu_bytes, reorder, receive_order):
+    """Under either receiver (rocelab.roce.qp): gbn NAKs every gap, place only a hole far
+    enough behind the newest packet to be a loss."""
+    a, b = nic_pair(pmtu_bytes=pmtu_bytes, receive_order=receive_order, place_nak_distance_packets=16)
     qa, qb = connect_qps(a, b)
     data = random.Random(2).randbytes(1 << 20)
     target = bytearray(len(data))
@@ -59,6 +62,10 @@ def test_1mb_write_arrives_intact_over_loss_and_reordering(pmtu_bytes, reorder):
     assert sender["retransmitted_packets"] > 0 and sender["retransmitted_bytes"] > 0
     assert sender["naks_received"] > 0
     assert b.counters()["naks_sent"] >= sender["naks_received"]  # NAKs can be lost too
+    receiver = b.counters()
+    assert receiver["ooo_received"] > 0  # after a loss, or overtaken
+    gbn, place = receiver["naks_sent_out_of_order"], receiver["naks_sent_place_gap"]
+    assert (gbn > 0 and place == 0) if receive_order == "gbn" else (gbn == 0 and place > 0)
     assert sim.port_counters(b).lost > 0
     if reorder:
         assert sim.port_counters(b).reordered > 0

@@ -78,3 +78,30 @@ def test_the_default_run_folder_is_runs_lab_and_time_and_never_reused(tmp_path, 
     assert first == tmp_path / "runs" / "lab-pfc-20260509-073525"
     first.mkdir(parents=True)
     assert runreport.default_run_dir("lab-pfc", at) == tmp_path / "runs" / "lab-pfc-20260509-073525-2"
+
+
+def test_uplink_share_is_each_leafs_busiest_uplink_over_its_mean_per_interval():
+    from rocelab.runtime.timeseries import Series
+
+    def rate(port: str, values: list[float], node: str = "leaf1") -> Series:
+        return Series("port_tx_bps", {"node": node, "port": port}, values)
+
+    ts = TimeSeries("t", 1, 1.0, [0.0, 1.0, 2.0], [
+        rate("eth5", [0.0, 30.0, 10.0]), rate("eth6", [0.0, 10.0, 10.0]), rate("eth1", [0.0, 99.0, 99.0]),
+        rate("eth5", [0.0, 5.0, 5.0], node="leaf2")])
+    (leaf1, leaf2) = runreport.uplink_share(ts, {"leaf1": ["eth5", "eth6"], "leaf2": ["eth5", "eth6"]})
+    assert (leaf1.labels, leaf1.values) == ({"node": "leaf1"}, [0.0, 1.5, 1.0])  # the host port eth1 is no uplink
+    assert leaf2.values == [0.0, 2.0, 2.0]  # a silent uplink counts in the mean
+
+
+def test_a_leaf_spine_run_plots_uplink_share_and_reordering(tmp_path):
+    from rocelab.runtime.timeseries import Series
+
+    ts = TimeSeries("t", 1000, 0.05, [0.0, 0.05, 0.1], [
+        Series("port_tx_bps", {"node": "leaf1", "port": p}, [0.0, v, v]) for p, v in (("eth5", 3e6), ("eth6", 1e6))]
+        + [Series("ooo_received", {"node": "h5", "qpn": "17"}, [0.0, 4.0, 2.0]),
+           Series("reorder_distance_max", {"node": "h5"}, [0.0, 3.0, 3.0])])
+    report = runreport.write_report(tmp_path, lab_state(str(ROOT / "topologies" / "leaf-spine-4x2.yml")), ts, [],
+                                    None, "load balance")
+    assert (report.parent / "load_balance.png").read_bytes().startswith(PNG_MAGIC)
+    assert 'href="load_balance.png"' in report.read_text()

@@ -8,7 +8,9 @@ per-interval deltas, rates and paused shares exactly as the run report's series 
 A frame is plain JSON (what the page draws and the snapshot embeds):
 
     lab, tdf, t_s (wall seconds since the dashboard started), message ("no lab up", …)
-    nodes [{name, role, x, y}], links [{a, b, ab_util, ba_util, ab_bps, ba_bps}]
+    nodes [{name, role, x, y}], links [{a, b, ab_util, ba_util, ab_bps, ba_bps, ab_share, ba_share}]
+        (share: a leaf's uplink's tx over the mean of that leaf's uplinks, the members of its ECMP
+        groups; None for any other direction)
     pauses [{port, priority, dir: tx|rx, share, frames, quanta}]
     queues [{port, queue, depth, xoff, kmin, kmax}]
     ecn [{port, queue, marks_per_s}], drops [{port, where, reason, packets, total}]
@@ -113,6 +115,28 @@ def _link_rates(links: list[dict], before: dict[str, dict], now: dict[str, dict]
     return out
 
 
+def uplink_shares(links: list[dict], roles: Mapping[str, str]) -> list[dict]:
+    """`links` with `ab_share`/`ba_share`: for a leaf → spine direction, its rate over the mean
+    rate of the leaf's uplinks (1: an even spread; N: all on one of N), else None."""
+    def up(port: str, peer: str) -> bool:
+        return roles.get(port.split(":")[0]) == "leaf" and roles.get(peer.split(":")[0]) == "spine"
+
+    by_leaf: dict[str, list[float]] = {}
+    for link in links:
+        for port, peer, key in ((link["a"], link["b"], "ab_bps"), (link["b"], link["a"], "ba_bps")):
+            if up(port, peer):
+                by_leaf.setdefault(port.split(":")[0], []).append(link[key] or 0.0)
+    mean = {leaf: sum(rates) / len(rates) for leaf, rates in by_leaf.items()}
+    out = []
+    for link in links:
+        shares = {}
+        for port, peer, key in ((link["a"], link["b"], "ab"), (link["b"], link["a"], "ba")):
+            leaf_mean = mean.get(port.split(":")[0]) if up(port, peer) else None
+            shares[f"{key}_share"] = (link[f"{key}_bps"] or 0.0) / leaf_mean if leaf_mean else None
+        out.append({**link, **shares})
+    return out
+
+
 def _nic_ports(record: LabState) -> dict[str, str]:
     """Host → 'h1:eth0', its NIC's port: a NIC's counters carry no port name, its badges belong there."""
     return {n.name: f"{n.name}:{n.interfaces[0].name}" for n in record.nodes if n.role == "host" and n.interfaces}
@@ -175,8 +199,8 @@ def frame(record: LabState, before: Reading, now: Reading, line_rate_bps: Mappin
     drops += [{"port": p, "where": w, "reason": r, "packets": 0, "total": n}
               for (p, w, r), n in totals.items() if (p, w, r) not in shown and n]
     return {"lab": record.name, "tdf": record.tdf, "t_s": t_s, "message": None, "nodes": nodes,
-            "links": _link_rates(links, _port_counters(before.agents), _port_counters(now.agents), dt_s,
-                                 record.tdf, line_rate_bps),
+            "links": uplink_shares(_link_rates(links, _port_counters(before.agents), _port_counters(now.agents),
+                                               dt_s, record.tdf, line_rate_bps), {n.name: n.role for n in record.nodes}),
             "pauses": pauses, "queues": queues, "ecn": ecn,
             "drops": [d for d in drops if d["total"] or d["packets"]], "qps": list(qps.values()), "job": job,
             "missing": sorted(a.node for a in now.agents if a.reply is None)}

@@ -148,6 +148,7 @@ def write_agent_config(lab: Lab, node: Node, netns: str | None = None) -> Path:
         "socket": str(control.socket_path(lab.name, node.name)),
         "profile": str(node_profile_file(lab, node.name) or "") or None,
         "roce": lab.roce_of(node.name),
+        "load_balancing": dict(lab.load_balancing),
         "ports": [{"name": p.name, "mac": p.mac, "address": str(p.address),
                    "peer_mac": lab.fabric.peer(p).mac,
                    "rate_bps": lab.fabric.links[p.link].rate_bps / lab.tdf,

@@ -22,12 +22,14 @@ from rocelab.yamlfile import load_yaml
 from rocelab.model.hostnics import nic_entries, nicd_settings, read_host_nics
 from rocelab.fabric.spec import load_devices
 from rocelab.qos.model import QosProfile
+from rocelab.qos.sonic import read_config_db
+from rocelab.switch.balance import balance_config, balance_from_config_db
 
 DEFAULT_DATAPLANE = "switchd"
 DEFAULT_PROFILE = "roce-lossless"  # for a bare topology on switchd: rocelab is about lossless RoCE
 LAB_KEYS = frozenset({"name", "description", "topology", "dataplane", "tdf", "pfc_wd_tdf", "fidelity_bound", "profile",
                       "profiles", "nic",
-                      "roce", "nics", "flow_control_rx", "scenario", "checks"})
+                      "roce", "nics", "flow_control_rx", "load_balancing", "scenario", "checks"})
 # `roce:` keys: NicConfig's fields (production units; nicd dilates them by the TDF), with
 # DCQCN's parameters under `dcqcn:`.
 
@@ -62,6 +64,9 @@ class Lab:
     # Switch ports ("leaf1:eth2") that honour 802.3x PAUSE (SAI's global flow control, rx);
     # every other port counts it and drops it, as SONiC leaves the setting off.
     flow_control_rx: frozenset[str] = frozenset()
+    # Every switch's ECMP load balancing (rocelab.switch.balance), as written; empty: each
+    # switch's profile decides (SONiC's ARS tables), else hash.
+    load_balancing: Mapping = field(default_factory=dict)
 
     def roce_of(self, host: str) -> dict:
         """The `roce:` settings of one host's NIC."""
@@ -147,6 +152,12 @@ def _load_lab_file(path: Path) -> Lab:
         if profile is None:
             problems.add("profile", f"{data['profile']!r} is not a QoS profile",
                          f"profiles: {', '.join(sorted(p.stem for p in paths.profiles_dir().glob('*.json')))}")
+        else:
+            try:  # its SONiC ARS tables, which switchd reads for the ECMP load balancing
+                balance_from_config_db(read_config_db(profile), str(profile))
+            except ValueError as exc:
+                problems.add("profile", str(exc), "ARS_OBJECT as sonic-ars.yang has it: assign_mode "
+                             "per_flowlet_quality or per_packet_quality, flowlet_idle_time 2..2047")
     nic = data.get("nic", "none")
     if nic not in builtin_nic_backends().names():
         problems.add("nic", f"{nic!r} is not a NIC backend", f"expected one of: {', '.join(builtin_nic_backends().names())}")
@@ -158,6 +169,14 @@ def _load_lab_file(path: Path) -> Lab:
             roce_config(roce)
         except (ValueError, TypeError) as exc:
             problems.add("roce", str(exc))
+    load_balancing = data.get("load_balancing") or {}
+    try:
+        balance_config(load_balancing)
+    except ValueError as exc:
+        problems.add(_at(doc, "load_balancing"), str(exc), "e.g. load_balancing: {mode: flowlet, flowlet_idle_time_us: 256}")
+    if nic == "verbs" and isinstance(roce, dict) and roce.get("receive_order") == "place":
+        problems.add(_at(doc, "roce", "receive_order"), "place: the verbs backend runs the kernel's RDMA device, "
+                     "whose receiver rocelab does not set", "receive_order: place needs nic: emulated")
     entries = nic_entries(doc, data.get("nics"), ("nics",), problems)
     problems.raise_if_any()
     fabric = load_topology(topo)
@@ -176,6 +195,11 @@ def _load_lab_file(path: Path) -> Lab:
         problems.raise_if_any()
     scenario = load_scenario(doc, path.parent, {h.name for h in fabric.hosts}, switch_ports,
                              {(n.name, p.name) for n in fabric.nodes for p in n.ports})
+    placing = [i for i, c in enumerate(scenario.cases if scenario else ()) if c.receive_order == "place"]
+    if nic == "verbs" and placing:
+        problems.add(_at(doc, "scenario", placing[0], "receive_order"), "place: the verbs backend runs the "
+                     "kernel's RDMA device, whose receiver rocelab does not set", "receive_order: place needs nic: emulated")
+        problems.raise_if_any()
     node_qos = {}
     if "profiles" in data:
         devices = load_devices(doc, data["profiles"], path.parent, fabric, "profiles")
@@ -183,4 +207,4 @@ def _load_lab_file(path: Path) -> Lab:
     return Lab(name, doc.name, fabric, dataplane, tdf, profile, nic, roce, scenario, node_qos=node_qos,
                pfc_wd_tdf=pfc_wd_tdf,
                fidelity_bound_s=fidelity_bound_s, host_roce=host_roce, host_notes=tuple(host_notes),
-               flow_control_rx=frozenset(flow_control_rx))
+               flow_control_rx=frozenset(flow_control_rx), load_balancing=load_balancing)

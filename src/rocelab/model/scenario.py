@@ -13,8 +13,10 @@ In `labs/<lab>/lab.yml`:
                                          # train: {target_accuracy: 0.95}: rocelab.train)
         cc: dcqcn                        # the NICs' congestion control for this case
         dcqcn: connectx                  # … and DCQCN's parameter set (paper, connectx)
+        load_balancing: {mode: packet}   # every switch's ECMP load balancing (rocelab.switch.balance)
+        receive_order: place             # the NICs' receivers: gbn or place (rocelab.roce.qp)
         impair:                          # link impairments out of switch ports
-          - {port: leaf1:eth3, delay: 20us, jitter: 0us, loss: 0.5%}
+          - {port: leaf1:eth3, delay: 20us, jitter: 0us, loss: 0.5%, rate: 25%}
         storm: {host: h4, priority: 3}   # a stuck NIC that keeps sending PFC XOFF
         background:                      # a second job run alongside, not measured, stopped
           traffic: elephant              # when the case's job ends (traffic into a stormed host)
@@ -47,12 +49,14 @@ import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 
 from rocelab import paths
 from rocelab.errors import InputError, Problem, Problems
 from rocelab.roce.cc import builtin_cc_registry
+from rocelab.roce.config import RECEIVE_ORDERS
+from rocelab.switch.balance import balance_config
 from rocelab.roce.dcqcn import DCQCN_SETS
 from rocelab.traffic.patterns import builtin_patterns
 from rocelab.traffic.spec import JobSpec, resolve_spec
@@ -63,8 +67,8 @@ from rocelab.yamlfile import at as _at
 
 # A switch's own commands (rocelab.nodecli.sonic.COMMANDS), which a case's `commands:` may run.
 SWITCH_COMMANDS = ("show", "config", "ecnconfig", "pfcwd", "sonic-clear")
-CASE_KEYS = ("case", "title", "profile", "traffic", "with", "train", "cc", "dcqcn", "impair", "storm", "background", "probes",
-             "commands")
+CASE_KEYS = ("case", "title", "profile", "traffic", "with", "train", "cc", "dcqcn", "load_balancing", "receive_order",
+             "impair", "storm", "background", "probes", "commands")
 WITH_KEYS = ("hosts", "size", "iterations", "compute_gap", "qps", "message_size", "verb", "options", "stall_timeout")
 # Drops of traffic that the fabric was asked to carry (not frames a router ignores anyway).
 FABRIC_DROP_REASONS = ("tail_drop", "headroom_exceeded", "wred_drop", "pfcwd_drop", "impairment_loss", "no_route",
@@ -99,6 +103,14 @@ OBSERVATIONS = {
     "uplink_imbalance": "each leaf's busiest uplink (leaf → spine port) over its leaf's mean uplink, in tx bytes, "
                         "weighted by the leaves' uplink bytes: 1 = even, N = all on one of N uplinks",
     "uplink_max_util": "the busiest uplink's tx bytes over what its line rate carries in job_wall_s",
+    "ooo_received": "request packets the NICs received ahead of the PSN they expected (reordered or after a loss)",
+    "reorder_distance_max": "the farthest ahead of the expected PSN a request packet arrived, in PSNs, over the NICs",
+    "reorder_distance_p99": "the p99 of how far ahead of the expected PSN packets arrived (the worst NIC's)",
+    "naks_sent": "NAKs the NICs sent, every cause",
+    "naks_sent_out_of_order": "sequence-error NAKs for a packet ahead of the expected PSN (receive_order gbn)",
+    "naks_sent_place_gap": "sequence-error NAKs for a hole taken for a loss (receive_order place)",
+    "flowlet_reassignments": "flowlets the switches moved to another ECMP member (load_balancing flowlet)",
+    "flowset_collisions": "frames that found their flowset entry active for another flow (load_balancing flowlet)",
     **TRAINING_OBSERVATIONS,
 }
 # Per switch port, named `NAME.NODE:PORT`, e.g. port_tx_util.leaf1:eth5.
@@ -123,6 +135,7 @@ class Impairment:
     delay_s: float = 0.0
     jitter_s: float = 0.0
     loss_pct: float = 0.0
+    rate_pct: float = 100.0  # the port sends at this share of its link's rate (a degraded link)
 
 
 @dataclass(frozen=True)
@@ -154,6 +167,8 @@ class Case:
     training: TrainSpec | None = None  # a PyTorch DDP job instead of a traffic pattern
     dcqcn: str | None = None  # DCQCN's parameter set (roce.dcqcn.DCQCN_SETS); None: the lab's
     commands: tuple[CaseCommand, ...] = ()
+    load_balancing: Mapping | None = None  # every switch's, for this case; None: the lab's
+    receive_order: str | None = None  # every NIC's receiver, for this case; None: the lab's
 
 
 @dataclass(frozen=True)
@@ -290,6 +305,16 @@ def load_scenario(doc: YamlDoc, lab_dir: Path, hosts: set[str], switch_ports: se
         if dcqcn is not None and dcqcn not in DCQCN_SETS:
             problems.add(_at(doc, "scenario", i, "dcqcn"), f"{dcqcn!r} is not a DCQCN parameter set",
                          f"expected one of: {', '.join(DCQCN_SETS)}")
+        load_balancing = raw.get("load_balancing")
+        if load_balancing is not None:
+            try:
+                balance_config(load_balancing)
+            except ValueError as exc:
+                problems.add(_at(doc, "scenario", i, "load_balancing"), str(exc), "e.g. load_balancing: {mode: packet}")
+        receive_order = raw.get("receive_order")
+        if receive_order is not None and receive_order not in RECEIVE_ORDERS:
+            problems.add(_at(doc, "scenario", i, "receive_order"), f"{receive_order!r} is not a receive order",
+                         f"expected one of: {', '.join(RECEIVE_ORDERS)}")
         impair = []
         for j, item in enumerate(raw.get("impair") or []):
             here = _at(doc, "scenario", i, "impair", j)
@@ -298,10 +323,13 @@ def load_scenario(doc: YamlDoc, lab_dir: Path, hosts: set[str], switch_ports: se
                 problems.add(here, f"{item!r} does not name a switch port", "write port: leaf1:eth3")
                 continue
             try:
+                rate_pct = float(str(item.get("rate", 100)).rstrip("%"))
+                if not 0 < rate_pct <= 100:
+                    raise ValueError(f"rate {item['rate']!r} is not a share of the link's rate")
                 impair.append(Impairment(node, port, parse_delay(item.get("delay", 0)), parse_delay(item.get("jitter", 0)),
-                                         float(str(item.get("loss", 0)).rstrip("%"))))
+                                         float(str(item.get("loss", 0)).rstrip("%")), rate_pct))
             except ValueError as exc:
-                problems.add(here, str(exc), "delay and jitter like 20us, loss like 0.5%")
+                problems.add(here, str(exc), "delay and jitter like 20us, loss like 0.5%, rate like 25% (of the link's)")
         storm = None
         if "storm" in raw:
             item = raw["storm"]
@@ -342,7 +370,8 @@ def load_scenario(doc: YamlDoc, lab_dir: Path, hosts: set[str], switch_ports: se
                 problems.add(here, str(exc), "at: a time after the job starts, like 500ms or 2s")
         if spec is not None or training is not None:
             cases.append(Case(name, str(raw.get("title", name)), spec, profile, cc, tuple(impair), storm, tuple(probes),
-                              background, training, dcqcn, tuple(sorted(commands, key=lambda c: c.at_s))))
+                              background, training, dcqcn, tuple(sorted(commands, key=lambda c: c.at_s)),
+                              load_balancing, receive_order))
     checks = []
     names = {c.name for c in cases}
     for i, raw in enumerate(data.get("checks") or []):
@@ -422,6 +451,24 @@ def switch_observations(counters: Mapping[str, dict], host_facing: set[tuple[str
             for pg in port["pgs"]:
                 obs["max_headroom_bytes"] = max(obs["max_headroom_bytes"], pg["headroom_watermark_bytes"])
     return obs
+
+
+def nic_observations(counters: Sequence[Mapping]) -> dict[str, float]:
+    """From the job's NICs' counters (since the case's clear): reordering and NAKs by cause.
+    A backend without a counter reads 0."""
+    obs = {k: float(sum(c.get(k, 0) for c in counters))
+           for k in ("ooo_received", "naks_sent", "naks_sent_out_of_order", "naks_sent_place_gap")}
+    distances = [c.get("reorder_distance") or {} for c in counters]
+    obs["reorder_distance_max"] = float(max((d.get("max", 0) for d in distances), default=0))
+    obs["reorder_distance_p99"] = float(max((d.get("p99", 0) for d in distances), default=0))
+    return obs
+
+
+def ecmp_observations(groups: Mapping[str, Mapping]) -> dict[str, float]:
+    """From every switch's adaptive ECMP groups (switchd's `ecmp_groups`, by switch)."""
+    every = [g for by_group in groups.values() for g in by_group.values()]
+    return {"flowlet_reassignments": float(sum(g["reassignments"] for g in every)),
+            "flowset_collisions": float(sum(g["collisions"] for g in every))}
 
 
 def port_observations(counters: Mapping[str, dict], rates_bps: Mapping[tuple[str, str], float],

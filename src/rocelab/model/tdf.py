@@ -161,7 +161,8 @@ class Demand:
                          f"{costs.per_frame_us('switchd', f):.0f} µs each")
         if busiest_host[1] and self.shared_nicd:
             f = sum(self.hosts.values()) / tdf
-            parts.append(f"nicd (all hosts' NICs) {f:,.0f} frames/s at {costs.per_frame_us('nicd', f / 2):.0f} µs each")
+            each_us = costs.per_frame_us("nicd", f / 2)
+            parts.append(f"nicd (all hosts' NICs) {f:,.0f} frames/s at {each_us:.0f} µs each")
         elif busiest_host[1]:
             f = busiest_host[1] / tdf
             parts.append(f"{busiest_host[0]}'s NIC {f:,.0f} frames/s at {costs.per_frame_us('nicd', f):.0f} µs each")

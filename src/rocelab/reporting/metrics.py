@@ -163,6 +163,9 @@ def _nic(out: _Families, base: dict[str, str], counters: dict) -> None:
     for reason, n in (counters.get("drops") or {}).items():
         out.add(COUNTER, "rocelab_nic_drops", "Frames the NIC dropped before they reached a QP, by reason.",
                 {**base, "reason": reason}, n)
+    for key, value in (counters.get("reorder_distance") or {}).items():
+        out.add(GAUGE, f"rocelab_nic_reorder_distance_{key}", f"The {key} of how far ahead of the expected PSN "
+                "request packets arrived, in PSNs, over every QP since the counters were cleared.", base, value)
     for key, values in (counters.get("pfc") or {}).items():
         for priority, value in enumerate(values):
             out.add(COUNTER, f"rocelab_nic_pfc_{_seconds(key)}", f"nicd PFC counter {key} per priority "
@@ -186,6 +189,24 @@ def _nic(out: _Families, base: dict[str, str], counters: dict) -> None:
         for reason, n in (qp.get("drops") or {}).items():
             out.add(COUNTER, "rocelab_qp_drops", "Packets a queue pair dropped, by reason.",
                     {**at_qp, "reason": reason}, n)
+
+
+def _ecmp(out: _Families, base: dict[str, str], groups: dict) -> None:
+    """switchd's adaptive ECMP groups (load_balancing other than hash), by their members."""
+    for name, group in groups.items():
+        at_group = {**base, "group": name}
+        out.info("rocelab_ecmp_group", "An adaptive ECMP group's load-balancing mode.", at_group,
+                 {"mode": group["mode"]})
+        out.add(COUNTER, "rocelab_ecmp_reassignments", "Flowlets the group moved to another member.", at_group,
+                group["reassignments"])
+        out.add(COUNTER, "rocelab_ecmp_collisions", "Frames that found their flowset entry active for another flow.",
+                at_group, group["collisions"])
+        for member, sent in group["members"].items():
+            at_member = {**at_group, "member": member}
+            out.add(COUNTER, "rocelab_ecmp_member_frames", "Frames the group steered to this member.", at_member,
+                    sent["frames"])
+            out.add(COUNTER, "rocelab_ecmp_member_bytes", "Bytes the group steered to this member.", at_member,
+                    sent["bytes"])
 
 
 def _loop(out: _Families, base: dict[str, str], loop: dict) -> None:
@@ -222,6 +243,7 @@ def families(readings: Iterable[LabReading]) -> list[Metric]:
                 _loop(out, {**base, "agent": agent.agent}, agent.reply["loop"])
             if agent.agent == "switchd":
                 _switch(out, base, agent.reply["counters"])
+                _ecmp(out, base, agent.reply.get("ecmp_groups") or {})
             else:
                 _nic(out, base, agent.reply["counters"])
     return out.metrics()

@@ -76,7 +76,30 @@ def _busiest(series: list[Series], n: int = LINES_PER_GROUP) -> list[Series]:
     return sorted(active, key=lambda s: (max(s.values), sum(s.values)), reverse=True)[:n]
 
 
-def _plots(ts: TimeSeries) -> list[_Plot]:
+def uplink_share(ts: TimeSeries, uplinks: dict[str, list[str]]) -> list[Series]:
+    """Per leaf (node → its uplink ports), its busiest uplink's tx over its uplinks' mean, per
+    interval: 1 is an even spread, N all on one of N; 0 where the uplinks sent nothing."""
+    shares = []
+    for leaf, ports in sorted(uplinks.items()):
+        rates = [s.values for s in ts.series if s.kind == "port_tx_bps" and s.labels.get("node") == leaf
+                 and s.labels.get("port") in ports]
+        if not rates:
+            continue
+        values = []
+        for at in zip(*rates):
+            mean = sum(at) / len(ports)
+            values.append(max(at) / mean if mean else 0.0)
+        shares.append(Series("uplink_share", {"node": leaf}, values))
+    return shares
+
+
+def _uplinks(fabric: Fabric) -> dict[str, list[str]]:
+    """Each leaf's ports towards a spine."""
+    return {s.name: [p.name for p in s.ports if fabric.node(p.peer_node).role == "spine"]
+            for s in fabric.switches if s.role == "leaf"}
+
+
+def _plots(ts: TimeSeries, uplinks: dict[str, list[str]] | None = None) -> list[_Plot]:
     production_gbps = ts.tdf / 1e9
     flows = _busiest(ts.of("qp_tx_bps"))
     # A receiver's QP sends only ACKs (under 1% of a data flow's peak) and idles at line
@@ -106,6 +129,14 @@ def _plots(ts: TimeSeries) -> list[_Plot]:
                _Panel("drops and retransmissions per sample", "packets", [
                    _Lines(_busiest(ts.of("drops")), "drop ", "-"),
                    _Lines(_busiest(ts.of("retransmitted_packets")), "retx ", "--")])]),
+        _Plot("load_balance.png", "How evenly each leaf spread its bytes over its uplinks (busiest ÷ mean, per "
+                                  "interval), and the reordering the receivers saw.",
+              "no leaf uplink carried bytes and no packet arrived out of order",
+              [_Panel("uplink share (busiest ÷ mean uplink)", "× mean", [
+                  _Lines(uplink_share(ts, uplinks or {}), "", "-")]),
+               _Panel("reordering", "packets / PSNs", [
+                   _Lines(_busiest(ts.of("ooo_received")), "out of order ", "-"),
+                   _Lines(_busiest(ts.of("reorder_distance_max")), "max distance ", "--")])]),
     ]
 
 
@@ -211,14 +242,17 @@ def write_report(run_dir: Path | None, lab_state: LabState, series: TimeSeries, 
     (run_dir / "series.json").write_text(json.dumps(series.to_json()))
 
     parts = [f"<h1>{html.escape(title)}</h1>", _meta(lab_state, series), _verdict(verdict), "<h2>Topology</h2>"]
+    uplinks = {}
     try:
-        topology = graph.draw(_fabric(lab_state), run_dir / "topology.png")
+        fabric = _fabric(lab_state)
+        uplinks = _uplinks(fabric)
+        topology = graph.draw(fabric, run_dir / "topology.png")
         parts.append(_figure(topology, f"{lab_state.name}: topology"))
     except InputError as exc:  # the lab's file moved or changed since `up`: say so, keep the report
         parts.append(f'<p class="absent">No topology picture: {html.escape(str(exc))}</p>')
 
     parts.append("<h2>Over time</h2>")
-    for plot in _plots(series):
+    for plot in _plots(series, uplinks):
         if not any(group.series for panel in plot.panels for group in panel.groups):
             parts.append(f'<p class="absent">No {html.escape(plot.file.removesuffix(".png"))} plot: '
                          f"{html.escape(plot.absent)}.</p>")

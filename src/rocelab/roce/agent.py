@@ -37,7 +37,7 @@ from pathlib import Path
 from rocelab.kernel.loop import Loop, Port, open_port
 from rocelab.kernel.control import ControlServer
 from rocelab.kernel.netns import in_netns
-from rocelab.roce.config import roce_config
+from rocelab.roce.config import RECEIVE_ORDERS, roce_config
 from rocelab.roce import Nic, builtin_cc_registry, dilate
 from rocelab.ethernet import ROCE_UDP_PORT
 from rocelab.traffic.host import JOB_OPS, JobHost
@@ -179,8 +179,8 @@ class Nicd:
                     "scheduling": self.loop.stats.scheduling}
         if op == "counters":
             return {"node": self.node, "counters": _subtract(self.nic.counters(self.loop.now()), self._baseline),
-                    "loop": self.loop.read_drops().to_json(), "tdf": self.tdf, "delay_line": {"max_frames": self.core.max_line_frames},
-                    "job": self.jobs.status()}
+                    "loop": self.loop.read_drops().to_json(), "tdf": self.tdf,
+                    "delay_line": {"max_frames": self.core.max_line_frames}, "job": self.jobs.status()}
         if op == "set_cc":
             # A lab case switches congestion control (DCQCN vs none) and DCQCN's parameter set for
             # the QPs it connects next; None: this NIC's own (the lab's, over its host's NIC files).
@@ -188,10 +188,14 @@ class Nicd:
                             self.tdf)
             algorithm = req.get("algorithm") or chosen.cc_algorithm
             builtin_cc_registry().check(algorithm)
+            receive_order = req.get("receive_order") or chosen.receive_order
+            if receive_order not in RECEIVE_ORDERS:
+                raise ValueError(f"receive_order {receive_order!r}; expected one of: {', '.join(RECEIVE_ORDERS)}")
             self.nic.config = dataclasses.replace(self.nic.config, cc_algorithm=algorithm, cc=chosen.cc,
-                                                  cnp_interval_s=chosen.cnp_interval_s)
-            return {"cc_algorithm": algorithm, "dcqcn": req.get("dcqcn")}
+                                                  cnp_interval_s=chosen.cnp_interval_s, receive_order=receive_order)
+            return {"cc_algorithm": algorithm, "dcqcn": req.get("dcqcn"), "receive_order": receive_order}
         if op == "clear":
+            self.nic.clear_reorder_distances()
             self._baseline = self.nic.counters(self.loop.now())
             return {}
         if op in JOB_OPS:

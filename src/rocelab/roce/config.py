@@ -16,6 +16,9 @@ from rocelab.roce.dcqcn import DCQCN_SETS
 
 PMTU_VALUES_BYTES = (256, 512, 1024, 2048, 4096)  # InfiniBand path MTUs
 PSN_HALF_SPACE = 1 << 23
+# What a responder does with a PSN ahead of the one it expects (rocelab.roce.qp): gbn drops and
+# NAKs it (go-back-N); place keeps it (ConnectX-5+ out-of-order data placement).
+RECEIVE_ORDERS = ("gbn", "place")
 
 
 def _default_dscp_to_priority() -> dict[int, int]:
@@ -44,6 +47,11 @@ class NicConfig:
     frame_overhead_bytes: wire bytes beyond the frame (FCS 4 + preamble 8 + gap 12), which
         the port and QP pacers count.
     pacing_burst_bytes: how far a pacer may catch up when polled late.
+    receive_order: "gbn" (a PSN ahead of the expected one is dropped and NAKed: the requester
+        goes back N) or "place" (kept and placed; completion once the message is contiguous;
+        rocelab.roce.qp says how a real loss is still recovered).
+    place_nak_distance_packets: under place, a hole is taken for a loss (one NAK, sequence
+        error at the hole) once a packet arrives this many PSNs past it.
     """
 
     pmtu_bytes: int = 4096
@@ -65,6 +73,8 @@ class NicConfig:
     cc: CcConfig = field(default_factory=CcConfig)
     frame_overhead_bytes: int = 24
     pacing_burst_bytes: int = 9000
+    receive_order: str = "gbn"
+    place_nak_distance_packets: int = 128
 
     def __post_init__(self) -> None:
         problems = []
@@ -88,6 +98,11 @@ class NicConfig:
                      "pacing_burst_bytes"):
             if getattr(self, name) < 0:
                 problems.append(f"{name}={getattr(self, name)} must be ≥ 0")
+        if self.receive_order not in RECEIVE_ORDERS:
+            problems.append(f"receive_order={self.receive_order!r} must be one of {', '.join(RECEIVE_ORDERS)}")
+        if not 1 <= self.place_nak_distance_packets <= self.psn_window_packets:
+            problems.append(f"place_nak_distance_packets={self.place_nak_distance_packets} must be 1.."
+                            "psn_window_packets")
         if not self.max_inflight_packets <= self.psn_window_packets < PSN_HALF_SPACE:
             problems.append(f"psn_window_packets={self.psn_window_packets} must be at least "
                             f"max_inflight_packets and below 2^23")

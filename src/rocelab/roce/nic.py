@@ -24,7 +24,7 @@ from dataclasses import fields
 
 from rocelab.roce.cc import CcRegistry, builtin_cc_registry
 from rocelab.roce.config import NicConfig
-from rocelab.roce.qp import MemoryRegion, QpCounters, QpState, QueuePair, WorkCompletion
+from rocelab.roce.qp import MemoryRegion, QpCounters, QpState, QueuePair, WorkCompletion, reorder_summary
 from rocelab.ethernet import ECN_CE, PauseTimers, mac_bytes, pause_duration_s
 from rocelab.roce.wire import (
     PRIORITIES, PSN_MASK, QPN_MASK, MalformedFrame, NotRoce, Opcode, PauseFrame, ip_to_bytes, parse_frame,
@@ -66,6 +66,7 @@ class Nic:
         self._next_va = _FIRST_VA
         self._completions: deque[WorkCompletion] = deque()
         self._retired: Counter[str] = Counter()  # counters of destroyed QPs
+        self._retired_distances: Counter[int] = Counter()  # and their reorder distances
         # Control frames (ACK, NAK, CNP) per priority, with the QP they count against.
         self._control: list[deque[tuple[QueuePair, bytes]]] = [deque() for _ in range(PRIORITIES)]
         self._burst_s = self.config.pacing_burst_bytes * 8 / self.port_rate_bps
@@ -136,6 +137,7 @@ class Nic:
             self._connected.remove(qp)
             self._rr_next = 0
         self._retired.update(qp.counters.as_dict())
+        self._retired_distances.update(qp.reorder_distances)
 
     def post_write(self, qpn: int, wr_id: int, data: bytes | bytearray | memoryview, *,
                    remote_va: int, r_key: int) -> None:
@@ -283,6 +285,13 @@ class Nic:
 
     # ---- counters ----------------------------------------------------------------------
 
+    def clear_reorder_distances(self) -> None:
+        """Start the reorder distances afresh: a max and a p99 cannot be read as a difference
+        from a baseline, as the counts are."""
+        self._retired_distances.clear()
+        for qp in self._qps.values():
+            qp.reorder_distances.clear()
+
     def counters(self, now: float | None = None) -> dict:
         """JSON-able counters as of `now`, or of the last receive/poll.
 
@@ -293,13 +302,16 @@ class Nic:
         """
         now = self._now if now is None else max(now, self._now)
         totals = self._retired.copy()
+        distances = self._retired_distances.copy()
         for qp in self._qps.values():
             totals.update(qp.counters.as_dict())
+            distances.update(qp.reorder_distances)
         return {
             "tx_packets": self.tx_packets, "tx_bytes": self.tx_bytes,
             "rx_packets": self.rx_packets, "rx_bytes": self.rx_bytes,
             **{name: totals[name] for name in _QP_TOTALS},
             "qps_in_error": sum(qp.state is QpState.ERROR for qp in self._qps.values()),
+            "reorder_distance": reorder_summary(distances),  # every QP's, destroyed ones included
             "drops": dict(self.drops),
             "pfc": {
                 "rx_pause_frames": list(self._pause_frames),

@@ -8,10 +8,30 @@ everything up to p; a NAK (PSN sequence error) with PSN p acknowledges up to p �
 sends everything again from p; a timeout sends everything again from the oldest
 unacknowledged PSN, doubling the timeout each time, and fails the QP after retry_limit.
 
-Responder: accepts only the expected PSN. A later PSN is dropped and NAKed once per
-gap (not again until the expected PSN arrives); an earlier one is a duplicate, answered
-with a re-ACK (the first after progress, and any with AckReq). Accepted WRITEs land in
-a registered memory region by VA and R_Key; SENDs land in the oldest posted receive.
+Responder, by `receive_order`:
+
+  gbn    accepts only the expected PSN. A later PSN is dropped and NAKed once per gap (not
+         again until the expected PSN arrives): the requester goes back N.
+  place  ConnectX-5 and later's out-of-order data placement for RC (NVIDIA: "packets can now
+         be handled instead of being dropped, in order to avoid retransmission"; MLNX_OFED's
+         "Out-of-Order (OOO) Data Placement", switched on per device by
+         MLX5_RELAXED_PACKET_ORDERING_ON). A later PSN within the window is kept, not NAKed;
+         when the expected PSN arrives, everything contiguous behind it is placed in PSN order,
+         ACKed cumulatively, and a message completes once it is contiguous. What NVIDIA does
+         not document is how a real loss is found; here, a hole is taken for a loss once a
+         packet arrives place_nak_distance_packets PSNs past it: one NAK (PSN sequence error
+         at the hole), so the requester resends from the hole (what it resends that was kept
+         arrives again as a duplicate); the requester's timeout remains the backstop. Kept
+         packets wait in the responder (the window's memory) and reach the memory region when
+         contiguous: the bytes a WRITE leaves and the completions are what placement gives,
+         the order memory is written in is not modelled.
+
+Either way an earlier PSN is a duplicate, answered with a re-ACK (the first after progress,
+and any with AckReq). Accepted WRITEs land in a registered memory region by VA and R_Key;
+SENDs land in the oldest posted receive. Counters: `ooo_received` (packets ahead of the
+expected PSN), the reorder distance (how far ahead, in PSNs: `reorder_distances`, its max and
+p99 in the report) and NAKs by cause (`naks_sent_out_of_order` under gbn,
+`naks_sent_place_gap` under place, beside the fatal ones in `naks_sent` and `rnr_naks_sent`).
 
 Internally PSNs are unbounded integers ("seq"), reduced to 24 bits only on the wire,
 so wrap-around needs no special cases. Nothing here raises on a packet: problems are
@@ -120,6 +140,9 @@ class QpCounters:
     rnr_naks_received: int = 0
     timeouts: int = 0
     duplicates_received: int = 0
+    ooo_received: int = 0  # request packets ahead of the expected PSN
+    naks_sent_out_of_order: int = 0  # gbn: sequence-error NAKs for a PSN ahead of the expected one
+    naks_sent_place_gap: int = 0  # place: sequence-error NAKs for a hole taken for a loss
     ce_received: int = 0
     cnps_sent: int = 0
     cnps_received: int = 0
@@ -184,6 +207,18 @@ def psn_delta(psn: int, reference: int) -> int:
     return ((psn - reference + 0x800000) & PSN_MASK) - 0x800000
 
 
+def reorder_summary(distances: Counter[int]) -> dict[str, int]:
+    """The max and p99 of reorder distances counted as {distance: arrivals}; 0 for none."""
+    total = sum(distances.values())
+    p99 = seen = 0
+    for distance in sorted(distances):
+        seen += distances[distance]
+        if seen >= 0.99 * total:
+            p99 = distance
+            break
+    return {"max": max(distances, default=0), "p99": p99}
+
+
 def default_udp_sport(qpn: int, remote_qpn: int) -> int:
     """A stable UDP source port in 0xC000–0xFFFF from the QP pair, for ECMP entropy."""
     return 0xC000 | (zlib.crc32(qpn.to_bytes(3, "big") + remote_qpn.to_bytes(3, "big")) & 0x3FFF)
@@ -244,6 +279,8 @@ class QueuePair:
         self._rx_is_write = False
         self._rx_recv: _RecvWr | None = None
         self._last_cnp_s = float("-inf")
+        self._kept: dict[int, RocePacket] = {}  # place: packets ahead of the expected PSN, by seq
+        self.reorder_distances: Counter[int] = Counter()  # PSNs ahead of the expected one → arrivals
 
     # ---- setup -------------------------------------------------------------------
 
@@ -496,11 +533,16 @@ class QueuePair:
             if delta > window:
                 self.drops["psn_out_of_window"] += 1
                 return None
+            if self._cfg.receive_order == "place":
+                return self._keep(pkt, expected + delta, delta)
+            self.counters.ooo_received += 1
+            self.reorder_distances[delta] += 1
             self.drops["psn_out_of_order"] += 1
             if self._nak_sent:
                 return None
             self._nak_sent = True
             self.counters.naks_sent += 1
+            self.counters.naks_sent_out_of_order += 1
             return self._aeth_frame(Syndrome.NAK_PSN_SEQUENCE_ERROR, expected)
         if delta < 0:
             if -delta > window:
@@ -512,6 +554,40 @@ class QueuePair:
                 self.counters.acks_sent += 1
                 return self._aeth_frame(Syndrome.ACK, expected - 1)
             return None
+        reply = self._accept(pkt)
+        ackreq = pkt.ackreq
+        kept = self._kept
+        while reply is None and kept and self._expected_seq in kept:  # place: the hole is filled
+            pkt = kept.pop(self._expected_seq)
+            ackreq = ackreq or pkt.ackreq
+            reply = self._accept(pkt)
+        if reply is not None:
+            return reply
+        if ackreq or self._unacked_packets >= self._cfg.ack_coalesce_packets:
+            self._unacked_packets = 0
+            self.counters.acks_sent += 1
+            return self._aeth_frame(Syndrome.ACK, self._expected_seq - 1)
+        return None
+
+    def _keep(self, pkt: RocePacket, seq: int, delta: int) -> bytes | None:
+        """place: a packet ahead of the expected PSN is kept until the hole before it fills;
+        one NAK when it is far enough past the hole for the hole to be a loss."""
+        if seq in self._kept:
+            self.counters.duplicates_received += 1
+            return None
+        self._kept[seq] = pkt
+        self.counters.ooo_received += 1
+        self.reorder_distances[delta] += 1
+        if delta < self._cfg.place_nak_distance_packets or self._nak_sent:
+            return None
+        self._nak_sent = True
+        self.counters.naks_sent += 1
+        self.counters.naks_sent_place_gap += 1
+        return self._aeth_frame(Syndrome.NAK_PSN_SEQUENCE_ERROR, self._expected_seq)
+
+    def _accept(self, pkt: RocePacket) -> bytes | None:
+        """The expected PSN: placed, and the responder moves on; a NAK frame if it can't be."""
+        expected = self._expected_seq
         nak = self._place(pkt)
         if nak is not None:
             if nak == Syndrome.RNR_NAK:
@@ -527,10 +603,6 @@ class QueuePair:
         self._nak_sent = False
         self._dup_acked = False
         self._unacked_packets += 1
-        if pkt.ackreq or self._unacked_packets >= self._cfg.ack_coalesce_packets:
-            self._unacked_packets = 0
-            self.counters.acks_sent += 1
-            return self._aeth_frame(Syndrome.ACK, expected)
         return None
 
     def _place(self, pkt: RocePacket) -> Syndrome | None:
@@ -631,6 +703,7 @@ class QueuePair:
             self._complete(recv.wr_id, WcOpcode.RECV, WcStatus.WR_FLUSH_ERR, 0)
         self._recvs.clear()
         self._send_seq = self._una_seq = self._next_seq
+        self._kept.clear()
 
     def report(self, now: float) -> dict:
         """JSON-able counters and state of this QP, congestion control advanced to `now`."""
@@ -642,5 +715,6 @@ class QueuePair:
             "priority": self.priority,
             "cc": None if self.cc is None else {"algorithm": self.cc.name, **self.cc.state()},
             **self.counters.as_dict(),
+            "reorder_distance": reorder_summary(self.reorder_distances),
             "drops": dict(self.drops),
         }

@@ -15,8 +15,8 @@ from typing import Callable, Mapping
 from rocelab.engines.state import LabState
 from rocelab.kernel import control
 from rocelab.kernel.loop import REALTIME
-from rocelab.model.scenario import (Case, CheckResult, Scenario, evaluate, job_observations, port_observations,
-                                    probe_observations, switch_observations)
+from rocelab.model.scenario import (Case, CheckResult, Scenario, ecmp_observations, evaluate, job_observations,
+                                    nic_observations, port_observations, probe_observations, switch_observations)
 from rocelab.probes import Probe
 from rocelab.probes.storm import hold_pfc_pause
 from rocelab.qos.sonic import load_config_db
@@ -43,12 +43,12 @@ def agents_not_realtime(record: LabState) -> dict[str, str]:
     return {node: how for node, how in got.items() if how != REALTIME}
 
 
-def start_clean(record: LabState, cc: str | None, dcqcn: str | None = None) -> None:
-    """Before a measurement: the NICs' congestion control and DCQCN parameter set for the QPs
-    they connect next (None: each NIC's own, from the lab and its host's NIC files), and every
-    agent's counters (and watermarks) cleared."""
+def start_clean(record: LabState, cc: str | None, dcqcn: str | None = None, receive_order: str | None = None) -> None:
+    """Before a measurement: the NICs' congestion control, DCQCN parameter set and receive
+    order for the QPs they connect next (None: each NIC's own, from the lab and its host's NIC
+    files), and every agent's counters (and watermarks) cleared."""
     for sock in agent_sockets(record, "nicd").values():
-        control.request(sock, "set_cc", algorithm=cc, dcqcn=dcqcn)
+        control.request(sock, "set_cc", algorithm=cc, dcqcn=dcqcn, receive_order=receive_order)
     for sock in [*agent_sockets(record, "switchd").values(), *agent_sockets(record, "nicd").values()]:
         control.request(sock, "clear")
 
@@ -118,13 +118,14 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
     for node, sock in switches.items():
         if reload:
             control.request(sock, "reload",
-                            profile=str(case.profile or lab_profile) if (case.profile or lab_profile) else None)
+                            profile=str(case.profile or lab_profile) if (case.profile or lab_profile) else None,
+                            load_balancing=case.load_balancing)
         for port in fabric.node(node).ports:
             control.request(sock, "impair", port=port.name)
     for imp in case.impair:
         control.request(switches[imp.node], "impair", port=imp.port, delay_s=imp.delay_s * record.tdf,
-                        jitter_s=imp.jitter_s * record.tdf, loss_pct=imp.loss_pct)
-    start_clean(record, case.cc, case.dcqcn)
+                        jitter_s=imp.jitter_s * record.tdf, loss_pct=imp.loss_pct, rate_pct=imp.rate_pct)
+    start_clean(record, case.cc, case.dcqcn, case.receive_order)
     watch = Watch(record)
     spec = case.traffic
     probes = {f"{n}:{i}": Probe(record.node(n).netns, i).start() for n, i in case.probes}
@@ -171,6 +172,9 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
         probe_reports = {where: p.stop().to_json() for where, p in probes.items()}
     fidelity = watch.result()
     counters = read_restored(switches, case.profile or lab_profile)
+    groups = {node: control.request(sock, "counters", packed=True).get("ecmp_groups", {})
+              for node, sock in switches.items()}
+    job_nics = [control.request(nics[h], "counters")["counters"] for h in (spec and spec.hosts) or nics if h in nics]
     host_facing = {(s.name, p.name) for s in fabric.switches for p in s.ports if fabric.node(p.peer_node).role == "host"}
     obs = switch_observations(counters, host_facing)
     if report is not None:
@@ -178,12 +182,12 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
     else:
         obs |= {k: float("nan") for k in ("job_time_s", "job_wall_s", "busbw_gbps", "busbw_vs_line_rate", "fct_max_s")}
         # No report: the job's own NICs say what they went through (cleared at the case's start).
-        nic = [counter_snapshot(control.request(nics[h], "counters")["counters"])
-               for h in (spec and spec.hosts) or nics if h in nics]
+        nic = [counter_snapshot(c) for c in job_nics]
         obs |= {k: float(sum(c[k] for c in nic)) for k in
                 ("cnps_sent", "cnps_received", "retransmitted_packets", "retransmitted_bytes", "timeouts")}
         obs |= {"host_pause_frames": float(sum(c["pfc_pause_frames"] for c in nic)),
                 "host_paused_s": sum(c["pfc_paused_s"] for c in nic) / record.tdf}
+    obs |= nic_observations(job_nics) | ecmp_observations(groups)
     obs["stalled"] = float(stalled)
     obs["retransmitted_bytes_per_drop"] = obs["retransmitted_bytes"] / obs["drops"] if obs["drops"] else 0.0
     obs |= probe_observations(probe_reports)

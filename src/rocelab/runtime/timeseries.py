@@ -18,9 +18,13 @@ Kinds (labels):
     paused_fraction        share of the interval held paused     (node, port, priority) / NIC (node, priority)
     ecn_marked_packets     CE marks per interval                 (node, port, queue)
     drops                  packets dropped per interval          (node, port, where, reason) / NIC (node, reason)
+    port_tx_bps            switch port's send rate from tx bytes (node, port)
     qp_rate_bps            congestion control's current rate     (node, qpn)
     qp_tx_bps              measured send rate from tx bytes      (node, qpn)
-    cnps_received, cnps_sent, retransmitted_packets   per interval (node, qpn)
+    cnps_received, cnps_sent, retransmitted_packets, ooo_received   per interval (node, qpn)
+    reorder_distance_max   farthest a packet arrived ahead of the expected PSN, since the clear (node)
+    uplink_share           derived by the run report, not sampled: a leaf's busiest uplink ÷ its
+                           uplinks' mean, in tx bytes per interval (node)
 
 Times are emulated seconds since the sampler started; production-equivalent time is
 emulated / TDF. Rates are emulated bits per second (× TDF for production-equivalent).
@@ -54,13 +58,17 @@ KINDS = {
     "paused_fraction": FRACTION,
     "ecn_marked_packets": DELTA,
     "drops": DELTA,
+    "port_tx_bps": RATE_BPS,
     "qp_rate_bps": GAUGE,
     "qp_tx_bps": RATE_BPS,
     "cnps_received": DELTA,
     "cnps_sent": DELTA,
     "retransmitted_packets": DELTA,
+    "ooo_received": DELTA,
+    "reorder_distance_max": GAUGE,
+    "uplink_share": GAUGE,
 }
-_QP_DELTAS = ("cnps_received", "cnps_sent", "retransmitted_packets")
+_QP_DELTAS = ("cnps_received", "cnps_sent", "retransmitted_packets", "ooo_received")
 _LABEL_PREFIX = {"queue": "q", "priority": "p", "pg": "pg", "qpn": "qp"}
 
 
@@ -118,6 +126,7 @@ def observe_switch(node: str, counters: dict) -> Observation:
     obs: Observation = {}
     for port_name, port in counters["ports"].items():
         at = {"node": node, "port": port_name}
+        _put(obs, _key("port_tx_bps", **at), port["tx_bytes"])
         for p in range(len(port["pfc_tx_frames"])):
             _put(obs, _key("pfc_tx_frames", **at, priority=p), port["pfc_tx_frames"][p])
             _put(obs, _key("pfc_rx_frames", **at, priority=p), port["pfc_rx_frames"][p])
@@ -146,6 +155,7 @@ def observe_nic(node: str, counters: dict) -> Observation:
         _put(obs, _key("paused_fraction", node=node, priority=p), s)
     for reason, n in (counters.get("drops") or {}).items():
         _put(obs, _key("drops", node=node, reason=reason), n)
+    _put(obs, _key("reorder_distance_max", node=node), (counters.get("reorder_distance") or {}).get("max", 0))
     for qpn, qp in (counters.get("qps") or {}).items():
         at = {"node": node, "qpn": qpn}
         rate_bps = (qp.get("cc") or {}).get("rate_bps")

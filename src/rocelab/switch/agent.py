@@ -9,20 +9,24 @@ profile from a SONiC config_db.json, and a control socket:
 
     ping                                   → {"node", "scheduling", "pipeline": "c" | "python", "pipeline_why"}
     counters                               → {"counters": …, "loop": …, "tdf": N, "profile": PATH,
-                                              "reloads": N (how many so far), "pipeline", "pipeline_why"}
+                                              "reloads": N (how many so far), "pipeline", "pipeline_why",
+                                              "load_balancing": {"mode", "source"},
+                                              "ecmp_groups": Switch.group_counters() (Python only)}
     counters {"packed": true}              → {"packed_counters": …, …}: flat, for frequent readers
                                              (rocelab.switch.counters.expand); the nested view
                                              where a reload's counts are carried since the last clear
     clear                                  → zero every counter
-    reload {"profile": PATH}               → a new profile: the pipeline restarts (frames in its
-                                             buffers are lost; the pipeline is chosen again), its
-                                             counters carry on
+    reload {"profile": PATH, "load_balancing": {…}}  → a new profile (and ECMP load balancing:
+                                             rocelab.switch.balance; absent, the lab's): the pipeline
+                                             restarts (frames in its buffers are lost; the pipeline is
+                                             chosen again), its counters carry on
     port {"port", "admin": "up"|"down", "mtu": N}  → the port's link as the kernel holds it:
                                              a shut port neither sends nor receives, and its
                                              peer loses carrier
     links                                  → every port's admin and oper state and MTU
-    impair {"port", "delay_s", "jitter_s", "loss_pct"}  → link impairment out of a port,
-                                             on top of the cable's own (dilated) delay
+    impair {"port", "delay_s", "jitter_s", "loss_pct", "rate_pct"}  → link impairment out of a
+                                             port, on top of the cable's own (dilated) delay, and
+                                             its rate as a share of the link's (default 100)
     fib                                    → the compiled forwarding table, as read
 
 Kernel IP forwarding stays off in the namespace, so no packet bypasses the pipeline.
@@ -47,9 +51,10 @@ from rocelab.kernel.control import ControlServer
 from rocelab.ethernet import ETH, ETH_P_8021Q, ETH_P_IPV4, IPPROTO_ICMP, internet_checksum, ipv4_header, mac_bytes
 from rocelab.qos.model import QosProfile
 from rocelab.qos.sonic import QOS_TABLES, profile_from_config_db, read_config_db
+from rocelab.switch.balance import Balance, balance_config, balance_from_config_db, dilate
 from rocelab.switch.counters import carry_counters
 from rocelab.switch.fib import Fib
-from rocelab.switch.fastpath import make_switch
+from rocelab.switch.fastpath import choose_pipeline, make_switch
 from rocelab.switch.pipeline import PortSpec, Switch
 
 ICMP_TIME_EXCEEDED = 11
@@ -133,6 +138,16 @@ def load_profile(path: str | None, tdf: int) -> QosProfile:
     return replace(profile, ports=ports)
 
 
+def load_balance(path: str | None, settings: dict | None, tdf: int) -> Balance:
+    """A switch's ECMP load balancing, its times dilated: the lab's (or the case's)
+    `load_balancing:` where given, else the profile's SONiC ARS tables, else hash."""
+    if settings:
+        balance = balance_config(settings)
+    else:
+        balance = (balance_from_config_db(read_config_db(path), path) if path else None) or Balance()
+    return dilate(balance, tdf)
+
+
 class Switchd:
     def __init__(self, config: dict):
         self.config = config
@@ -142,13 +157,16 @@ class Switchd:
                                global_flow_control_rx=bool(p.get("global_flow_control_rx", False)))
                       for p in config["ports"]]
         self.cable_delay_s = {p["name"]: p["delay_s"] for p in config["ports"]}
+        self.link_rate_bps = {p["name"]: p["rate_bps"] for p in config["ports"]}
         self.names = [p.name for p in self.specs]
         self.ipr = IPRoute()
         self.fib: Fib = kernel_fib.read_fib(self.ipr, self.names)
         self.pfc_wd_tdf = config.get("pfc_wd_tdf", config["tdf"])
         self.profile = load_profile(config["profile"], self.pfc_wd_tdf)
         self.rng = random.Random(config.get("seed", 0))
-        self.switch, self.pipeline = make_switch(config["node"], self.specs, self.profile, self.fib, self.rng)
+        self.balance = load_balance(config["profile"], config.get("load_balancing"), config["tdf"])
+        self.switch, self.pipeline = make_switch(config["node"], self.specs, self.profile, self.fib, self.rng,
+                                                 self.balance)
         self.carried: dict | None = None  # what the pipelines a reload replaced had counted
         self.reloads = 0
         # A shut port's neighbours and routes, which the kernel drops with the link, for startup.
@@ -160,44 +178,65 @@ class Switchd:
                          watchers={self.events.fileno(): self.refresh_fib}, early_s=config.get("early_s", 0.0))
 
     def refresh_fib(self) -> None:
+        """The kernel's routes changed. A FIB that needs a feature the running pipeline lacks
+        (an ECMP group under a mode the C core does not declare, on a switch that had none),
+        or no longer needs one, rebuilds the pipeline; otherwise the running one takes it."""
         self.events.get()
         self.fib = kernel_fib.read_fib(self.ipr, self.names)
-        self.switch.set_fib(self.fib)
+        if choose_pipeline(self.profile, self.specs, self.fib, self.balance).pipeline != self.pipeline.pipeline:
+            self.rebuild(time.monotonic())
+        else:
+            self.switch.set_fib(self.fib)
+
+    def rebuild(self, now: float) -> None:
+        """A new pipeline for the current profile, balance and FIB, chosen again: frames in the
+        old one's buffers are lost, its counters carry on."""
+        self.carried = carry_counters(self.carried, self.switch.counters(now))
+        self.switch, self.pipeline = make_switch(self.config["node"], self.specs, self.profile, self.fib, self.rng,
+                                                 self.balance)
+        self.cpu.use(self.switch)
 
     def handle(self, req: dict) -> dict:
         op = req["op"]
         now = time.monotonic()
         if op == "ping":
             return {"node": self.config["node"], "scheduling": self.loop.stats.scheduling,
-                    "pipeline": self.pipeline.pipeline, "pipeline_why": self.pipeline.why}
+                    "pipeline": self.pipeline.pipeline, "pipeline_why": self.pipeline.why,
+                    "load_balancing": self.balancing()}
         if op == "counters":
             packed = self.switch.packed_counters(now)
             body = {"packed_counters": packed} if req.get("packed") and self.carried is None else \
                 {"counters": carry_counters(self.carried, counters.expand(packed))}
             return {**body, "tdf": self.config["tdf"], "pfc_wd_tdf": self.pfc_wd_tdf,
                     "profile": self.profile.source, "reloads": self.reloads, "loop": self.loop.read_drops().to_json(),
-                    "pipeline": self.pipeline.pipeline, "pipeline_why": self.pipeline.why}
+                    "pipeline": self.pipeline.pipeline, "pipeline_why": self.pipeline.why,
+                    "load_balancing": self.balancing(),
+                    "ecmp_groups": self.switch.group_counters() if self.pipeline.pipeline == "python" else {}}
         if op == "clear":
             self.switch.clear_counters(now)
             self.carried = None
             return {}
         if op == "reload":
             self.profile = load_profile(req.get("profile"), self.pfc_wd_tdf)
-            self.carried = carry_counters(self.carried, self.switch.counters(now))
+            self.balance = load_balance(req.get("profile"), req.get("load_balancing") or
+                                        self.config.get("load_balancing"), self.config["tdf"])
             self.reloads += 1
-            self.switch, self.pipeline = make_switch(self.config["node"], self.specs, self.profile, self.fib,
-                                                     self.rng)
-            self.cpu.use(self.switch)
+            self.rebuild(now)
             return {"profile": self.profile.source}
         if op == "impair":
             port = req["port"]
             if port not in self.cable_delay_s:
                 raise ValueError(f"no port {port!r}; ports: {', '.join(self.names)}")
             delay_s = self.cable_delay_s[port] + float(req.get("delay_s", 0.0))
+            rate_pct = float(req.get("rate_pct", 100.0))
+            if not 0 < rate_pct <= 100:
+                raise ValueError(f"rate_pct {rate_pct}: a share of the link's rate, above 0 and at most 100")
             self.switch.set_impairment(port, delay_s=delay_s, jitter_s=float(req.get("jitter_s", 0.0)),
-                                       loss_pct=float(req.get("loss_pct", 0.0)))
+                                       loss_pct=float(req.get("loss_pct", 0.0)),
+                                       rate_bps=self.link_rate_bps[port] * rate_pct / 100)
             self.specs = [replace(s, delay_s=delay_s, jitter_s=float(req.get("jitter_s", 0.0)),
-                                  loss_pct=float(req.get("loss_pct", 0.0))) if s.name == port else s
+                                  loss_pct=float(req.get("loss_pct", 0.0)),
+                                  rate_bps=self.link_rate_bps[port] * rate_pct / 100) if s.name == port else s
                           for s in self.specs]
             return {}
         if op == "port":
@@ -222,6 +261,9 @@ class Switchd:
             return {"routes": {prefix: [[h.port, h.mac] for h in hops] for prefix, hops in self.fib.routes.items()},
                     "local": sorted(self.fib.local)}
         raise ValueError(f"unknown op {op!r}; ops: ping, counters, clear, reload, impair, port, links, fib")
+
+    def balancing(self) -> dict:
+        return {"mode": self.balance.mode, "source": self.balance.source}
 
     def run(self) -> None:
         try:

@@ -18,8 +18,8 @@ its drop reasons, schedulers, wire constants and the attributes it reads (REASON
 WIRE, FIELDS: one table per kind of object, all read when the switch is built, so a missing
 attribute fails then with its name); tests match them with the Python side's by name.
 
-    choose_pipeline(profile, ports, fib)          which pipeline a switch runs, and why
-    make_switch(name, ports, profile, fib, rng)   (FastSwitch or Switch, the PipelineChoice)
+    choose_pipeline(profile, ports, fib, balance)          which pipeline a switch runs, and why
+    make_switch(name, ports, profile, fib, rng, balance)   (FastSwitch or Switch, the PipelineChoice)
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from rocelab.switch import counters, features
+from rocelab.switch.balance import Balance
 from rocelab.switch.fib import Fib
 from rocelab.switch.frames import MAX_FRAME_BYTES
 from rocelab.switch.pipeline import FLOW_CACHE_MAX, TRAP_QUEUE_MAX, PortSpec, Switch
@@ -69,9 +70,10 @@ if Asic is not None:
             self.reference.set_fib(fib)
             self._flush_flows()
 
-        def set_impairment(self, port_name: str, delay_s: float, jitter_s: float, loss_pct: float) -> None:
+        def set_impairment(self, port_name: str, delay_s: float, jitter_s: float, loss_pct: float,
+                           rate_bps: float | None = None) -> None:
             self._store()
-            self.reference.set_impairment(port_name, delay_s, jitter_s, loss_pct)
+            self.reference.set_impairment(port_name, delay_s, jitter_s, loss_pct, rate_bps)
             self._load()
 
         def packed_counters(self, now: float) -> dict:
@@ -100,22 +102,25 @@ class PipelineChoice:
     why: str
 
 
-def choose_pipeline(profile, ports: Sequence[PortSpec], fib: Fib) -> PipelineChoice:
+def choose_pipeline(profile, ports: Sequence[PortSpec], fib: Fib, balance: Balance | None = None) -> PipelineChoice:
     """C where it is built, not switched off, and declares every feature the switch needs
     (rocelab.switch.features.needed); else Python, saying what kept it off C."""
     if Asic is None:
         return PipelineChoice("python", "the C core is not built here (no C compiler at install time)")
     if os.environ.get(PURE_ENV) == "1":
         return PipelineChoice("python", f"{PURE_ENV}=1")
-    lacking = {f: where for f, where in features.needed(profile, ports, fib).items() if f not in FEATURES}
+    lacking = {f: where for f, where in features.needed(profile, ports, fib, balance).items() if f not in FEATURES}
     if lacking:
         return PipelineChoice("python", "the C core lacks " + ", ".join(
             f"{f} ({where})" for f, where in sorted(lacking.items())))
     return PipelineChoice("c", "the C core implements every feature this switch needs")
 
 
-def make_switch(name: str, ports: Sequence[PortSpec], profile, fib: Fib, rng: random.Random):
-    """The switch switchd runs, and why: a FastSwitch or the Python Switch, per `choose_pipeline`."""
-    choice = choose_pipeline(profile, ports, fib)
-    build = FastSwitch if choice.pipeline == "c" else Switch
-    return build(name, ports, profile, fib, rng), choice
+def make_switch(name: str, ports: Sequence[PortSpec], profile, fib: Fib, rng: random.Random,
+                balance: Balance | None = None):
+    """The switch switchd runs, and why: a FastSwitch or the Python Switch, per `choose_pipeline`.
+    C runs only where its features cover the balance (hash), so it needs none."""
+    choice = choose_pipeline(profile, ports, fib, balance)
+    if choice.pipeline == "c":
+        return FastSwitch(name, ports, profile, fib, rng), choice
+    return Switch(name, ports, profile, fib, rng, balance=balance), choice

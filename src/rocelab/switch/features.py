@@ -1,7 +1,7 @@
 """The switch core's features by name, and which of them a switch needs.
 
 A feature lands in the Python pipeline (rocelab.switch.pipeline, the reference) first, and
-its name here; the C core (_fastpath.c) declares the ones it implements (FEATURES there), and
+its name here; the C core (fastpath_core.c) declares the ones it implements (FEATURES there), and
 a switch runs on C only where everything it needs is declared (rocelab.switch.fastpath).
 Base forwarding (parsing, classification, LPM, the MMU's static thresholds, lossy tail drop,
 shaping, counters) is in both and not named.
@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from rocelab.qos.model import QosProfile, port_qos
+from rocelab.switch.balance import Balance
 from rocelab.switch.fib import Fib
 
 FEATURES = frozenset({
@@ -24,12 +25,14 @@ FEATURES = frozenset({
     "pause_802_3x",  # a port that honours 802.3x PAUSE (flow_control_rx)
     "link_delay", "link_jitter", "link_loss",  # a port's link impairments
     "ecmp:hash",  # an ECMP group, a member picked by the 5-tuple's hash
+    # an ECMP group under another load-balancing mode (rocelab.switch.balance)
+    "ecmp:flowlet", "ecmp:packet", "ecmp:spray",
 })
 
 
-def needed(profile: QosProfile, ports: Sequence, fib: Fib) -> dict[str, str]:
-    """Every named feature a switch with this profile, these ports (PortSpec) and this FIB
-    uses, each with the first place that uses it ("Ethernet0 queue 3")."""
+def needed(profile: QosProfile, ports: Sequence, fib: Fib, balance: Balance | None = None) -> dict[str, str]:
+    """Every named feature a switch with this profile, these ports (PortSpec), this FIB and
+    this load balancing uses, each with the first place that uses it ("Ethernet0 queue 3")."""
     found: dict[str, str] = {}
 
     def need(feature: str, where: str) -> None:
@@ -60,5 +63,5 @@ def needed(profile: QosProfile, ports: Sequence, fib: Fib) -> dict[str, str]:
                 need(feature, spec.name)
     for prefix, hops in fib.routes.items():
         if len(hops) > 1:
-            need("ecmp:hash", f"route {prefix}")
+            need(f"ecmp:{balance.mode if balance else 'hash'}", f"route {prefix}")
     return found

@@ -64,6 +64,11 @@ class RouteTable:
                         for length in sorted(by_length, reverse=True)]
         self._local = frozenset(int(ipaddress.IPv4Address(a)) for a in fib.local)
 
+    def routes(self) -> list[tuple[str, tuple[tuple[str, bytes], ...]]]:
+        """Every (prefix, next hops), as compiled."""
+        return [(f"{ipaddress.IPv4Address(network)}/{_length(mask)}", hops)
+                for mask, table in self._tables for network, hops in table.items()]
+
     def is_local(self, dst: int) -> bool:
         return dst in self._local
 
@@ -74,6 +79,10 @@ class RouteTable:
             if hops is not None:
                 return hops
         return ()
+
+
+def _length(mask: int) -> int:
+    return bin(mask).count("1")
 
 
 def _mask(prefix_length: int) -> int:

@@ -8,7 +8,9 @@ until `Switch.next_event(now)`. Time is float seconds from the caller; randomnes
 from the injected `random.Random`, so a run under a simulated clock is reproducible.
 
 Forwarding decisions (classification, route, ECMP member) are cached per ingress port and
-flow (TOS, protocol, addresses, L4 ports); `set_fib` empties the caches.
+flow (TOS, protocol, addresses, L4 ports); `set_fib` empties the caches. Under a load-balancing
+mode other than hash (rocelab.switch.balance) the cache holds the flow's group, and the group
+picks the member per frame.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from rocelab.switch.counters import (
     TAIL_DROP, HOLDERS_PER_PORT, count_drop,
 )
 from rocelab.switch import counters
+from rocelab.switch.balance import Balance, EcmpGroup, Member
 from rocelab.switch.fib import Fib, RouteTable, ecmp_hash
 from rocelab.ethernet import (ECN_CE, ECN_MASK, ETH_P_8021Q, ETH_P_IPV4, ETH_P_MAC_CONTROL, IPPROTO_TCP, IPPROTO_UDP,
                               PauseTimers, mac_bytes, mac_control, pause_duration_s)
@@ -167,6 +170,27 @@ class _Port:
         self.drops: dict[str, list[int]] = {}
 
 
+class _Steer:
+    """A flow through an adaptive ECMP group (a `Balance` mode other than hash): its hash and,
+    per member, where its frames go (egress port, queue, next-hop and egress MACs)."""
+
+    __slots__ = ("group", "flow_hash", "choices", "queues")
+
+    def __init__(self, group: EcmpGroup, flow_hash: int, tc: int, macs: list[bytes]):
+        self.group = group
+        self.flow_hash = flow_hash
+        self.choices = [(m.port, m.port.queues[m.port.qos.tc_to_queue[tc]], mac)
+                        for m, mac in zip(group.members, macs)]
+        self.queues = [queue for _port, queue, _mac in self.choices]
+
+    def pick(self, size: int, now: float) -> tuple:
+        index = self.group.pick(self.flow_hash, self.queues, now)
+        member = self.group.members[index]
+        member.frames += 1
+        member.bytes += size
+        return self.choices[index]
+
+
 def _pool(pools: dict[str, Pool], profile) -> Pool | None:
     if not profile.pool:
         return None
@@ -183,7 +207,7 @@ class Switch:
     implementation = "python"  # rocelab.switch.fastpath.FastSwitch is the C one
 
     def __init__(self, name: str, ports: Sequence[PortSpec], profile: QosProfile, fib: Fib,
-                 rng: random.Random, schedulers: Registry | None = None):
+                 rng: random.Random, schedulers: Registry | None = None, balance: Balance | None = None):
         names = [p.name for p in ports]
         if len(set(names)) != len(names):
             raise ValueError(f"switch {name}: port names repeat: {names}")
@@ -200,17 +224,39 @@ class Switch:
         self._watched: set[_Queue] = set()  # queues whose PFC watchdog has a timer running
         self._next_timer_s = INF
         self._pfc_sent = False  # during poll: a PFC frame was queued on some link
+        self.balance = balance or Balance()  # already dilated (rocelab.switch.balance.dilate)
+        self._groups: dict[tuple, EcmpGroup] = {}  # next hops → group, under a mode other than hash
         self.set_fib(fib)
 
     def set_fib(self, fib: Fib) -> None:
-        """Replace the forwarding table (switchd follows the kernel's route changes)."""
+        """Replace the forwarding table (switchd follows the kernel's route changes). A group
+        whose next hops stay keeps its flowset table and counters."""
         self._routes = RouteTable(fib, self._port_by_name)
         for port in self._ports:
             port.flows.clear()
+        if self.balance.mode != "hash":
+            prefixes: dict[tuple, list[str]] = {}
+            for prefix, hops in self._routes.routes():
+                if len(hops) > 1:
+                    prefixes.setdefault(hops, []).append(prefix)
+            groups = {}
+            for hops, names in prefixes.items():
+                group = groups[hops] = self._groups.get(hops) or EcmpGroup(
+                    [Member(self._port_by_name[p], p) for p, _mac in hops], self.balance,
+                    f"{self.name}:{','.join(p for p, _mac in hops)}")
+                group.prefixes = names
+            self._groups = groups
 
-    def set_impairment(self, port_name: str, delay_s: float, jitter_s: float, loss_pct: float) -> None:
-        """Change the link impairments out of a port while the switch runs (a lab step)."""
-        self._port_by_name[port_name].link.impair(delay_s, jitter_s, loss_pct)
+    def set_impairment(self, port_name: str, delay_s: float, jitter_s: float, loss_pct: float,
+                       rate_bps: float | None = None) -> None:
+        """Change the link impairments out of a port while the switch runs (a lab step), and
+        its rate where given (a degraded link: a lane down, a renegotiated speed)."""
+        port = self._port_by_name[port_name]
+        port.link.impair(delay_s, jitter_s, loss_pct)
+        if rate_bps is not None and rate_bps != port.rate_bps:
+            port.rate_bps = rate_bps
+            port.bucket.burst_s *= 8 / rate_bps / port.bucket.s_per_byte
+            port.bucket.s_per_byte = 8 / rate_bps
 
     # ---- ingress ---------------------------------------------------------------------
 
@@ -286,6 +332,8 @@ class Switch:
             if len(self.trapped) < TRAP_QUEUE_MAX:
                 self.trapped.append((port.name, bytes(frame[:size])))
             return count_drop(port.drops, TTL_EXPIRED, size)
+        if egress.__class__ is _Steer:
+            egress, queue, macs = egress.pick(size, now)
         if queue.dropping:
             return count_drop(queue.drops, PFCWD_DROP, size)
 
@@ -344,19 +392,25 @@ class Switch:
 
     def _route(self, port: _Port, key: tuple) -> tuple:
         """(egress port, queue, ingress PG, next-hop and egress MACs, lossless) for a flow
-        (TOS, protocol, addresses, L4 ports) entering `port`; (None, drop reason, None, b"",
-        False) when it is not forwarded."""
+        (TOS, protocol, addresses, L4 ports) entering `port`; through an adaptive ECMP group,
+        (its _Steer, None, ingress PG, b"", lossless), the member picked per frame; (None, drop
+        reason, None, b"", False) when it is not forwarded."""
         tos, proto, src, dst, sport, dport = key
         if self._routes.is_local(dst):
             return (None, TO_SELF, None, b"", False)
         hops = self._routes.lookup(dst)
         if not hops:
             return (None, NO_ROUTE, None, b"", False)
-        hop_port, hop_mac = hops[ecmp_hash(src, dst, proto, sport, dport) % len(hops)]
-        egress = self._port_by_name[hop_port]
+        flow_hash = ecmp_hash(src, dst, proto, sport, dport)
         qos = port.qos
         tc = qos.dscp_to_tc[tos >> 2]
         pg = port.pgs[qos.tc_to_pg[tc]]
+        group = self._groups.get(hops)
+        if group is not None:
+            macs = [mac + self._port_by_name[p].mac for p, mac in hops]
+            return (_Steer(group, flow_hash, tc, macs), None, pg, b"", pg.lossless and tc in port.pfc_enable)
+        hop_port, hop_mac = hops[flow_hash % len(hops)]
+        egress = self._port_by_name[hop_port]
         queue = egress.queues[egress.qos.tc_to_queue[tc]]
         return (egress, queue, pg, hop_mac + egress.mac, pg.lossless and tc in port.pfc_enable)
 
@@ -591,6 +645,13 @@ class Switch:
         """Every counter as plain JSON-able data (layout: `rocelab.switch` docstring)."""
         return counters.expand(self.packed_counters(now))
 
+    def group_counters(self) -> dict:
+        """Per adaptive ECMP group (named by its members, "eth5,eth6"): its mode, prefixes,
+        frames and bytes steered to each member, flowlet re-assignments and flowset collisions.
+        Empty under hash, where the ports' tx counters tell the members' shares. Kept beside
+        the packed counters, whose layout the C core produces."""
+        return {",".join(m.name for m in g.members): g.counters() for g in self._groups.values()}
+
     def clear_counters(self, now: float) -> None:
         """Zero every counter and restart watermarks from the current occupancy."""
         for port in self._ports:
@@ -610,6 +671,8 @@ class Switch:
                 pg.rx_packets = pg.rx_bytes = 0
                 pg.drops.clear()
                 pg.reset_watermarks()
+        for group in self._groups.values():
+            group.clear_counters()
 
 
 def _unusual_ipv4(frame, size: int) -> tuple | str:
