@@ -1,8 +1,10 @@
-"""The commands of a node's own CLI (SONiC's on a switch), run by `invoke exec NODE -- CMD`,
-`invoke config NODE -- …`, `invoke shell NODE` and a lab.yml case's `commands:`.
+"""The commands of a node's own CLI (SONiC's on a switch, NVIDIA's and perftest's on a host),
+run by `invoke exec NODE -- CMD`, `invoke config NODE -- …`, `invoke shell NODE` and a lab.yml
+case's `commands:`.
 
     run(node, argv) → exit status       the command argv[0] with its arguments, on a node
     live_switch(record, name, command)  a running lab's switch node
+    live_host(record, name, command)    a running lab's host node (its nicd)
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import click
 from rocelab import paths
 from rocelab.engines.state import LabState
 from rocelab.kernel import control
-from rocelab.nodecli.node import SwitchNode
+from rocelab.nodecli.host import COMMANDS as HOST_COMMANDS
+from rocelab.nodecli.node import HostNode, SwitchNode
 from rocelab.nodecli.sonic import COMMANDS as SWITCH_COMMANDS
 
 
@@ -30,17 +33,30 @@ def live_switch(record: LabState, name: str, command: str) -> SwitchNode:
                       command)
 
 
+def live_host(record: LabState, name: str, command: str) -> HostNode:
+    port = record.node(name).interfaces[0]
+    hosts = {i.address.split("/")[0]: n.name for n in record.nodes if n.role == "host" for i in n.interfaces}
+    return HostNode(paths.STATE_DIR / record.name, name,
+                    lambda op, **fields: control.request(control.socket_path(record.name, name), op, **fields),
+                    port.name, port.address, port.mac, command, record, hosts)
+
+
+def _agent_of(record: LabState, name: str) -> str | None:
+    return {p["node"]: p["what"] for p in record.processes}.get(name)
+
+
 def commands_of(record: LabState, name: str) -> dict[str, click.Command]:
-    """The node's own commands: SONiC's on a switch that runs switchd, none elsewhere (yet)."""
-    runs = {p["node"]: p["what"] for p in record.processes}
-    return SWITCH_COMMANDS if runs.get(name) == "switchd" else {}
+    """The node's own commands: SONiC's on a switch that runs switchd, the NIC's on a host that
+    runs nicd, none elsewhere (yet)."""
+    return {"switchd": SWITCH_COMMANDS, "nicd": HOST_COMMANDS}.get(_agent_of(record, name), {})
 
 
 def run(record: LabState, name: str, argv: list[str]) -> int:
     """Run one of the node's commands as a user typed it; its exit status (click's: 0, 1
     for an error, 2 for a usage error)."""
     command = commands_of(record, name)[argv[0]]
-    node = live_switch(record, name, shlex.join(argv))
+    live = live_switch if _agent_of(record, name) == "switchd" else live_host
+    node = live(record, name, shlex.join(argv))
     try:
         command.main(argv[1:], prog_name=argv[0], obj=node, standalone_mode=True)
     except SystemExit as exc:
