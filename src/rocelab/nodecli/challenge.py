@@ -6,14 +6,18 @@ A challenge is a file `labs/challenges/NAME.yml`:
     lab: lab-pfc                  # the lab it runs on
     symptom: …                    # what the student sees
     hint: …                       # `challenge hint`
-    fault: {leaf1: [JSON Patch]}  # seeded into the switches' running config_db at start
+    fault: {leaf1: [JSON Patch]}  # seeded at start into a switch's running config_db, or a host's
+                                  # running NIC (its JSON: /trust, /pfc_priorities, /dscp_to_priority/26 …)
     answer: …                     # `challenge give-up`: the fault, in words …
     fix: [{node: leaf1, run: "config …"}]   # … and the commands that fix it (paths relative to the file)
     run: {traffic: incast-4to1, size: 3MB, iterations: 1, checks: ["drops == 0"]}   # the symptom's scenario
 
 `check` grades the running lab: the static checks (rocelab.fabric.lint) over every switch's
-running config_db, then the symptom's scenario with its checks; it says what still fails
-by check and count, never the fault.
+running config_db and every host's running NIC (its `mlnx_qos` and sysfs output, as a user
+would save them), then the symptom's scenario with its checks; it says what still fails
+by check and count, never the fault. A finding the lab had before its fault was seeded
+(lab-pfc's NICs run without DCQCN by design) is the lab's, not the challenge's: `start` keeps
+those, and `check` leaves them out.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from rocelab.fabric.spec import load_fabric_spec
 from rocelab.model.lab import Lab
 from rocelab.model.scenario import Case, evaluate, parse_check
 from rocelab.qos import configdb
+from rocelab.qos.nic import HostNicConfig, nic_from_json, nic_to_json
+from rocelab.reporting import nic_cli
 from rocelab.traffic.patterns import builtin_patterns
 from rocelab.traffic.spec import resolve_spec, with_overrides
 from rocelab.yamlfile import load_yaml
@@ -106,6 +112,11 @@ def seeded(doc: dict, challenge: Challenge, node: str) -> dict:
     return configdb.patched(doc, challenge.fault.get(node, []))
 
 
+def seeded_nic(nic: HostNicConfig, challenge: Challenge, node: str) -> HostNicConfig:
+    """A host's running NIC with the challenge's fault in it."""
+    return nic_from_json(configdb.patched(nic_to_json(nic), challenge.fault.get(node, [])))
+
+
 def fix_argv(challenge: Challenge, fix: Fix) -> list[str]:
     """A fix's command with its files found beside the challenge (as a user would type their path)."""
     return [str(challenge.folder / word) if (challenge.folder / word).is_file() else word for word in fix.argv]
@@ -125,19 +136,34 @@ def running(records: list[LabState]) -> tuple[Challenge, LabState]:
     raise InputError([Problem("challenge", "", "none is running", "invoke challenge start NAME (invoke challenge list)")])
 
 
-def mark_started(record: LabState, challenge: Challenge) -> None:
-    _state(record.name).write_text(json.dumps({"name": challenge.name}))
+def mark_started(record: LabState, challenge: Challenge, baseline: list) -> None:
+    """`baseline`: the static findings of the lab before the fault was seeded."""
+    _state(record.name).write_text(json.dumps({"name": challenge.name,
+                                               "baseline": sorted({(f.check, f.device) for f in baseline})}))
+
+
+def baseline_of(record: LabState) -> set[tuple[str, str]]:
+    return {tuple(item) for item in json.loads(_state(record.name).read_text()).get("baseline", [])}
 
 
 # --- grading
 
 
-def static_findings(lab: Lab, folder: Path, running_config: dict[str, Path]) -> list:
-    """The static checks over every switch's running config_db, as `pytest --fabric` runs them
-    (the fabric description written into `folder`)."""
+def static_findings(lab: Lab, folder: Path, running_config: dict[str, Path],
+                    nics: dict[str, HostNicConfig] | None = None, iface: str = "eth1") -> list:
+    """The static checks over every switch's running config_db and every host's running NIC
+    (`nics`, written as its tools print it), as `pytest --fabric` runs them (the fabric
+    description written into `folder`)."""
     folder.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for host, nic in (nics or {}).items():
+        files[host] = {"mlnx_qos": str(folder / f"{host}.mlnx_qos.txt"), "sysfs": str(folder / f"{host}.sysfs.txt")}
+        Path(files[host]["mlnx_qos"]).write_text(nic_cli.mlnx_qos(nic) + "\n")
+        Path(files[host]["sysfs"]).write_text(
+            "".join(f"{p}={v}\n" for p, v in nic_cli.sysfs_files(nic, iface).items()))
     fabric = {"name": "challenge", "topology": str(Path(lab.fabric.source).resolve()),
-              "devices": {name: {"sonic": str(path)} for name, path in running_config.items()}, "hosts": HOSTS}
+              "devices": {name: {"sonic": str(path)} for name, path in running_config.items()},
+              "hosts": {**HOSTS, **({"nics": files} if files else {})}}
     (folder / "fabric.yml").write_text(json.dumps(fabric, indent=1))
     return lint(load_fabric_spec(folder / "fabric.yml"))
 
@@ -157,10 +183,14 @@ def symptom_results(challenge: Challenge, observations: dict[str, float]) -> lis
             for r in evaluate(checks, {"symptom": observations})]
 
 
-def verdict_lines(findings: list, symptoms: list[tuple[str, bool, float]]) -> tuple[bool, list[str]]:
-    """Solved, and what still fails: a check's name and how many places, never the finding itself."""
+def verdict_lines(findings: list, symptoms: list[tuple[str, bool, float]],
+                  baseline: set[tuple[str, str]] = frozenset()) -> tuple[bool, list[str]]:
+    """Solved, and what still fails: a check's name and how many places, never the finding
+    itself (findings the lab had before its fault, `baseline`, are left out)."""
     by_check: dict[str, set[str]] = {}
     for finding in findings:
+        if (finding.check, finding.device) in baseline:
+            continue
         by_check.setdefault(finding.check, set()).add(finding.device)
     lines = [f"static check {name}: fails on {', '.join(sorted(devices))}" for name, devices in sorted(by_check.items())]
     lines += [f"symptom: {text}: {'passes' if ok else 'fails'} (observed {value:g})" for text, ok, value in symptoms]
