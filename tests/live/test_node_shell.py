@@ -6,7 +6,11 @@ through the interactive `rocelab shell` on a pseudo-terminal:
   counters`) with no PFC (`show pfc counters`); `config rollback` brings back zero drops;
 - `ecnconfig` raising Kmin above any queue the incast builds stops the marking at once;
 - `config interface shutdown`: `show interfaces status` says down, the host's NIC loses carrier,
-  nothing crosses the port; `startup` brings it back.
+  nothing crosses the port; `startup` brings it back;
+- on a host, `mlnx_qos --trust pcp` puts h2's RoCE on priority 0, so leaf1's pauses on priority 3
+  no longer hold it and leaf1 drops on its port; `--trust dscp` brings back zero drops; what
+  `mlnx_qos` and `sysfs` print reads back through the readers of a real host's saved files;
+- `ib_write_bw` with no address waits as perftest's server, and the client's run is printed on both.
 """
 
 from __future__ import annotations
@@ -15,10 +19,12 @@ import json
 import os
 import pty
 import select
+import subprocess
 import time
 
 import pytest
 
+from rocelab.qos.nic import read_mlnx_qos, read_nic_sysfs
 from test_labs import CLI, ROOT, cli
 
 pytestmark = pytest.mark.root
@@ -115,6 +121,41 @@ def test_shutdown_and_startup_of_a_port(lab_pfc):
     time.sleep(0.5)
     assert on("h2", f"ping -c 2 -W 2 {h1}", check=False).returncode == 0
     assert rx_ok("Ethernet4") > before
+
+
+def rx_drp(port: str) -> int:
+    lines = on("leaf1", "show interfaces counters").stdout.splitlines()
+    return next(int(line.split()[6].replace(",", "")) for line in lines[2:] if line.split()[0] == port)
+
+
+def test_a_host_nic_trusting_pcp_is_not_paused_and_mlnx_qos_fixes_it_live(lab_pfc):
+    on("h2", "mlnx_qos -i eth1 --trust pcp")
+    on("leaf1", "sonic-clear counters")
+    incast()
+    assert rx_drp("Ethernet4") > 0 and rx_drp("Ethernet0") == 0  # h2's port only
+    shown = on("h2", "mlnx_qos -i eth1 --trust dscp").stdout
+    nic = read_mlnx_qos(shown, "h2.mlnx_qos.txt")
+    assert (nic.trust, nic.pfc_priorities, nic.dscp_to_priority[26]) == ("dscp", {3}, 3)
+    assert read_nic_sysfs(on("h2", "sysfs").stdout, "h2.sysfs.txt").dcqcn_np["cnp_dscp"] == 48
+    on("leaf1", "sonic-clear counters")
+    incast()
+    assert rx_drp("Ethernet4") == 0
+
+
+def test_ib_write_bw_server_and_client(lab_pfc):
+    server = subprocess.Popen([*CLI, "exec", "h5", "--", "ib_write_bw", "-D", "1"], cwd=ROOT, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while on("h1", "ib_write_bw -D 1 198.19.5.2", check=False).returncode != 0:
+            assert time.monotonic() < deadline and server.poll() is None, "the server never waited"
+            time.sleep(1)
+        out, _ = server.communicate(timeout=60)
+    finally:
+        server.kill()
+    assert "Waiting for client to connect" in out and "RDMA_Write BW Test" in out
+    row = out.splitlines()[out.splitlines().index(next(l for l in out.splitlines() if "#bytes" in l)) + 1].split()
+    assert row[0] == "65536" and float(row[3]) > 0
 
 
 def test_typing_into_the_interactive_shell(lab_pfc):
