@@ -3,7 +3,7 @@ run by `invoke exec NODE -- CMD`, `invoke config NODE -- …`, `invoke shell NOD
 case's `commands:`.
 
     run(node, argv) → exit status       the command argv[0] with its arguments, on a node
-    live_switch(record, name, command)  a running lab's switch node
+    live_switch(record, name, command)  a running lab's switch node (an EosNode where it runs EOS's config)
     live_host(record, name, command)    a running lab's host node (its nicd)
 """
 
@@ -19,18 +19,25 @@ import click
 from rocelab import paths
 from rocelab.engines.state import LabState
 from rocelab.kernel import control
+from rocelab.model.lab import load_lab
+from rocelab.nodecli.eos import COMMANDS as EOS_COMMANDS
 from rocelab.nodecli.host import COMMANDS as HOST_COMMANDS
-from rocelab.nodecli.node import HostNode, SwitchNode
+from rocelab.nodecli.node import EosNode, HostNode, SwitchNode
 from rocelab.nodecli.sonic import COMMANDS as SWITCH_COMMANDS
+
+
+def _agent_config(record: LabState, name: str) -> dict:
+    return json.loads(control.socket_path(record.name, name).with_suffix(".json").read_text())
 
 
 def live_switch(record: LabState, name: str, command: str) -> SwitchNode:
     sock = control.socket_path(record.name, name)
-    config = json.loads(sock.with_suffix(".json").read_text())
-    return SwitchNode(paths.STATE_DIR / record.name, name,
-                      lambda op, **fields: control.request(sock, op, **fields),
-                      {p["name"]: int(round(p["rate_bps"] * record.tdf)) for p in config["ports"]}, record.tdf,
-                      command)
+    config = _agent_config(record, name)
+    args = (paths.STATE_DIR / record.name, name, lambda op, **fields: control.request(sock, op, **fields),
+            {p["name"]: int(round(p["rate_bps"] * record.tdf)) for p in config["ports"]}, record.tdf, command)
+    if config.get("nos") == "eos":  # its EOS running-config, read as `up` read it (the lab's profiles: entry)
+        return EosNode(*args, load_lab(record.name).node_nos[name])
+    return SwitchNode(*args)
 
 
 def live_host(record: LabState, name: str, command: str) -> HostNode:
@@ -46,9 +53,12 @@ def _agent_of(record: LabState, name: str) -> str | None:
 
 
 def commands_of(record: LabState, name: str) -> dict[str, click.Command]:
-    """The node's own commands: SONiC's on a switch that runs switchd, the NIC's on a host that
-    runs nicd, none elsewhere (yet)."""
-    return {"switchd": SWITCH_COMMANDS, "nicd": HOST_COMMANDS}.get(_agent_of(record, name), {})
+    """The node's own commands: on a switch that runs switchd, SONiC's (EOS's where its lab.yml
+    entry is an EOS running-config), the NIC's on a host that runs nicd, none elsewhere (yet)."""
+    agent = _agent_of(record, name)
+    if agent == "switchd":
+        return EOS_COMMANDS if _agent_config(record, name).get("nos") == "eos" else SWITCH_COMMANDS
+    return HOST_COMMANDS if agent == "nicd" else {}
 
 
 def run(record: LabState, name: str, argv: list[str]) -> int:

@@ -24,11 +24,15 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rocelab.errors import InputError
+from rocelab.fabric.spec import Device
 from rocelab.model.hostnics import HostNic, nic_view, nicd_roce
 from rocelab.qos.nic import HostNicConfig, nic_from_json, nic_to_json
 from rocelab.roce.config import roce_config
 from rocelab.qos import configdb
-from rocelab.qos.sonic import read_config_db
+from rocelab.qos.eos import lab_to_eos
+from rocelab.qos.model import QosProfile
+from rocelab.qos.ports import lab_to_sonic
+from rocelab.qos.sonic import dump_config_db, read_config_db
 from rocelab.switch.counters import counters_since
 
 Agent = Callable[..., dict]  # agent(op, **fields) → the reply (rocelab.kernel.control.request)
@@ -220,3 +224,45 @@ class HostNode:
             return [f"{self.name}: {', '.join(changed)} recorded (nicd has no such setting: nothing else changed)"]
         return [f"{self.name}: the NIC now runs the new {', '.join(sorted(changes))}: PFC and the priority of "
                 "connected QPs at once; DSCP, ToS and DCQCN for QPs connected from now on (the next job)"]
+
+
+class EosNode(SwitchNode):
+    """A switch whose lab.yml `profiles:` entry is an EOS running-config (`device`). Its
+    running-config text (`<node>/running-config`, first the file's) is what its commands edit:
+    a commit is read as `up` reads it (rocelab.fabric.spec.EosOptions) into the config_db
+    switchd runs, then committed as a SONiC node's change is (checked whole, reloaded, on the
+    time line); the links keep their state."""
+
+    def __init__(self, folder: Path, name: str, agent: Agent, interfaces: dict[str, int], tdf: int,
+                 command: str, device: Device):
+        super().__init__(folder, name, agent, interfaces, tdf, command)
+        self.device = device
+        self.config_path = self.home / "running-config"
+
+    def eos_text(self) -> str:
+        if not self.config_path.exists():
+            self.home.mkdir(parents=True, exist_ok=True)
+            self.config_path.write_text(Path(self.device.file).read_text())
+        return self.config_path.read_text()
+
+    def profile(self) -> QosProfile:
+        return self._read(self.eos_text())
+
+    def _read(self, text: str) -> QosProfile:
+        try:
+            return self.device.eos.profile(text, f"{self.name} running-config")[1]
+        except InputError as exc:
+            raise configdb.ConfigError(str(exc)) from None
+
+    def eos_names(self) -> dict[str, str]:
+        """eth1 → Ethernet1: the config's own interface names."""
+        return {lab: self.device.port_names.get(lab_to_sonic(lab)) or lab_to_eos(lab) for lab in self.interfaces}
+
+    def commit_eos(self, text: str) -> list[str]:
+        """Make `text` the running-config; what changed on the switch, in words. ConfigError, and
+        nothing changes, when it does not read or makes no valid switch."""
+        doc = json.loads(dump_config_db(self._read(text)))
+        doc["PORT"] = self.running().get("PORT", {})
+        lines = self.commit(doc)
+        self.config_path.write_text(text)
+        return lines
