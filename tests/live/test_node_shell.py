@@ -19,6 +19,7 @@ import json
 import os
 import pty
 import select
+import shutil
 import subprocess
 import time
 
@@ -29,6 +30,23 @@ from test_labs import CLI, ROOT, cli
 
 pytestmark = pytest.mark.root
 RECEIVER = "Ethernet16"  # leaf1:eth5 → h5, the incast's root on incast-1x5
+LEAF1_EOS = """\
+! device: leaf1 (DCS-7050CX3-32S, EOS-4.32.2F)
+hostname leaf1
+qos map dscp 26 to traffic-class 3
+qos map dscp 48 to traffic-class 6
+!
+qos profile ROCE
+   qos trust dscp
+   priority-flow-control on
+   priority-flow-control priority 3 no-drop
+   tx-queue 3
+      no priority
+      bandwidth percent 60
+   tx-queue 6
+      priority strict
+!
+""" + "".join(f"interface Ethernet{i}\n   mtu 9100\n   no switchport\n   service-profile ROCE\n!\n" for i in range(1, 6))
 
 
 @pytest.fixture(scope="module")
@@ -156,6 +174,40 @@ def test_ib_write_bw_server_and_client(lab_pfc):
     assert "Waiting for client to connect" in out and "RDMA_Write BW Test" in out
     row = out.splitlines()[out.splitlines().index(next(l for l in out.splitlines() if "#bytes" in l)) + 1].split()
     assert row[0] == "65536" and float(row[3]) > 0
+
+
+def test_an_eos_leaf_shows_its_qos_and_takes_a_configure_session(tmp_path):
+    # lab-pfc's fabric with leaf1 running an EOS running-config (lab.yml `profiles:`)
+    for folder in ("topologies", "profiles", "traffic"):
+        shutil.copytree(ROOT / folder, tmp_path / folder)
+    lab = tmp_path / "labs" / "eos-leaf"
+    lab.mkdir(parents=True)
+    (lab / "leaf1.cfg").write_text(LEAF1_EOS)
+    (lab / "lab.yml").write_text("topology: incast-1x5\nnic: emulated\nroce: {cc_algorithm: none}\nprofiles:\n  leaf1:\n"
+                                 "    eos: leaf1.cfg\n    buffer: {pool_size_bytes: 12MiB, dynamic_th: -5, "
+                                 "xoff_bytes: 56KiB, xon_bytes: 18KiB}\n")
+
+    def eos(*args: str, typed: str | None = None) -> subprocess.CompletedProcess:
+        result = subprocess.run([*CLI, *args], capture_output=True, text=True, input=typed, timeout=300,
+                                cwd=tmp_path, env={**os.environ, "ROCELAB_HOME": str(tmp_path)})
+        assert result.returncode == 0, result.stderr[-3000:]
+        return result
+
+    cli("down", check=False)
+    eos("up", "eos-leaf")
+    try:
+        shown = eos("exec", "leaf1", "--", "show", "qos", "interfaces", "Ethernet5").stdout
+        assert shown.startswith("Ethernet5:\n   Trust Mode: DSCP")
+        eos("traffic", "incast-4to1", "--size", "2MB", "--iters", "1", "--report-dir", "none")
+        pfc = eos("exec", "leaf1", "--", "show", "priority-flow-control", "counters").stdout.splitlines()[2:]
+        assert all(int(line.split()[2].replace(",", "")) > 0 for line in pfc[:4])  # leaf1 paused every sender
+        committed = eos("exec", "leaf1", "--", "configure", "session", "nopfc",
+                        typed="interface Ethernet1\nno priority-flow-control priority 3 no-drop\ncommit\n").stdout
+        assert "restarted the ASIC pipeline" in committed
+        state = eos("exec", "leaf1", "--", "show", "priority-flow-control").stdout.splitlines()
+        assert state[2].split()[:2] == ["Et1", "No"] and state[3].split()[:3] == ["Et2", "Yes", "3"]
+    finally:
+        eos("down")
 
 
 def test_typing_into_the_interactive_shell(lab_pfc):
