@@ -272,7 +272,7 @@ def challenge(c, action, name=None, tdf=""):
         return
     found = findings(record, load_lab(chosen.lab))
     symptoms = []
-    case = challenges.symptom_case(chosen)
+    case = chosen.scenario.cases[0] if chosen.scenario else None
     if case is not None:
         err_console.print(f"running the symptom's scenario: {case.traffic.pattern}", highlight=False)
         result = scenario_run.run_case(record, case, None, load_lab(chosen.lab).fabric, reload=False)

@@ -10,7 +10,8 @@ A challenge is a file `labs/challenges/NAME.yml`:
                                   # running NIC (its JSON: /trust, /pfc_priorities, /dscp_to_priority/26 …)
     answer: …                     # `challenge give-up`: the fault, in words …
     fix: [{node: leaf1, run: "config …"}]   # … and the commands that fix it (paths relative to the file)
-    run: {traffic: incast-4to1, size: 3MB, iterations: 1, checks: ["drops == 0"]}   # the symptom's scenario
+    run: {traffic: incast-4to1, with: {size: 3MB, iterations: 1}, checks: ["drops == 0"]}   # the symptom's
+        # scenario: a lab.yml case's traffic, with, background and storm, and its checks
 
 `check` grades the running lab: the static checks (rocelab.fabric.lint) over every switch's
 running config_db and every host's running NIC (its `mlnx_qos` and sysfs output, as a user
@@ -32,17 +33,15 @@ from rocelab.engines.state import LabState
 from rocelab.errors import InputError, Problem, Problems
 from rocelab.fabric.lint import lint
 from rocelab.fabric.spec import load_fabric_spec
-from rocelab.model.lab import Lab
-from rocelab.model.scenario import Case, evaluate, parse_check
+from rocelab.model.lab import Lab, load_lab
+from rocelab.model.scenario import Scenario, evaluate, load_scenario
 from rocelab.qos import configdb
 from rocelab.qos.nic import HostNicConfig, nic_from_json, nic_to_json
 from rocelab.reporting import nic_cli
-from rocelab.traffic.patterns import builtin_patterns
-from rocelab.traffic.spec import resolve_spec, with_overrides
-from rocelab.yamlfile import load_yaml
+from rocelab.yamlfile import YamlDoc, load_yaml
 
 KEYS = ("title", "lab", "symptom", "hint", "fault", "answer", "fix", "run")
-RUN_KEYS = ("traffic", "size", "iterations", "checks")
+RUN_KEYS = ("traffic", "with", "background", "storm", "checks")
 # The hosts' side of the static checks: NVIDIA's defaults, which every lab's NICs use.
 HOSTS = {"roce_dscp": 26, "roce_priority": 3, "cnp_dscp": 48, "roce_mtu": 4096}
 
@@ -64,7 +63,7 @@ class Challenge:
     fault: dict[str, list[dict]]
     answer: str
     fix: tuple[Fix, ...]
-    run: dict | None
+    scenario: Scenario | None  # the symptom's: one case, "symptom", and its checks
 
 
 def challenges_dir() -> Path:
@@ -99,12 +98,25 @@ def load(name: str) -> Challenge:
             fixes.append(Fix(item["node"], tuple(shlex.split(str(item["run"])))))
     run = data.get("run")
     if run is not None and (not isinstance(run, dict) or set(run) - set(RUN_KEYS) or "traffic" not in run
-                            or not all(parse_check(f"symptom: {c}") for c in run.get("checks", []))):
+                            or not isinstance(run.get("checks", []), list)):
         problems.add("run", f"{run!r} is not a symptom scenario",
-                     f"keys: {', '.join(RUN_KEYS)}; checks like \"drops == 0\"")
+                     f"keys: {', '.join(RUN_KEYS)}, as a lab.yml case's; checks like \"drops == 0\"")
     problems.raise_if_any()
     return Challenge(name, path.parent, str(data["title"]), str(data["lab"]), str(data["symptom"]).strip(),
-                     str(data["hint"]).strip(), fault, str(data["answer"]).strip(), tuple(fixes), run)
+                     str(data["hint"]).strip(), fault, str(data["answer"]).strip(), tuple(fixes),
+                     None if run is None else _scenario(doc.name, str(data["lab"]), str(data["title"]), run))
+
+
+def _scenario(file: str, lab_name: str, title: str, run: dict) -> Scenario:
+    """The symptom's scenario: `run` read as one case of the challenge's lab, by the lab's own
+    scenario reader (its problems name the challenge's file)."""
+    lab = load_lab(lab_name)
+    fabric = lab.fabric
+    case = {"case": "symptom", "title": title, **{k: v for k, v in run.items() if k != "checks"}}
+    doc = YamlDoc(file, {"scenario": [case], "checks": [f"symptom: {c}" for c in run.get("checks", [])]}, None)
+    return load_scenario(doc, paths.labs_dir() / lab_name, {h.name for h in fabric.hosts},
+                         {(n.name, p.name) for n in fabric.switches for p in n.ports},
+                         {(n.name, p.name) for n in fabric.nodes for p in n.ports})
 
 
 def seeded(doc: dict, challenge: Challenge, node: str) -> dict:
@@ -168,19 +180,10 @@ def static_findings(lab: Lab, folder: Path, running_config: dict[str, Path],
     return lint(load_fabric_spec(folder / "fabric.yml"))
 
 
-def symptom_case(challenge: Challenge) -> Case | None:
-    if challenge.run is None:
-        return None
-    spec = with_overrides(resolve_spec(challenge.run["traffic"], builtin_patterns()),
-                          size=challenge.run.get("size"), iterations=challenge.run.get("iterations"))
-    return Case("symptom", challenge.title, spec)
-
-
 def symptom_results(challenge: Challenge, observations: dict[str, float]) -> list[tuple[str, bool, float]]:
     """(check, passed, observed value) for each of the symptom scenario's checks."""
-    checks = tuple(parse_check(f"symptom: {c}") for c in challenge.run["checks"])
     return [(r.check.text.removeprefix("symptom: "), r.passed, r.left)
-            for r in evaluate(checks, {"symptom": observations})]
+            for r in evaluate(challenge.scenario.checks, {"symptom": observations})]
 
 
 def verdict_lines(findings: list, symptoms: list[tuple[str, bool, float]],
