@@ -27,26 +27,10 @@ import pytest
 
 from rocelab.qos.nic import read_mlnx_qos, read_nic_sysfs
 from test_labs import CLI, ROOT, cli
+from tests.unit.test_nodecli_eos import LEAF1 as LEAF1_EOS
 
 pytestmark = pytest.mark.root
 RECEIVER = "Ethernet16"  # leaf1:eth5 → h5, the incast's root on incast-1x5
-LEAF1_EOS = """\
-! device: leaf1 (DCS-7050CX3-32S, EOS-4.32.2F)
-hostname leaf1
-qos map dscp 26 to traffic-class 3
-qos map dscp 48 to traffic-class 6
-!
-qos profile ROCE
-   qos trust dscp
-   priority-flow-control on
-   priority-flow-control priority 3 no-drop
-   tx-queue 3
-      no priority
-      bandwidth percent 60
-   tx-queue 6
-      priority strict
-!
-""" + "".join(f"interface Ethernet{i}\n   mtu 9100\n   no switchport\n   service-profile ROCE\n!\n" for i in range(1, 6))
 
 
 @pytest.fixture(scope="module")

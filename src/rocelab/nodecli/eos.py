@@ -20,7 +20,7 @@ import sys
 import click
 
 from rocelab.nodecli.node import EosNode
-from rocelab.qos import configdb
+from rocelab.nodecli.sonic import report_commit
 from rocelab.reporting import eos_cli
 
 pass_node = click.make_pass_decorator(EosNode)
@@ -126,12 +126,7 @@ def configure(node: EosNode, session):
         click.echo("no change", err=True)
         return
     text = node.eos_text().rstrip("\n") + "\n!\n" + "\n".join(added) + "\n"
-    try:
-        lines = node.commit_eos(text)
-    except configdb.ConfigError as exc:
-        raise click.ClickException(str(exc)) from None
-    for line in lines:
-        click.echo(line)
+    report_commit(node.commit_eos, text)
 
 
 COMMANDS = {"show": show, "configure": configure}
