@@ -10,7 +10,9 @@ through the interactive `rocelab shell` on a pseudo-terminal:
 - on a host, `mlnx_qos --trust pcp` puts h2's RoCE on priority 0, so leaf1's pauses on priority 3
   no longer hold it and leaf1 drops on its port; `--trust dscp` brings back zero drops; what
   `mlnx_qos` and `sysfs` print reads back through the readers of a real host's saved files;
-- `ib_write_bw` with no address waits as perftest's server, and the client's run is printed on both.
+- `ib_write_bw` with no address waits as perftest's server, and the client's run is printed on both;
+- last, on a lab of its own: an EOS leaf (lab.yml `profiles:`) shows its QoS and PFC counters and
+  takes a `configure session` live.
 """
 
 from __future__ import annotations
@@ -160,40 +162,6 @@ def test_ib_write_bw_server_and_client(lab_pfc):
     assert row[0] == "65536" and float(row[3]) > 0
 
 
-def test_an_eos_leaf_shows_its_qos_and_takes_a_configure_session(tmp_path):
-    # lab-pfc's fabric with leaf1 running an EOS running-config (lab.yml `profiles:`)
-    for folder in ("topologies", "profiles", "traffic"):
-        shutil.copytree(ROOT / folder, tmp_path / folder)
-    lab = tmp_path / "labs" / "eos-leaf"
-    lab.mkdir(parents=True)
-    (lab / "leaf1.cfg").write_text(LEAF1_EOS)
-    (lab / "lab.yml").write_text("topology: incast-1x5\nnic: emulated\nroce: {cc_algorithm: none}\nprofiles:\n  leaf1:\n"
-                                 "    eos: leaf1.cfg\n    buffer: {pool_size_bytes: 12MiB, dynamic_th: -5, "
-                                 "xoff_bytes: 56KiB, xon_bytes: 18KiB}\n")
-
-    def eos(*args: str, typed: str | None = None) -> subprocess.CompletedProcess:
-        result = subprocess.run([*CLI, *args], capture_output=True, text=True, input=typed, timeout=300,
-                                cwd=tmp_path, env={**os.environ, "ROCELAB_HOME": str(tmp_path)})
-        assert result.returncode == 0, result.stderr[-3000:]
-        return result
-
-    cli("down", check=False)
-    eos("up", "eos-leaf")
-    try:
-        shown = eos("exec", "leaf1", "--", "show", "qos", "interfaces", "Ethernet5").stdout
-        assert shown.startswith("Ethernet5:\n   Trust Mode: DSCP")
-        eos("traffic", "incast-4to1", "--size", "2MB", "--iters", "1", "--report-dir", "none")
-        pfc = eos("exec", "leaf1", "--", "show", "priority-flow-control", "counters").stdout.splitlines()[2:]
-        assert all(int(line.split()[2].replace(",", "")) > 0 for line in pfc[:4])  # leaf1 paused every sender
-        committed = eos("exec", "leaf1", "--", "configure", "session", "nopfc",
-                        typed="interface Ethernet1\nno priority-flow-control priority 3 no-drop\ncommit\n").stdout
-        assert "restarted the ASIC pipeline" in committed
-        state = eos("exec", "leaf1", "--", "show", "priority-flow-control").stdout.splitlines()
-        assert state[2].split()[:2] == ["Et1", "No"] and state[3].split()[:3] == ["Et2", "Yes", "3"]
-    finally:
-        eos("down")
-
-
 def test_typing_into_the_interactive_shell(lab_pfc):
     pid, fd = pty.fork()
     if pid == 0:
@@ -242,3 +210,38 @@ def test_a_challenge_fails_its_check_until_the_documented_fix(lab_pfc):
     cli(*fix[1:])
     after = cli("challenge", "check", timeout=600)
     assert "challenge roce-lossy: solved" in after.stdout
+
+
+# Last: it takes the module's lab down to bring up its own.
+def test_an_eos_leaf_shows_its_qos_and_takes_a_configure_session(tmp_path):
+    # lab-pfc's fabric with leaf1 running an EOS running-config (lab.yml `profiles:`)
+    for folder in ("topologies", "profiles", "traffic"):
+        shutil.copytree(ROOT / folder, tmp_path / folder)
+    lab = tmp_path / "labs" / "eos-leaf"
+    lab.mkdir(parents=True)
+    (lab / "leaf1.cfg").write_text(LEAF1_EOS)
+    (lab / "lab.yml").write_text("topology: incast-1x5\nnic: emulated\nroce: {cc_algorithm: none}\nprofiles:\n  leaf1:\n"
+                                 "    eos: leaf1.cfg\n    buffer: {pool_size_bytes: 12MiB, dynamic_th: -5, "
+                                 "xoff_bytes: 56KiB, xon_bytes: 18KiB}\n")
+
+    def eos(*args: str, typed: str | None = None) -> subprocess.CompletedProcess:
+        result = subprocess.run([*CLI, *args], capture_output=True, text=True, input=typed, timeout=300,
+                                cwd=tmp_path, env={**os.environ, "ROCELAB_HOME": str(tmp_path)})
+        assert result.returncode == 0, result.stderr[-3000:]
+        return result
+
+    cli("down", check=False)
+    eos("up", "eos-leaf")
+    try:
+        shown = eos("exec", "leaf1", "--", "show", "qos", "interfaces", "Ethernet5").stdout
+        assert shown.startswith("Ethernet5:\n   Trust Mode: DSCP")
+        eos("traffic", "incast-4to1", "--size", "2MB", "--iters", "1", "--report-dir", "none")
+        pfc = eos("exec", "leaf1", "--", "show", "priority-flow-control", "counters").stdout.splitlines()[2:]
+        assert all(int(line.split()[2].replace(",", "")) > 0 for line in pfc[:4])  # leaf1 paused every sender
+        committed = eos("exec", "leaf1", "--", "configure", "session", "nopfc",
+                        typed="interface Ethernet1\nno priority-flow-control priority 3 no-drop\ncommit\n").stdout
+        assert "restarted the ASIC pipeline" in committed
+        state = eos("exec", "leaf1", "--", "show", "priority-flow-control").stdout.splitlines()
+        assert state[2].split()[:2] == ["Et1", "No"] and state[3].split()[:3] == ["Et2", "Yes", "3"]
+    finally:
+        eos("down")
