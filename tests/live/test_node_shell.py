@@ -10,7 +10,8 @@ through the interactive `rocelab shell` on a pseudo-terminal:
 - on a host, `mlnx_qos --trust pcp` puts h2's RoCE on priority 0, so leaf1's pauses on priority 3
   no longer hold it and leaf1 drops on its port; `--trust dscp` brings back zero drops; what
   `mlnx_qos` and `sysfs` print reads back through the readers of a real host's saved files;
-- `ib_write_bw` with no address waits as perftest's server, and the client's run is printed on both;
+- `ib_write_bw` and `ib_write_lat` with no address wait as perftest's server, and the client's run
+  is printed on both;
 - last, on a lab of its own: an EOS leaf (lab.yml `profiles:`) shows its QoS and PFC counters and
   takes a `configure session` live.
 """
@@ -146,20 +147,32 @@ def test_a_host_nic_trusting_pcp_is_not_paused_and_mlnx_qos_fixes_it_live(lab_pf
     assert rx_drp("Ethernet4") == 0
 
 
-def test_ib_write_bw_server_and_client(lab_pfc):
-    server = subprocess.Popen([*CLI, "exec", "h5", "--", "ib_write_bw", "-D", "1"], cwd=ROOT, text=True,
+def perftest(test: str, *options: str) -> str:
+    """A perftest-shaped test: its server on h5, then its client on h1 once the server waits;
+    what the server printed."""
+    server = subprocess.Popen([*CLI, "exec", "h5", "--", test, *options], cwd=ROOT, text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 60
-        while on("h1", "ib_write_bw -D 1 198.19.5.2", check=False).returncode != 0:
+        while on("h1", f"{test} {' '.join(options)} 198.19.5.2", check=False).returncode != 0:
             assert time.monotonic() < deadline and server.poll() is None, "the server never waited"
             time.sleep(1)
         out, _ = server.communicate(timeout=60)
     finally:
         server.kill()
-    assert "Waiting for client to connect" in out and "RDMA_Write BW Test" in out
-    row = out.splitlines()[out.splitlines().index(next(l for l in out.splitlines() if "#bytes" in l)) + 1].split()
-    assert row[0] == "65536" and float(row[3]) > 0
+    assert "Waiting for client to connect" in out
+    return out
+
+
+def test_ib_write_bw_and_ib_write_lat_server_and_client(lab_pfc):
+    out = perftest("ib_write_bw", "-D", "1")
+    lines = out.splitlines()
+    row = lines[next(i for i, line in enumerate(lines) if "#bytes" in line) + 1].split()
+    assert "RDMA_Write BW Test" in out and row[0] == "65536" and float(row[3]) > 0
+    out = perftest("ib_write_lat", "-n", "50")
+    lines = out.splitlines()
+    row = lines[next(i for i, line in enumerate(lines) if "#bytes" in line) + 1].split()
+    assert "RDMA_Write Latency Test" in out and row[:2] == ["2", "50"] and 0 < float(row[2]) <= float(row[3])
 
 
 def test_typing_into_the_interactive_shell(lab_pfc):

@@ -179,3 +179,24 @@ def test_show_gids_lists_the_ports_roce_v2_gids(node):
 def test_ib_write_bw_without_a_server_cannot_connect(node):
     out = type_(node, "ib_write_bw 198.19.5.2")
     assert out.exit_code == 1 and "Couldn't connect to 198.19.5.2:18515" in out.stderr
+
+
+def test_the_ping_pong_pattern_is_one_round_trip_per_iteration():
+    from rocelab.traffic.patterns import PatternError, Step, Transfer, builtin_patterns
+
+    pattern = builtin_patterns().get("pingpong")
+    steps = pattern.plan(("h1", "h5"), 2).steps
+    assert list(steps["h1"]) == [Step(sends=(Transfer("h5", 2),)), Step(recvs=(Transfer("h5", 2),))]
+    assert list(steps["h5"]) == [Step(recvs=(Transfer("h1", 2),)), Step(sends=(Transfer("h1", 2),))]
+    with pytest.raises(PatternError):
+        pattern.plan(("h1", "h2", "h3"), 2)
+
+
+def test_perftest_latency_block_in_production_microseconds():
+    from rocelab.reporting.nic_cli import perftest_lat
+
+    out = perftest_lat({"message_bytes": 2, "iterations": 4, "one_way_s": [0.006, 0.006, 0.012, 0.024], "tdf": 6000,
+                        "resolution_s": 0.002}).splitlines()
+    assert out[0].split()[:4] == ["#bytes", "#iterations", "t_min[usec]", "t_max[usec]"]
+    assert out[1].split()[:5] == ["2", "4", "1.00", "4.00", "1.50"]  # t_typical: the median
+    assert "to within 0.33 usec" in out[3]

@@ -1,5 +1,6 @@
 """A host's NIC commands, shaped as NVIDIA's and perftest's: `mlnx_qos`, `cma_roce_tos`,
-`show_gids`, the ConnectX sysfs knobs (`sysfs`), and `ib_write_bw` (server and client).
+`show_gids`, the ConnectX sysfs knobs (`sysfs`), and perftest's `ib_write_bw` and `ib_write_lat`
+(server and client).
 
 Every command is a small function over the host node (rocelab.nodecli.node.HostNode, click's
 `obj`): a show prints (rocelab.reporting.nic_cli), a change builds a new HostNicConfig and
@@ -193,30 +194,64 @@ def show_gids(node: HostNode, device):
 # --- perftest
 
 
+def _perftest_options(fn):
+    for option in reversed((
+            click.argument("server", required=False),
+            click.option("-d", "--ib-dev", default=nic_cli.DEVICE, help="the RDMA device"),
+            click.option("-p", "--port", type=click.IntRange(1, 65535), default=PERFTEST_PORT, help="the server's port"),
+            click.option("-x", "--gid-index", type=click.IntRange(0, 1), default=1, help="GID index (1: the IPv4 GID)"))):
+        fn = option(fn)
+    return fn
+
+
 @click.command(name="ib_write_bw")
-@click.argument("server", required=False)
-@click.option("-d", "--ib-dev", default=nic_cli.DEVICE, help="the RDMA device")
+@_perftest_options
 @click.option("-s", "--size", type=click.IntRange(1, 1 << 30), default=65536, show_default=True, help="message size")
 @click.option("-q", "--qp", type=click.IntRange(1, 64), default=1, show_default=True, help="QPs")
 @click.option("-D", "--duration", type=click.FloatRange(0.1, 600), default=5.0, show_default=True,
               help="seconds to stream (wall clock, emulated)")
-@click.option("-p", "--port", type=click.IntRange(1, 65535), default=PERFTEST_PORT, help="the server's port")
 @click.option("--report_gbits", is_flag=True, help="report Gb/sec instead of MB/sec")
-@click.option("-x", "--gid-index", type=click.IntRange(0, 1), default=1, help="GID index (1: the IPv4 GID)")
 @pass_host
-def ib_write_bw(node: HostNode, server, ib_dev, size, qp, duration, port, report_gbits, gid_index):
+def ib_write_bw(node: HostNode, server, ib_dev, port, gid_index, size, qp, duration, report_gbits):
     """RDMA WRITE bandwidth, as perftest's: run it with no address on the server host first,
     then with the server's address on the client. Figures are production-equivalent."""
-    if ib_dev != nic_cli.DEVICE:
-        raise click.ClickException(f"{ib_dev}: no such RDMA device (this host has {nic_cli.DEVICE})")
-    header = nic_cli.perftest_header("RDMA_Write BW Test", qp, node.pmtu_bytes())
+    from rocelab.traffic.job import run_bw
+
+    def run(peer: str) -> dict:
+        summary = run_bw(node.record, node.name, peer, message_bytes=size, qps=qp, duration_s=duration)
+        return {k: v for k, v in summary.items() if k != "job"}
+
+    _perftest(node, "RDMA_Write BW Test", qp, ib_dev, server, port, run,
+              lambda summary: nic_cli.perftest_bw(summary, report_gbits))
+
+
+@click.command(name="ib_write_lat")
+@_perftest_options
+@click.option("-s", "--size", type=click.IntRange(1, 1 << 23), default=2, show_default=True, help="message size")
+@click.option("-n", "--iters", type=click.IntRange(1, 100_000), default=1000, show_default=True,
+              help="round trips")
+@pass_host
+def ib_write_lat(node: HostNode, server, ib_dev, port, gid_index, size, iters):
+    """RDMA WRITE latency, as perftest's: round trips of one write each way, half of each the
+    one-way latency. Server first (no address), then the client. Production-equivalent usec."""
+    from rocelab.traffic.job import run_latency
+
+    _perftest(node, "RDMA_Write Latency Test", 1, ib_dev, server, port,
+              lambda peer: run_latency(node.record, node.name, peer, message_bytes=size, iterations=iters),
+              nic_cli.perftest_lat)
+
+
+def _perftest(node: HostNode, test: str, qps: int, device: str, server: str | None, port: int, run, render) -> None:
+    if device != nic_cli.DEVICE:
+        raise click.ClickException(f"{device}: no such RDMA device (this host has {nic_cli.DEVICE})")
+    header = nic_cli.perftest_header(test, qps, node.pmtu_bytes())
     if server is None:
-        _serve(node, port, header, report_gbits)
+        _serve(node, port, header, render)
     else:
-        _client(node, server, port, header, size, qp, duration, report_gbits)
+        _client(node, server, port, header, run, render)
 
 
-def _serve(node: HostNode, port: int, header: str, gbits: bool) -> None:
+def _serve(node: HostNode, port: int, header: str, render) -> None:
     waiting = node.home / f"perftest-{port}.json"
     done = waiting.with_suffix(".result.json")
     node.home.mkdir(parents=True, exist_ok=True)
@@ -233,28 +268,26 @@ def _serve(node: HostNode, port: int, header: str, gbits: bool) -> None:
         done.unlink(missing_ok=True)
     if "error" in summary:
         raise click.ClickException(summary["error"])
-    click.echo(nic_cli.perftest_bw(summary, gbits))
+    click.echo(render(summary))
 
 
-def _client(node: HostNode, server: str, port: int, header: str, size: int, qps: int, duration: float,
-            gbits: bool) -> None:
-    from rocelab.traffic.job import JobFailed, run_bw
+def _client(node: HostNode, server: str, port: int, header: str, run, render) -> None:
+    from rocelab.traffic.job import JobFailed
 
     peer = node.host_at(server)
     waiting = node.folder / (peer or "") / f"perftest-{port}.json"
     if peer is None or not waiting.exists() or not _alive(json.loads(waiting.read_text())["pid"]):
-        raise click.ClickException(f"Couldn't connect to {server}:{port} (no ib_write_bw server waits there: "
-                                   "run `ib_write_bw` on that host first)")
+        raise click.ClickException(f"Couldn't connect to {server}:{port} (no perftest server waits there: "
+                                   "run the same test with no address on that host first)")
     click.echo(header)
     done = waiting.with_suffix(".result.json")
     try:
-        summary = run_bw(node.record, node.name, peer, message_bytes=size, qps=qps, duration_s=duration)
+        summary = run(peer)
     except JobFailed as exc:
         done.write_text(json.dumps({"error": f"the test failed: {exc}"}))
         raise click.ClickException(f"the test failed: {exc}") from None
-    summary = {k: v for k, v in summary.items() if k != "job"}
     done.write_text(json.dumps(summary))
-    click.echo(nic_cli.perftest_bw(summary, gbits))
+    click.echo(render(summary))
     click.echo(summary["fidelity"]["line"])
 
 
@@ -269,4 +302,4 @@ def _alive(pid: int) -> bool:
 
 
 COMMANDS = {"mlnx_qos": mlnx_qos, "cma_roce_tos": cma_roce_tos, "sysfs": sysfs, "show_gids": show_gids,
-            "ib_write_bw": ib_write_bw}
+            "ib_write_bw": ib_write_bw, "ib_write_lat": ib_write_lat}

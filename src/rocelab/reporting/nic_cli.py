@@ -9,6 +9,7 @@ through the same readers as a real host's files (rocelab.qos.nic): `mlnx_qos -i 
 from __future__ import annotations
 
 import ipaddress
+import statistics
 
 from rocelab.ethernet import PRIORITIES
 from rocelab.qos.nic import HostNicConfig
@@ -81,4 +82,27 @@ def perftest_bw(summary: dict, gbits: bool) -> str:
     emulated = (f" emulated at TDF {round(summary['line_rate_bps']['production'] / summary['line_rate_bps']['emulated'])}: "
                 f"BW average {summary['bw_average_bps']['emulated'] / 1e6:.2f} Mb/sec, "
                 f"{summary['bw_vs_line_rate']:.1%} of line rate")
+    return "\n".join([head, row, PERFTEST_RULE, emulated])
+
+
+def perftest_lat(summary: dict) -> str:
+    """perftest's latency block (one-way, microseconds, production-equivalent), the emulated
+    typical latency on a line of its own."""
+    tdf = summary["tdf"]
+    us = [t / tdf * 1e6 for t in summary["one_way_s"]]  # sorted
+    if not us:
+        return " no round trip completed"
+
+    def pct(q: float) -> float:
+        return us[min(len(us) - 1, int(q * len(us)))]
+
+    head = (" #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]"
+            "   99% percentile[usec]   99.9% percentile[usec]")
+    stdev = statistics.pstdev(us)
+    row = (f" {summary['message_bytes']:<6d} {summary['iterations']:<10d}    {us[0]:<14.2f} {us[-1]:<12.2f} "
+           f"{statistics.median(us):<18.2f} {statistics.fmean(us):<16.2f} {stdev:<15.2f} {pct(0.99):<22.2f} "
+           f"{pct(0.999):.2f}")
+    emulated = (f" emulated at TDF {tdf}: t_typical {statistics.median(us) * tdf:.2f} usec; the emulation times "
+                f"events to within {summary['resolution_s'] / tdf * 1e6:.2f} usec production-equivalent, so "
+                "shorter differences are not resolved, and the emulated NIC adds no processing time of its own")
     return "\n".join([head, row, PERFTEST_RULE, emulated])
