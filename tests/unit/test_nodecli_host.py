@@ -103,7 +103,7 @@ def test_the_nic_obeys_pfc_only_on_its_enabled_priorities(node, agent):
 
 @pytest.mark.parametrize("line, message", [
     ("mlnx_qos -i eth2", "eth2: no such RoCE interface on h1 (its port is eth1)"),
-    ("mlnx_qos -i eth1 --pfc 0,0,1", "expected eight 0/1 flags"),
+    ("mlnx_qos -i eth1 --pfc 0,0,1", "Invalid value for '-f' / '--pfc': '0,0,1': expected eight 0/1 flags"),
     ("mlnx_qos -i eth1 --dscp2prio set,64,3", "expected set,DSCP,PRIO or del,DSCP,PRIO"),
     ("mlnx_qos -i eth1 --dscp2prio del,26,4", "DSCP 26 is on priority 3, not 4"),
     ("mlnx_qos -i eth1 --trust cos", "'cos' is not one of 'pcp', 'dscp'"),

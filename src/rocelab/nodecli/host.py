@@ -49,23 +49,32 @@ def _interface(node: HostNode, name: str) -> None:
 # --- mlnx_qos
 
 
-def _flags(text: str) -> frozenset[int]:
+def _flags(ctx, param, text: str | None) -> frozenset[int] | None:
+    if text is None:
+        return None
     values = text.split(",")
     if len(values) != PRIORITIES or any(v not in ("0", "1") for v in values):
         raise click.BadParameter(f"{text!r}: expected eight 0/1 flags, priority 0 first, e.g. 0,0,0,1,0,0,0,0")
     return frozenset(p for p, v in enumerate(values) if v == "1")
 
 
-def _dscp2prio(dscp_to_priority: tuple[int, ...], text: str) -> tuple[int, ...]:
+def _dscp2prio_change(ctx, param, text: str | None) -> tuple[str, int, int] | None:
+    if text is None:
+        return None
     parts = text.split(",")
     if len(parts) != 3 or parts[0] not in ("set", "del") or not all(p.isdigit() for p in parts[1:]) \
             or not int(parts[1]) < DSCP_VALUES or not int(parts[2]) < PRIORITIES:
         raise click.BadParameter(f"{text!r}: expected set,DSCP,PRIO or del,DSCP,PRIO (DSCP 0-63, PRIO 0-7)")
-    dscp, prio = int(parts[1]), int(parts[2])
+    return parts[0], int(parts[1]), int(parts[2])
+
+
+def _dscp2prio(dscp_to_priority: tuple[int, ...], change: tuple[str, int, int]) -> tuple[int, ...]:
+    verb, dscp, prio = change
     mapping = list(dscp_to_priority)
-    if parts[0] == "del":
+    if verb == "del":
         if mapping[dscp] != prio:
-            raise click.BadParameter(f"{text!r}: DSCP {dscp} is on priority {mapping[dscp]}, not {prio}")
+            raise click.BadParameter(f"DSCP {dscp} is on priority {mapping[dscp]}, not {prio}",
+                                     param_hint="'--dscp2prio'")
         prio = dscp >> 3  # the device's default for that DSCP
     mapping[dscp] = prio
     return tuple(mapping)
@@ -88,8 +97,8 @@ def _not_emulated(fn):
 @click.command(name="mlnx_qos")
 @click.option("-i", "--interface", required=True, help="the RoCE interface")
 @click.option("--trust", type=click.Choice(["pcp", "dscp"]), help="classify received frames by PCP or DSCP")
-@click.option("-f", "--pfc", help="PFC per priority, eight 0/1 flags: 0,0,0,1,0,0,0,0")
-@click.option("--dscp2prio", help="set,DSCP,PRIO or del,DSCP,PRIO")
+@click.option("-f", "--pfc", callback=_flags, help="PFC per priority, eight 0/1 flags: 0,0,0,1,0,0,0,0")
+@click.option("--dscp2prio", callback=_dscp2prio_change, help="set,DSCP,PRIO or del,DSCP,PRIO")
 @_not_emulated
 @pass_host
 def mlnx_qos(node: HostNode, interface, trust, pfc, dscp2prio):
@@ -99,8 +108,8 @@ def mlnx_qos(node: HostNode, interface, trust, pfc, dscp2prio):
     changes: dict = {}
     if trust:
         changes["trust"] = trust
-    if pfc:
-        changes["pfc_priorities"] = _flags(pfc)
+    if pfc is not None:
+        changes["pfc_priorities"] = pfc
     if dscp2prio:
         changes["dscp_to_priority"] = _dscp2prio(current.dscp_to_priority, dscp2prio)
     if changes:
