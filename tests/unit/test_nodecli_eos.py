@@ -5,7 +5,6 @@ error paths that change nothing. The only stand-in is the control socket (tests/
 
 from __future__ import annotations
 
-import io
 import json
 
 import pytest

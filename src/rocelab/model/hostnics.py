@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from rocelab.errors import InputError, Problem, Problems
+from rocelab.errors import InputError, Problems
 from rocelab.paths import display
 from rocelab.qos.nic import HostNicConfig, combine, read_mlnx_qos, read_nic_sysfs, roce_mtu_for
 from rocelab.roce.config import roce_config

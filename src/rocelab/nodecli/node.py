@@ -221,7 +221,7 @@ class HostNode:
         if record:
             record_event(self.folder, self.name, self.command, changed)
         if not changes:
-            return [f"{self.name}: {', '.join(changed)} recorded (nicd has no such setting: nothing else changed)"]
+            return [f"{self.name}: {', '.join(changed)} recorded; what the NIC runs is unchanged"]
         return [f"{self.name}: the NIC now runs the new {', '.join(sorted(changes))}: PFC and the priority of "
                 "connected QPs at once; DSCP, ToS and DCQCN for QPs connected from now on (the next job)"]
 

@@ -63,7 +63,7 @@ def show_gids(iface: str, mac: str, address: str, device: str = DEVICE) -> str:
 def perftest_header(test: str, qps: int, mtu: int, device: str = DEVICE) -> str:
     return "\n".join([PERFTEST_RULE, f"                    {test}",
                       f" Number of qps   : {qps}\t\tTransport type : IB",
-                      f" Connection type : RC\t\tUsing SRQ      : OFF",
+                      " Connection type : RC\t\tUsing SRQ      : OFF",
                       f" Device          : {device}", f" Mtu             : {mtu}[B]", " Link type       : Ethernet",
                       " GID index       : 1", " Data ex. method : Ethernet", PERFTEST_RULE])
 
