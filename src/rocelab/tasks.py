@@ -232,14 +232,32 @@ def challenge(c, action, name=None, tdf=""):
             table.add_row(each, loaded.lab, loaded.title)
         console.print(table)
         return
+    def findings(record: lab_state.LabState, lab) -> list:
+        """The static checks over what every switch and host of the running lab runs."""
+        running, nics = {}, {}
+        for process in record.processes:
+            if process["what"] == "switchd":
+                switch = nodecli.live_switch(record, process["node"], "")
+                switch.running()
+                running[process["node"]] = switch.running_path
+            elif process["what"] == "nicd":
+                nics[process["node"]] = nodecli.live_host(record, process["node"], "").running()
+        return challenges.static_findings(lab, paths.STATE_DIR / record.name / "challenge", running, nics)
+
     if action == "start":
         chosen = challenges.load(name)
         up(c, chosen.lab, tdf=tdf)
-        record = lab_state.load(load_lab(chosen.lab).name)
+        lab = load_lab(chosen.lab)
+        record = lab_state.load(lab.name)
+        baseline = findings(record, lab)
         for node in chosen.fault:
-            switch = nodecli.live_switch(record, node, "")
-            switch.commit(challenges.seeded(switch.running(), chosen, node), record=False)
-        challenges.mark_started(record, chosen)
+            if nodecli.commands_of(record, node) is nodecli.HOST_COMMANDS:
+                host = nodecli.live_host(record, node, "")
+                host.commit(challenges.seeded_nic(host.running(), chosen, node), record=False)
+            else:
+                switch = nodecli.live_switch(record, node, "")
+                switch.commit(challenges.seeded(switch.running(), chosen, node), record=False)
+        challenges.mark_started(record, chosen, baseline)
         console.print(f"challenge {name}: {chosen.title}\n\n{chosen.symptom}\n\n"
                       "invoke shell NODE to look around; invoke challenge check when you think it is fixed", highlight=False)
         return
@@ -252,20 +270,14 @@ def challenge(c, action, name=None, tdf=""):
         for fix in chosen.fix:
             console.print(f"  invoke exec {fix.node} -- {shlex.join(challenges.fix_argv(chosen, fix))}", highlight=False)
         return
-    switches = [p["node"] for p in record.processes if p["what"] == "switchd"]
-    running = {}
-    for node in switches:
-        switch = nodecli.live_switch(record, node, "")
-        switch.running()
-        running[node] = switch.running_path
-    findings = challenges.static_findings(load_lab(chosen.lab), paths.STATE_DIR / record.name / "challenge", running)
+    found = findings(record, load_lab(chosen.lab))
     symptoms = []
-    case = challenges.symptom_case(chosen)
+    case = chosen.scenario.cases[0] if chosen.scenario else None
     if case is not None:
         err_console.print(f"running the symptom's scenario: {case.traffic.pattern}", highlight=False)
         result = scenario_run.run_case(record, case, None, load_lab(chosen.lab).fabric, reload=False)
         symptoms = challenges.symptom_results(chosen, result.observations)
-    solved, lines = challenges.verdict_lines(findings, symptoms)
+    solved, lines = challenges.verdict_lines(found, symptoms, challenges.baseline_of(record))
     for line in lines:
         console.print(line, highlight=False)
     console.print(f"challenge {chosen.name}: " + ("[green]solved[/green]" if solved else "[red]not solved yet[/red]"))

@@ -6,7 +6,14 @@ through the interactive `rocelab shell` on a pseudo-terminal:
   counters`) with no PFC (`show pfc counters`); `config rollback` brings back zero drops;
 - `ecnconfig` raising Kmin above any queue the incast builds stops the marking at once;
 - `config interface shutdown`: `show interfaces status` says down, the host's NIC loses carrier,
-  nothing crosses the port; `startup` brings it back.
+  nothing crosses the port; `startup` brings it back;
+- on a host, `mlnx_qos --trust pcp` puts h2's RoCE on priority 0, so leaf1's pauses on priority 3
+  no longer hold it and leaf1 drops on its port; `--trust dscp` brings back zero drops; what
+  `mlnx_qos` and `sysfs` print reads back through the readers of a real host's saved files;
+- `ib_write_bw` and `ib_write_lat` with no address wait as perftest's server, and the client's run
+  is printed on both;
+- last, on a lab of its own: an EOS leaf (lab.yml `profiles:`) shows its QoS and PFC counters and
+  takes a `configure session` live.
 """
 
 from __future__ import annotations
@@ -15,11 +22,15 @@ import json
 import os
 import pty
 import select
+import shutil
+import subprocess
 import time
 
 import pytest
 
+from rocelab.qos.nic import read_mlnx_qos, read_nic_sysfs
 from test_labs import CLI, ROOT, cli
+from tests.unit.test_nodecli_eos import LEAF1 as LEAF1_EOS
 
 pytestmark = pytest.mark.root
 RECEIVER = "Ethernet16"  # leaf1:eth5 → h5, the incast's root on incast-1x5
@@ -117,6 +128,53 @@ def test_shutdown_and_startup_of_a_port(lab_pfc):
     assert rx_ok("Ethernet4") > before
 
 
+def rx_drp(port: str) -> int:
+    lines = on("leaf1", "show interfaces counters").stdout.splitlines()
+    return next(int(line.split()[6].replace(",", "")) for line in lines[2:] if line.split()[0] == port)
+
+
+def test_a_host_nic_trusting_pcp_is_not_paused_and_mlnx_qos_fixes_it_live(lab_pfc):
+    on("h2", "mlnx_qos -i eth1 --trust pcp")
+    on("leaf1", "sonic-clear counters")
+    incast()
+    assert rx_drp("Ethernet4") > 0 and rx_drp("Ethernet0") == 0  # h2's port only
+    shown = on("h2", "mlnx_qos -i eth1 --trust dscp").stdout
+    nic = read_mlnx_qos(shown, "h2.mlnx_qos.txt")
+    assert (nic.trust, nic.pfc_priorities, nic.dscp_to_priority[26]) == ("dscp", {3}, 3)
+    assert read_nic_sysfs(on("h2", "sysfs").stdout, "h2.sysfs.txt").dcqcn_np["cnp_dscp"] == 48
+    on("leaf1", "sonic-clear counters")
+    incast()
+    assert rx_drp("Ethernet4") == 0
+
+
+def perftest(test: str, *options: str) -> str:
+    """A perftest-shaped test: its server on h5, then its client on h1 once the server waits;
+    what the server printed."""
+    server = subprocess.Popen([*CLI, "exec", "h5", "--", test, *options], cwd=ROOT, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while on("h1", f"{test} {' '.join(options)} 198.19.5.2", check=False).returncode != 0:
+            assert time.monotonic() < deadline and server.poll() is None, "the server never waited"
+            time.sleep(1)
+        out, _ = server.communicate(timeout=60)
+    finally:
+        server.kill()
+    assert "Waiting for client to connect" in out
+    return out
+
+
+def test_ib_write_bw_and_ib_write_lat_server_and_client(lab_pfc):
+    out = perftest("ib_write_bw", "-D", "1")
+    lines = out.splitlines()
+    row = lines[next(i for i, line in enumerate(lines) if "#bytes" in line) + 1].split()
+    assert "RDMA_Write BW Test" in out and row[0] == "65536" and float(row[3]) > 0
+    out = perftest("ib_write_lat", "-n", "50")
+    lines = out.splitlines()
+    row = lines[next(i for i, line in enumerate(lines) if "#bytes" in line) + 1].split()
+    assert "RDMA_Write Latency Test" in out and row[:2] == ["2", "50"] and 0 < float(row[2]) <= float(row[3])
+
+
 def test_typing_into_the_interactive_shell(lab_pfc):
     pid, fd = pty.fork()
     if pid == 0:
@@ -165,3 +223,38 @@ def test_a_challenge_fails_its_check_until_the_documented_fix(lab_pfc):
     cli(*fix[1:])
     after = cli("challenge", "check", timeout=600)
     assert "challenge roce-lossy: solved" in after.stdout
+
+
+# Last: it takes the module's lab down to bring up its own.
+def test_an_eos_leaf_shows_its_qos_and_takes_a_configure_session(tmp_path):
+    # lab-pfc's fabric with leaf1 running an EOS running-config (lab.yml `profiles:`)
+    for folder in ("topologies", "profiles", "traffic"):
+        shutil.copytree(ROOT / folder, tmp_path / folder)
+    lab = tmp_path / "labs" / "eos-leaf"
+    lab.mkdir(parents=True)
+    (lab / "leaf1.cfg").write_text(LEAF1_EOS)
+    (lab / "lab.yml").write_text("topology: incast-1x5\nnic: emulated\nroce: {cc_algorithm: none}\nprofiles:\n  leaf1:\n"
+                                 "    eos: leaf1.cfg\n    buffer: {pool_size_bytes: 12MiB, dynamic_th: -5, "
+                                 "xoff_bytes: 56KiB, xon_bytes: 18KiB}\n")
+
+    def eos(*args: str, typed: str | None = None) -> subprocess.CompletedProcess:
+        result = subprocess.run([*CLI, *args], capture_output=True, text=True, input=typed, timeout=300,
+                                cwd=tmp_path, env={**os.environ, "ROCELAB_HOME": str(tmp_path)})
+        assert result.returncode == 0, result.stderr[-3000:]
+        return result
+
+    cli("down", check=False)
+    eos("up", "eos-leaf")
+    try:
+        shown = eos("exec", "leaf1", "--", "show", "qos", "interfaces", "Ethernet5").stdout
+        assert shown.startswith("Ethernet5:\n   Trust Mode: DSCP")
+        eos("traffic", "incast-4to1", "--size", "2MB", "--iters", "1", "--report-dir", "none")
+        pfc = eos("exec", "leaf1", "--", "show", "priority-flow-control", "counters").stdout.splitlines()[2:]
+        assert all(int(line.split()[2].replace(",", "")) > 0 for line in pfc[:4])  # leaf1 paused every sender
+        committed = eos("exec", "leaf1", "--", "configure", "session", "nopfc",
+                        typed="interface Ethernet1\nno priority-flow-control priority 3 no-drop\ncommit\n").stdout
+        assert "restarted the ASIC pipeline" in committed
+        state = eos("exec", "leaf1", "--", "show", "priority-flow-control").stdout.splitlines()
+        assert state[2].split()[:2] == ["Et1", "No"] and state[3].split()[:3] == ["Et2", "Yes", "3"]
+    finally:
+        eos("down")

@@ -256,8 +256,16 @@ def test_a_case_types_switch_commands_in_time_order(tmp_path):
         (2.0, "leaf1", ("config", "interface", "startup", "Ethernet4"))]
 
 
+def test_a_case_types_a_hosts_nic_commands(tmp_path):
+    (case,) = load_text(tmp_path, COMMANDS_LAB.format(commands=(
+        '[{at: 1s, node: h2, run: "mlnx_qos -i eth1 --trust pcp"}]'))).cases
+    assert [(c.node, c.argv[0]) for c in case.commands] == [("h2", "mlnx_qos")]
+
+
 @pytest.mark.parametrize("commands, message", [
     ('[{at: 1s, node: h1, run: "show pfc counters"}]', "is not a command on a switch"),
+    ('[{at: 1s, node: h1, run: "ib_write_bw 198.19.2.2"}]', "hosts: h1, h2, commands: mlnx_qos"),
+    ('[{at: 1s, node: leaf1, run: "mlnx_qos -i eth1"}]', "commands: show, config, ecnconfig, pfcwd, sonic-clear; hosts"),
     ('[{at: 1s, node: leaf1, run: "reboot"}]', "commands: show, config"),
     ('[{at: soon, node: leaf1, run: "show pfc counters"}]', "is not a delay"),
     ('[{at: 1s, node: leaf1}]', "is not a command on a switch"),

@@ -60,7 +60,7 @@ def test_shipped_pattern_files_load_and_plan(path):
     assert sum(plan.bytes_sent(h) for h in plan.hosts) > 0
 
 
-def test_the_five_patterns_each_have_a_file():
+def test_every_pattern_has_a_file():
     assert {load_spec(p, PATTERNS).pattern for p in SHIPPED} == set(PATTERNS.names())
 
 

@@ -149,6 +149,9 @@ def write_agent_config(lab: Lab, node: Node, netns: str | None = None) -> Path:
         "profile": str(node_profile_file(lab, node.name) or "") or None,
         "roce": lab.roce_of(node.name),
         "load_balancing": dict(lab.load_balancing),
+        # The NOS whose commands the switch's shell takes (rocelab.nodecli): SONiC's unless its
+        # lab.yml `profiles:` entry is another NOS's config.
+        "nos": lab.node_nos[node.name].format if node.name in lab.node_nos else "sonic",
         "ports": [{"name": p.name, "mac": p.mac, "address": str(p.address),
                    "peer_mac": lab.fabric.peer(p).mac,
                    "rate_bps": lab.fabric.links[p.link].rate_bps / lab.tdf,

@@ -72,7 +72,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Mapping, Protocol
 
-from rocelab.errors import InputError, Problem, Problems
+from rocelab.errors import InputError, Problem, Problems, read_text
 from rocelab.paths import display
 from rocelab.qos.derived import (
     PortFacts,
@@ -85,7 +85,7 @@ from rocelab.qos.derived import (
 )
 from rocelab.qos.cumulus import DEFAULT_MTU_BYTES as _CUMULUS_MTU
 from rocelab.qos.cumulus import CumulusConfig, lab_to_cumulus, load_cumulus
-from rocelab.qos.eos import EosConfig, lab_to_eos, load_eos
+from rocelab.qos.eos import EosConfig, lab_to_eos, parse_eos_config
 from rocelab.qos.nic import IB_MTUS
 from rocelab.model.hostnics import HostNic, NicEntry, nic_entries, read_host_nics
 from rocelab.qos.model import BufferPool, BufferProfile, PortQos, QosProfile
@@ -145,6 +145,22 @@ class Origin(Protocol):
 
 
 @dataclass(frozen=True)
+class EosOptions:
+    """What an EOS device's profile takes beyond its running-config text: the platform's segment
+    size and buffer figures (fabric.yml's `segment_bytes:` and `buffer:`), its ports' speeds."""
+
+    segment_bytes: int | None
+    buffer: tuple[BufferPool, BufferProfile] | None
+    port_speeds_bps: Mapping[str, int]
+
+    def profile(self, text: str, source: str) -> tuple[EosConfig, QosProfile]:
+        """The EOS config and the profile switchd runs for a running-config's text (InputError
+        naming `source` when it does not read)."""
+        config = parse_eos_config(text, source, segment_bytes=self.segment_bytes, port_speeds_bps=self.port_speeds_bps)
+        return config, _with_platform_buffers(config.profile, *self.buffer) if self.buffer else config.profile
+
+
+@dataclass(frozen=True)
 class Device:
     """One switch's QoS configuration, as loaded from its file."""
 
@@ -161,6 +177,7 @@ class Device:
     facts: SwitchFacts = field(default_factory=SwitchFacts)
     # Why lossless PGs the switch creates at run time are missing from the profile; None: none are.
     unsized_pgs: str | None = None
+    eos: EosOptions | None = None  # an EOS device: how its running-config becomes a profile again
 
     def port(self, lab_port: str) -> PortQos:
         sonic = self.profile.sonic_name(lab_port)
@@ -751,13 +768,11 @@ def _load_device(entry: _DeviceEntry, reader: _Reader, fabric: Fabric | None) ->
         return _load_cumulus(entry, reader, [p.name for p in node.ports] if node else [])
     source = display(entry.path)
     speeds = {p.name: int(fabric.links[p.link].rate_bps) for p in node.ports} if node else {}
-    config = load_eos(source, segment_bytes=entry.segment_bytes, port_speeds_bps=speeds)
-    profile = config.profile
-    if entry.buffer:
-        profile = _with_platform_buffers(profile, *entry.buffer)
+    options = EosOptions(entry.segment_bytes, entry.buffer, speeds)
+    config, profile = options.profile(read_text(source), source)
     origin = EosOrigin(source, config, entry.name, reader.doc.name, entry.buffer_lines)
     return Device(entry.name, "eos", source, profile, origin, config.mtu_bytes,
-                  config.default_mtu_bytes, config.default_port, config.eos_names)
+                  config.default_mtu_bytes, config.default_port, config.eos_names, eos=options)
 
 
 def _unevaluable_classes(hosts: HostSide, fabric: Fabric, device: Device) -> list[Problem]:

@@ -16,11 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from rocelab.errors import InputError, Problem, Problems
+from rocelab.errors import InputError, Problems
 from rocelab.paths import display
 from rocelab.qos.nic import HostNicConfig, combine, read_mlnx_qos, read_nic_sysfs, roce_mtu_for
 from rocelab.roce.config import roce_config
-from rocelab.roce.dcqcn import connectx_rp
+from rocelab.ethernet import PRIORITIES
+from rocelab.qos.model import DSCP_VALUES
+from rocelab.roce.dcqcn import connectx_files, connectx_rp
 from rocelab.yamlfile import YamlDoc
 from rocelab.yamlfile import at as _at
 
@@ -129,9 +131,9 @@ def nicd_settings(nics: Mapping[str, HostNic], base: Mapping) -> tuple[dict[str,
 def nicd_roce(nic: HostNic, base: Mapping) -> tuple[dict, list[str]]:
     """The `roce:` settings an emulated NIC takes, over the lab's own (`base`), from what the
     host's tools said (ToS →
-    DSCP, CNP DSCP and spacing, the DSCP → priority map under DSCP trust, DCQCN's roce_rp
-    values over the `connectx` set, DCQCN on or off for RoCE's priority, the RoCE MTU), and
-    notes on what it cannot carry."""
+    DSCP, CNP DSCP and spacing, the trust state, the DSCP → priority map, the PFC priorities,
+    DCQCN's roce_rp values over the `connectx` set, DCQCN on or off for RoCE's priority, the
+    RoCE MTU), and notes on what it cannot carry."""
     c = nic.config
     roce: dict = {}
     notes = []
@@ -142,14 +144,15 @@ def nicd_roce(nic: HostNic, base: Mapping) -> tuple[dict, list[str]]:
         roce["cnp_dscp"] = np["cnp_dscp"]
     if "min_time_between_cnps" in np:
         roce["cnp_interval_s"] = np["min_time_between_cnps"] * 1e-6
-    if c.trust == "dscp" and c.dscp_to_priority is not None:
+    if c.trust is not None:
+        roce["trust"] = c.trust  # under pcp, RoCE's untagged frames are on priority 0
+    if c.dscp_to_priority is not None:
         roce["dscp_to_priority"] = dict(enumerate(c.dscp_to_priority))
-    elif c.trust == "pcp":
-        notes.append(f"{nic.host}: the NIC trusts PCP; nicd sends untagged frames and takes each frame's "
-                     "priority from its DSCP map, so the PCP the application would set is not emulated")
+    if c.pfc_priorities is not None:
+        roce["pfc_priorities"] = sorted(c.pfc_priorities)
     if c.dcqcn_rp is not None:
         roce["dcqcn"] = {"parameters": "connectx", **connectx_rp(c.dcqcn_rp)}
-        if c.dcqcn_rp.get("rpg_max_rate"):
+        if c.dcqcn_rp.get("rpg_max_rate"):  # 0: no cap
             notes.append(f"{nic.host}: roce_rp/rpg_max_rate {c.dcqcn_rp['rpg_max_rate']} Mb/s is not emulated "
                          "(the QP's rate is capped by the port only)")
     if c.rp_enabled is not None:
@@ -158,3 +161,25 @@ def nicd_roce(nic: HostNic, base: Mapping) -> tuple[dict, list[str]]:
     if c.mtu_bytes is not None and roce_mtu_for(c.mtu_bytes) is not None:
         roce["pmtu_bytes"] = roce_mtu_for(c.mtu_bytes)
     return roce, notes
+
+
+# How a ConnectX maps priorities to TCs out of the box (priority 0 to TC 1, 1 to TC 0: 802.1Q's
+# order), each TC's algorithm left to the device: nicd has no ETS, so that is what it shows.
+DEFAULT_PRIORITY_TO_TC = (1, 0, 2, 3, 4, 5, 6, 7)
+
+
+def nic_view(settings: Mapping, port_rate_bps: float) -> HostNicConfig:
+    """What a ConnectX's tools would show for a NIC running these `roce:` settings (nicd_roce's
+    inverse): trust, DSCP map, PFC, DCQCN's roce_rp and roce_np files, RoCE's ToS. DCQCN's
+    reaction point is on for every priority, or off for all, as the settings' cc_algorithm;
+    the notification point always answers (nicd's does)."""
+    c = roce_config(settings)
+    return HostNicConfig(
+        trust=c.trust, pfc_priorities=c.pfc_enabled(),
+        dscp_to_priority=tuple(c.dscp_to_priority.get(d, 0) for d in range(DSCP_VALUES)),
+        priority_to_tc=DEFAULT_PRIORITY_TO_TC, tsa={tc: "vendor" for tc in range(PRIORITIES)},
+        dcqcn_rp=connectx_files(c.cc.dcqcn, port_rate_bps),
+        dcqcn_np={"cnp_802p_prio": c.priority_of(c.cnp_dscp), "cnp_dscp": c.cnp_dscp,
+                  "min_time_between_cnps": round(c.cnp_interval_s * 1e6)},
+        rp_enabled=frozenset(range(PRIORITIES)) if c.cc_algorithm == "dcqcn" else frozenset(),
+        np_enabled=frozenset(range(PRIORITIES)), roce_tos=c.dscp << 2)

@@ -20,7 +20,7 @@ from rocelab.units import parse_delay
 from rocelab.yamlfile import at as _at
 from rocelab.yamlfile import load_yaml
 from rocelab.model.hostnics import nic_entries, nicd_settings, read_host_nics
-from rocelab.fabric.spec import load_devices
+from rocelab.fabric.spec import Device, load_devices
 from rocelab.qos.model import QosProfile
 from rocelab.qos.sonic import read_config_db
 from rocelab.switch.balance import balance_config, balance_from_config_db
@@ -49,6 +49,7 @@ class Lab:
     # A switch's own QoS config from lab.yml's `profiles:` (a SONiC, EOS or Cumulus file, in
     # fabric.yml's device form), over `profile`: the engine writes it out for switchd.
     node_qos: Mapping[str, QosProfile] = field(default_factory=dict)
+    node_nos: Mapping[str, Device] = field(default_factory=dict)  # those entries as read: format, file, options
     # The PFC watchdog's own dilation (default: tdf). At TDF 1000 a 200 ms detection time
     # lasts 200 s of wall time; a lab about storms runs the watchdog's timers on a faster clock.
     pfc_wd_tdf: int | None = None
@@ -200,11 +201,12 @@ def _load_lab_file(path: Path) -> Lab:
         problems.add(_at(doc, "scenario", placing[0], "receive_order"), "place: the verbs backend runs the "
                      "kernel's RDMA device, whose receiver rocelab does not set", "receive_order: place needs nic: emulated")
         problems.raise_if_any()
-    node_qos = {}
+    node_qos, devices = {}, {}
     if "profiles" in data:
         devices = load_devices(doc, data["profiles"], path.parent, fabric, "profiles")
         node_qos = {name: device.profile for name, device in devices.items()}
     return Lab(name, doc.name, fabric, dataplane, tdf, profile, nic, roce, scenario, node_qos=node_qos,
+               node_nos=devices,
                pfc_wd_tdf=pfc_wd_tdf,
                fidelity_bound_s=fidelity_bound_s, host_roce=host_roce, host_notes=tuple(host_notes),
                flow_control_rx=frozenset(flow_control_rx), load_balancing=load_balancing)

@@ -65,8 +65,10 @@ from rocelab.units import parse_bytes, parse_delay
 from rocelab.yamlfile import YamlDoc
 from rocelab.yamlfile import at as _at
 
-# A switch's own commands (rocelab.nodecli.sonic.COMMANDS), which a case's `commands:` may run.
+# A switch's own commands (rocelab.nodecli.sonic.COMMANDS) and a host's that change or show its
+# NIC (rocelab.nodecli.host.COMMANDS, less perftest), which a case's `commands:` may run.
 SWITCH_COMMANDS = ("show", "config", "ecnconfig", "pfcwd", "sonic-clear")
+HOST_COMMANDS = ("mlnx_qos", "cma_roce_tos", "sysfs", "show_gids")
 CASE_KEYS = ("case", "title", "profile", "traffic", "with", "train", "cc", "dcqcn", "load_balancing", "receive_order",
              "impair", "storm", "background", "probes", "commands")
 WITH_KEYS = ("hosts", "size", "iterations", "compute_gap", "qps", "message_size", "verb", "options", "stall_timeout")
@@ -358,11 +360,13 @@ def load_scenario(doc: YamlDoc, lab_dir: Path, hosts: set[str], switch_ports: se
         switches = {node for node, _ in switch_ports}
         for j, item in enumerate(raw.get("commands") or []):
             here = _at(doc, "scenario", i, "commands", j)
-            if not isinstance(item, dict) or set(item) != {"at", "node", "run"} or item["node"] not in switches \
-                    or str(item["run"]).split(" ", 1)[0] not in SWITCH_COMMANDS:
-                problems.add(here, f"{item!r} is not a command on a switch",
+            known = SWITCH_COMMANDS if isinstance(item, dict) and item.get("node") in switches else HOST_COMMANDS
+            if not isinstance(item, dict) or set(item) != {"at", "node", "run"} \
+                    or item["node"] not in switches | set(hosts) or str(item["run"]).split(" ", 1)[0] not in known:
+                problems.add(here, f"{item!r} is not a command on a switch or host",
                              f'write {{at: 2s, node: SWITCH, run: "config interface shutdown Ethernet8"}}; '
-                             f"switches: {', '.join(sorted(switches))}; commands: {', '.join(SWITCH_COMMANDS)}")
+                             f"switches: {', '.join(sorted(switches))}, commands: {', '.join(SWITCH_COMMANDS)}; "
+                             f"hosts: {', '.join(sorted(hosts))}, commands: {', '.join(HOST_COMMANDS)}")
                 continue
             try:
                 commands.append(CaseCommand(parse_delay(item["at"]), item["node"], tuple(shlex.split(str(item["run"])))))

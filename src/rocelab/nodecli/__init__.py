@@ -1,8 +1,10 @@
-"""The commands of a node's own CLI (SONiC's on a switch), run by `invoke exec NODE -- CMD`,
-`invoke config NODE -- …`, `invoke shell NODE` and a lab.yml case's `commands:`.
+"""The commands of a node's own CLI (SONiC's on a switch, NVIDIA's and perftest's on a host),
+run by `invoke exec NODE -- CMD`, `invoke config NODE -- …`, `invoke shell NODE` and a lab.yml
+case's `commands:`.
 
     run(node, argv) → exit status       the command argv[0] with its arguments, on a node
-    live_switch(record, name, command)  a running lab's switch node
+    live_switch(record, name, command)  a running lab's switch node (an EosNode where it runs EOS's config)
+    live_host(record, name, command)    a running lab's host node (its nicd)
 """
 
 from __future__ import annotations
@@ -17,30 +19,54 @@ import click
 from rocelab import paths
 from rocelab.engines.state import LabState
 from rocelab.kernel import control
-from rocelab.nodecli.node import SwitchNode
+from rocelab.model.lab import load_lab
+from rocelab.nodecli.eos import COMMANDS as EOS_COMMANDS
+from rocelab.nodecli.host import COMMANDS as HOST_COMMANDS
+from rocelab.nodecli.node import EosNode, HostNode, SwitchNode
 from rocelab.nodecli.sonic import COMMANDS as SWITCH_COMMANDS
+
+
+def _agent_config(record: LabState, name: str) -> dict:
+    return json.loads(control.socket_path(record.name, name).with_suffix(".json").read_text())
 
 
 def live_switch(record: LabState, name: str, command: str) -> SwitchNode:
     sock = control.socket_path(record.name, name)
-    config = json.loads(sock.with_suffix(".json").read_text())
-    return SwitchNode(paths.STATE_DIR / record.name, name,
-                      lambda op, **fields: control.request(sock, op, **fields),
-                      {p["name"]: int(round(p["rate_bps"] * record.tdf)) for p in config["ports"]}, record.tdf,
-                      command)
+    config = _agent_config(record, name)
+    args = (paths.STATE_DIR / record.name, name, lambda op, **fields: control.request(sock, op, **fields),
+            {p["name"]: int(round(p["rate_bps"] * record.tdf)) for p in config["ports"]}, record.tdf, command)
+    if config.get("nos") == "eos":  # its EOS running-config, read as `up` read it (the lab's profiles: entry)
+        return EosNode(*args, load_lab(record.name).node_nos[name])
+    return SwitchNode(*args)
+
+
+def live_host(record: LabState, name: str, command: str) -> HostNode:
+    port = record.node(name).interfaces[0]
+    hosts = {i.address.split("/")[0]: n.name for n in record.nodes if n.role == "host" for i in n.interfaces}
+    return HostNode(paths.STATE_DIR / record.name, name,
+                    lambda op, **fields: control.request(control.socket_path(record.name, name), op, **fields),
+                    port.name, port.address, port.mac, command, record, hosts)
+
+
+def _agent_of(record: LabState, name: str) -> str | None:
+    return {p["node"]: p["what"] for p in record.processes}.get(name)
 
 
 def commands_of(record: LabState, name: str) -> dict[str, click.Command]:
-    """The node's own commands: SONiC's on a switch that runs switchd, none elsewhere (yet)."""
-    runs = {p["node"]: p["what"] for p in record.processes}
-    return SWITCH_COMMANDS if runs.get(name) == "switchd" else {}
+    """The node's own commands: on a switch that runs switchd, SONiC's (EOS's where its lab.yml
+    entry is an EOS running-config), the NIC's on a host that runs nicd, none elsewhere (yet)."""
+    agent = _agent_of(record, name)
+    if agent == "switchd":
+        return EOS_COMMANDS if _agent_config(record, name).get("nos") == "eos" else SWITCH_COMMANDS
+    return HOST_COMMANDS if agent == "nicd" else {}
 
 
 def run(record: LabState, name: str, argv: list[str]) -> int:
     """Run one of the node's commands as a user typed it; its exit status (click's: 0, 1
     for an error, 2 for a usage error)."""
     command = commands_of(record, name)[argv[0]]
-    node = live_switch(record, name, shlex.join(argv))
+    live = live_switch if _agent_of(record, name) == "switchd" else live_host
+    node = live(record, name, shlex.join(argv))
     try:
         command.main(argv[1:], prog_name=argv[0], obj=node, standalone_mode=True)
     except SystemExit as exc:

@@ -1,4 +1,5 @@
-"""A switch node as its commands see it: the running config_db, its switchd, its time line.
+"""A node as its commands see it: a switch's running config_db and its switchd, a host's
+running NIC and its nicd, and the lab's time line both write to.
 
 The running config_db lives in the lab's state folder (`<state>/<lab>/<node>/running.json`)
 and is what switchd runs: every change is checked whole (rocelab.qos.configdb.check), written,
@@ -6,6 +7,11 @@ then handed to switchd (a reload for QoS tables, a `port` request for a link's a
 and MTU), and recorded as an event on the lab's time line (`<state>/<lab>/events.jsonl`,
 which the dashboard marks). `config save` writes `<node>/config_db.json`; checkpoints are
 `<node>/checkpoints/NAME.cp.json`, as SONiC keeps them under /etc/sonic/checkpoints.
+
+A host's running NIC (`<node>/nic.json`) is what its ConnectX tools would show
+(rocelab.qos.nic.HostNicConfig), kept beside the nicd settings it was made from: a change is
+turned into nicd's settings (rocelab.model.hostnics.nicd_roce), checked, handed to nicd
+(`set_nic`), which reconfigures the NIC at once, and recorded on the time line.
 """
 
 from __future__ import annotations
@@ -18,8 +24,15 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rocelab.errors import InputError
+from rocelab.fabric.spec import Device
+from rocelab.model.hostnics import HostNic, nic_view, nicd_roce
+from rocelab.qos.nic import HostNicConfig, nic_from_json, nic_to_json
+from rocelab.roce.config import roce_config
 from rocelab.qos import configdb
-from rocelab.qos.sonic import read_config_db
+from rocelab.qos.eos import lab_to_eos
+from rocelab.qos.model import QosProfile
+from rocelab.qos.ports import lab_to_sonic
+from rocelab.qos.sonic import dump_config_db, read_config_db
 from rocelab.switch.counters import counters_since
 
 Agent = Callable[..., dict]  # agent(op, **fields) → the reply (rocelab.kernel.control.request)
@@ -142,3 +155,114 @@ class SwitchNode:
 
     def fib(self) -> dict:
         return self.agent("fib")
+
+
+class NicError(Exception):
+    """A change the running NIC cannot take; nothing changed."""
+
+
+class HostNode:
+    """`agent` asks nicd; `iface`, `address`, `mac`: the host's RoCE port."""
+
+    def __init__(self, folder: Path, name: str, agent: Agent, iface: str, address: str, mac: str,
+                 command: str = "", record: Any = None, hosts: dict[str, str] | None = None):
+        self.folder, self.name, self.agent = folder, name, agent
+        self.iface, self.address, self.mac, self.command = iface, address, mac, command
+        self.record = record  # the running lab (rocelab.engines.state.LabState): where perftest runs its job
+        self.hosts = hosts or {}  # the lab's hosts by address
+        self.home = folder / name
+        self.nic_path = self.home / "nic.json"
+
+    def _settings(self) -> dict:
+        return self.agent("nic")
+
+    def pmtu_bytes(self) -> int:
+        return roce_config(self._settings()["settings"]).pmtu_bytes
+
+    def host_at(self, address: str) -> str | None:
+        return self.hosts.get(address)
+
+    def running(self) -> HostNicConfig:
+        """The NIC as its tools show it. Settings changed behind the shell's back (a case's
+        congestion control) make it again from what nicd runs."""
+        reply = self._settings()
+        if self.nic_path.exists():
+            doc = json.loads(self.nic_path.read_text())
+            if doc["settings"] == reply["settings"]:
+                return nic_from_json(doc["nic"])
+        view = nic_view(reply["settings"], reply["port_rate_bps"])
+        self._write(reply["settings"], view)
+        return view
+
+    def _write(self, settings: dict, nic: HostNicConfig) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        tmp = self.nic_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"settings": settings, "nic": nic_to_json(nic)}, indent=1))
+        os.replace(tmp, self.nic_path)
+
+    def commit(self, new: HostNicConfig, record: bool = True) -> list[str]:
+        """Make `new` the running NIC: the nicd settings that differ are checked whole, then set
+        live; what changed, in words. NicError, and nothing changes, when they make no NIC."""
+        old = self.running()
+        settings = self._settings()["settings"]
+        before, _ = nicd_roce(HostNic(self.name, None, None, old), {})
+        try:
+            after, _ = nicd_roce(HostNic(self.name, None, None, new), {})
+            changes = {k: v for k, v in after.items() if before.get(k) != v}
+            roce_config({**settings, **changes})
+        except ValueError as exc:
+            raise NicError(str(exc)) from None
+        changed = [name for name, value in nic_to_json(new).items() if nic_to_json(old).get(name) != value]
+        if not changed:
+            return ["no change"]
+        if changes:
+            settings = self.agent("set_nic", settings=json.loads(json.dumps(changes)))["settings"]
+        self._write(settings, new)
+        if record:
+            record_event(self.folder, self.name, self.command, changed)
+        if not changes:
+            return [f"{self.name}: {', '.join(changed)} recorded; what the NIC runs is unchanged"]
+        return [f"{self.name}: the NIC now runs the new {', '.join(sorted(changes))}: PFC and the priority of "
+                "connected QPs at once; DSCP, ToS and DCQCN for QPs connected from now on (the next job)"]
+
+
+class EosNode(SwitchNode):
+    """A switch whose lab.yml `profiles:` entry is an EOS running-config (`device`). Its
+    running-config text (`<node>/running-config`, first the file's) is what its commands edit:
+    a commit is read as `up` reads it (rocelab.fabric.spec.EosOptions) into the config_db
+    switchd runs, then committed as a SONiC node's change is (checked whole, reloaded, on the
+    time line); the links keep their state."""
+
+    def __init__(self, folder: Path, name: str, agent: Agent, interfaces: dict[str, int], tdf: int,
+                 command: str, device: Device):
+        super().__init__(folder, name, agent, interfaces, tdf, command)
+        self.device = device
+        self.config_path = self.home / "running-config"
+
+    def eos_text(self) -> str:
+        if not self.config_path.exists():
+            self.home.mkdir(parents=True, exist_ok=True)
+            self.config_path.write_text(Path(self.device.file).read_text())
+        return self.config_path.read_text()
+
+    def profile(self) -> QosProfile:
+        return self._read(self.eos_text())
+
+    def _read(self, text: str) -> QosProfile:
+        try:
+            return self.device.eos.profile(text, f"{self.name} running-config")[1]
+        except InputError as exc:
+            raise configdb.ConfigError(str(exc)) from None
+
+    def eos_names(self) -> dict[str, str]:
+        """eth1 → Ethernet1: the config's own interface names."""
+        return {lab: self.device.port_names.get(lab_to_sonic(lab)) or lab_to_eos(lab) for lab in self.interfaces}
+
+    def commit_eos(self, text: str) -> list[str]:
+        """Make `text` the running-config; what changed on the switch, in words. ConfigError, and
+        nothing changes, when it does not read or makes no valid switch."""
+        doc = json.loads(dump_config_db(self._read(text)))
+        doc["PORT"] = self.running().get("PORT", {})
+        lines = self.commit(doc)
+        self.config_path.write_text(text)
+        return lines

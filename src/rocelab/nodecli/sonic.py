@@ -24,13 +24,19 @@ pass_node = click.make_pass_decorator(SwitchNode)
 PRIORITY = click.IntRange(0, 7)
 
 
-def _commit(node: SwitchNode, new: dict) -> None:
+def report_commit(commit, *args) -> None:
+    """Run a node's commit and print what changed on the switch; its ConfigError is click's
+    error (exit 1, nothing changed)."""
     try:
-        lines = node.commit(new)
+        lines = commit(*args)
     except configdb.ConfigError as exc:
         raise click.ClickException(str(exc)) from None
     for line in lines:
         click.echo(line)
+
+
+def _commit(node: SwitchNode, new: dict) -> None:
+    report_commit(node.commit, new)
 
 
 def _edit(node: SwitchNode, edit, *args, **kwargs) -> None:

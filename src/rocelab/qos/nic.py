@@ -328,3 +328,51 @@ def read_nic_sysfs(text: str, file: str) -> HostNicConfig:
                            f"save what this prints on the host: {COLLECT}")
     lines.problems.raise_if_any()
     return HostNicConfig(**values, where=lines.where)
+
+
+# ---------------------------------------------------------------- a running NIC's settings
+
+_SETS = ("pfc_priorities", "rp_enabled", "np_enabled")
+_TUPLES = ("dscp_to_priority", "buffer_sizes_bytes", "priority_to_buffer", "priority_to_tc")
+_BY_TC = ("tsa", "bw_percent")
+
+
+def nic_to_json(config: HostNicConfig) -> dict:
+    """A HostNicConfig as JSON (a host node keeps its running NIC so); `where` is left out."""
+    out: dict = {}
+    for f in fields(config):
+        value = getattr(config, f.name)
+        if f.name == "where" or value is None:
+            continue
+        out[f.name] = sorted(value) if f.name in _SETS else list(value) if f.name in _TUPLES else \
+            {str(k): v for k, v in value.items()} if isinstance(value, Mapping) else value
+    return out
+
+
+def nic_from_json(data: Mapping) -> HostNicConfig:
+    values: dict = {}
+    for name, value in data.items():
+        values[name] = frozenset(value) if name in _SETS else tuple(value) if name in _TUPLES else \
+            {int(k): v for k, v in value.items()} if name in _BY_TC else value
+    return HostNicConfig(**values)
+
+
+def sysfs_setting(path: str, value: str) -> tuple[str, str | int, int]:
+    """What writing `value` to a ConnectX file sets: ("roce_rp"|"roce_np", NAME, number),
+    ("roce_rp.enable"|"roce_np.enable", priority, 0|1) or ("roce_tos", "", ToS).
+    ValueError naming the path and what it takes."""
+    m, text = _ECN.match(f"{path}={value}"), value.strip()
+    if m and m[3]:
+        if not (m[4].isdigit() and int(m[4]) < PRIORITIES and text in ("0", "1")):
+            raise ValueError(f"{path}: takes 0 or 1, for a priority 0 to 7")
+        return f"{m[2]}.enable", int(m[4]), int(text)
+    if m:
+        if not text.isdigit() or int(text) >= 2**32:
+            raise ValueError(f"{path}: {value!r} is not a whole number")
+        return m[2], m[4], int(text)
+    if _TOS.match(f"{path}={value}"):
+        if not text.isdigit() or int(text) > 255:
+            raise ValueError(f"{path}: {value!r} is not a ToS from 0 to 255")
+        return "roce_tos", "", int(text)
+    raise ValueError(f"{path}: no such file (the NIC's knobs: …/ecn/roce_rp/NAME, …/ecn/roce_np/NAME, their "
+                     "enable/P, and /sys/kernel/config/rdma_cm/DEV/ports/1/default_roce_tos)")

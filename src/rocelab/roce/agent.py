@@ -20,12 +20,13 @@ never answers RoCE with ICMP port unreachable; once that socket's small buffer i
 the kernel drops the copies silently.
 
 Control ops: ping, counters, clear (later counters are deltas from here, as
-sonic-clear does), and the job ops of rocelab.traffic.host.
+sonic-clear does), set_cc (a case's congestion control), nic and set_nic (the `roce:`
+settings the NIC runs, read and changed live by the host's own commands), and the job ops of
+rocelab.traffic.host.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import random
 import socket
@@ -37,8 +38,8 @@ from pathlib import Path
 from rocelab.kernel.loop import Loop, Port, open_port
 from rocelab.kernel.control import ControlServer
 from rocelab.kernel.netns import in_netns
-from rocelab.roce.config import RECEIVE_ORDERS, roce_config
-from rocelab.roce import Nic, builtin_cc_registry, dilate
+from rocelab.roce.config import roce_config
+from rocelab.roce import Nic, dilate
 from rocelab.ethernet import ROCE_UDP_PORT
 from rocelab.traffic.host import JOB_OPS, JobHost
 
@@ -149,6 +150,7 @@ class Nicd:
         self.tdf = config["tdf"]
         self.ip = port["address"].split("/")[0]
         self.roce = config.get("roce") or {}
+        self.settings = self.roce  # what the NIC runs now: its own, or a case's set_cc, or a host command's
         nic_config = dilate(roce_config(self.roce), config["tdf"])
         self.nic = Nic(port["mac"], self.ip, port["rate_bps"], nic_config, rng=random.Random())
         self.jobs = JobHost(self.nic, ip=self.ip, port_rate_bps=port["rate_bps"], next_hop_mac=port["peer_mac"],
@@ -184,23 +186,34 @@ class Nicd:
         if op == "set_cc":
             # A lab case switches congestion control (DCQCN vs none) and DCQCN's parameter set for
             # the QPs it connects next; None: this NIC's own (the lab's, over its host's NIC files).
-            chosen = dilate(roce_config({**self.roce, **({"dcqcn": req["dcqcn"]} if req.get("dcqcn") else {})}),
-                            self.tdf)
-            algorithm = req.get("algorithm") or chosen.cc_algorithm
-            builtin_cc_registry().check(algorithm)
-            receive_order = req.get("receive_order") or chosen.receive_order
-            if receive_order not in RECEIVE_ORDERS:
-                raise ValueError(f"receive_order {receive_order!r}; expected one of: {', '.join(RECEIVE_ORDERS)}")
-            self.nic.config = dataclasses.replace(self.nic.config, cc_algorithm=algorithm, cc=chosen.cc,
-                                                  cnp_interval_s=chosen.cnp_interval_s, receive_order=receive_order)
-            return {"cc_algorithm": algorithm, "dcqcn": req.get("dcqcn"), "receive_order": receive_order}
+            chosen = {**self.roce, **({"dcqcn": req["dcqcn"]} if req.get("dcqcn") else {})}
+            for key, field in (("algorithm", "cc_algorithm"), ("receive_order", "receive_order")):
+                if req.get(key):
+                    chosen[field] = req[key]
+            self._apply(chosen)
+            return {"cc_algorithm": self.nic.config.cc_algorithm, "dcqcn": req.get("dcqcn"),
+                    "receive_order": self.nic.config.receive_order}
+        if op == "nic":
+            return {"settings": self.settings, "port_rate_bps": self.nic.port_rate_bps * self.tdf}
+        if op == "set_nic":
+            # A host's own commands (mlnx_qos, sysfs, cma_roce_tos) change the running NIC: the
+            # settings join the NIC's own, so a later case's set_cc keeps them.
+            self._apply({**self.settings, **req["settings"]})
+            self.roce = {**self.roce, **req["settings"]}
+            return {"settings": self.settings}
         if op == "clear":
             self.nic.clear_reorder_distances()
             self._baseline = self.nic.counters(self.loop.now())
             return {}
         if op in JOB_OPS:
             return self.jobs.handle(req)
-        raise ValueError(f"unknown op {op!r}; ops: ping, counters, set_cc, clear, {', '.join(JOB_OPS)}")
+        raise ValueError(f"unknown op {op!r}; ops: ping, counters, set_cc, nic, set_nic, clear, {', '.join(JOB_OPS)}")
+
+    def _apply(self, settings: dict) -> None:
+        """Run the NIC with these `roce:` settings (production units) from now on; ValueError,
+        and nothing changes, when they make no NIC."""
+        self.nic.reconfigure(dilate(roce_config(settings), self.tdf))
+        self.settings = settings
 
     def close(self) -> None:
         self.control.close()

@@ -19,6 +19,7 @@ PSN_HALF_SPACE = 1 << 23
 # What a responder does with a PSN ahead of the one it expects (rocelab.roce.qp): gbn drops and
 # NAKs it (go-back-N); place keeps it (ConnectX-5+ out-of-order data placement).
 RECEIVE_ORDERS = ("gbn", "place")
+TRUSTS = ("pcp", "dscp")  # what a ConnectX classifies received frames by (mlnx_qos --trust)
 
 
 def _default_dscp_to_priority() -> dict[int, int]:
@@ -32,6 +33,12 @@ class NicConfig:
 
     pmtu_bytes, dscp: defaults for QPs that do not set their own.
     dscp_to_priority: the PFC priority a frame waits on; unlisted DSCPs use priority 0.
+    trust: "dscp" (the map above decides a frame's priority) or "pcp" (mlnx_qos --trust pcp:
+        an untagged frame, which is all a DSCP fabric sends, is on priority 0, and so is RoCE's
+        own traffic, which sets no PCP).
+    pfc_priorities: the priorities whose PFC the NIC honours (mlnx_qos --pfc); None: RoCE's
+        priority under the DSCP map, as NVIDIA's RoCE configuration enables. A pause for
+        another priority is counted and ignored.
     vlan_id: None sends untagged frames (DSCP-trust fabrics); else 802.1Q with PCP = priority.
     max_inflight_packets: requester window (sent, not yet acknowledged packets).
     psn_window_packets: responder accepts PSNs this far ahead (NAK) or behind (duplicate);
@@ -58,6 +65,8 @@ class NicConfig:
     dscp: int = 26
     cnp_dscp: int = 48
     dscp_to_priority: Mapping[int, int] = field(default_factory=_default_dscp_to_priority)
+    trust: str = "dscp"
+    pfc_priorities: frozenset[int] | None = None
     vlan_id: int | None = None
     ttl: int = 64
     max_inflight_packets: int = 1024
@@ -86,6 +95,10 @@ class NicConfig:
         for dscp, priority in self.dscp_to_priority.items():
             if not 0 <= dscp < 64 or not 0 <= priority < 8:
                 problems.append(f"dscp_to_priority[{dscp}]={priority}: DSCP 0..63 → 0..7")
+        if self.trust not in TRUSTS:
+            problems.append(f"trust={self.trust!r} must be one of {', '.join(TRUSTS)}")
+        if self.pfc_priorities is not None and not all(0 <= p < 8 for p in self.pfc_priorities):
+            problems.append(f"pfc_priorities={sorted(self.pfc_priorities)} must be priorities 0..7")
         if self.vlan_id is not None and not 0 <= self.vlan_id < 4095:
             problems.append(f"vlan_id={self.vlan_id} must be 0..4094")
         if not 1 <= self.ttl <= 255:
@@ -110,7 +123,12 @@ class NicConfig:
             raise ValueError("NicConfig: " + "; ".join(problems))
 
     def priority_of(self, dscp: int) -> int:
-        return self.dscp_to_priority.get(dscp, 0)
+        return self.dscp_to_priority.get(dscp, 0) if self.trust == "dscp" else 0
+
+    def pfc_enabled(self) -> frozenset[int]:
+        if self.pfc_priorities is not None:
+            return self.pfc_priorities
+        return frozenset({self.dscp_to_priority.get(self.dscp, 0)})
 
 
 def dilate(config: NicConfig, tdf: float) -> NicConfig:
@@ -166,6 +184,8 @@ def roce_config(settings: Mapping) -> NicConfig:
     values.setdefault("cnp_interval_s", chosen.min_time_between_cnps_s)  # the set's NP side
     if "dscp_to_priority" in values:
         values["dscp_to_priority"] = {int(d): int(p) for d, p in dict(values["dscp_to_priority"]).items()}
+    if values.get("pfc_priorities") is not None:
+        values["pfc_priorities"] = frozenset(int(p) for p in values["pfc_priorities"])
     rp = {k: v for k, v in dcqcn.items() if k != DCQCN_SET_KEY}
     try:
         config = NicConfig(**values, cc=CcConfig(dcqcn=dataclasses.replace(chosen.rp, **rp)))

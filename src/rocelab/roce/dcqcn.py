@@ -43,6 +43,7 @@ fractions of the line rate, so they follow it (rocelab.roce.config.dilate does b
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -180,6 +181,25 @@ def connectx_rp(values: Mapping[str, int]) -> dict[str, object]:
         out["target_on_cnp"] = (TARGET_ALWAYS if clamp else TARGET_AFTER_INCREASE if after_timer
                                 else TARGET_AFTER_BYTE_INCREASE)
     return out
+
+
+def connectx_files(config: DcqcnConfig, line_rate_bps: float) -> dict[str, int]:
+    """The roce_rp sysfs values a ConnectX would show for `config` (connectx_rp's inverse; rates
+    that scale with the line rate at this one): what a host's shell reads. rpg_max_rate 0: no cap."""
+    ai, hai, floor = config.rates_bps(line_rate_bps)
+    fields = {"g": 1024 - config.g * 1024, "alpha_period_s": config.alpha_period_s * 1e6,
+              "alpha_init": config.alpha_init * 1024, "rate_reduce_period_s": config.rate_reduce_period_s * 1e6,
+              "rate_decrease_divisor": math.log2(config.rate_decrease_divisor) + 10,
+              "min_decrease_factor": config.min_decrease_factor * 100, "min_rate_bps": floor / 1e6,
+              "rate_on_first_cnp_bps": (config.rate_on_first_cnp_bps or 0) / 1e6,
+              "rate_increase_period_s": config.rate_increase_period_s * 1e6,
+              "byte_counter_bytes": config.byte_counter_bytes / 64, "fast_recovery_stages": config.fast_recovery_stages,
+              "rate_ai_bps": ai / 1e6, "rate_hai_bps": hai / 1e6}
+    files = {name: round(fields[field]) for name, (field, _) in _CONNECTX_RP.items()}
+    files["clamp_tgt_rate"] = int(config.target_on_cnp == TARGET_ALWAYS)
+    files["clamp_tgt_rate_after_time_inc"] = int(config.target_on_cnp != TARGET_AFTER_BYTE_INCREASE)
+    files["rpg_max_rate"] = 0
+    return dict(sorted(files.items()))
 
 
 class Dcqcn:

@@ -127,6 +127,16 @@ class Nic:
                    udp_sport=udp_sport, dscp=dscp, pmtu_bytes=pmtu_bytes, cc=cc)
         self._connected.append(qp)
 
+    def reconfigure(self, config: NicConfig) -> None:
+        """A setting changed on the running NIC (mlnx_qos, sysfs): PFC and each connected QP's
+        priority follow at once; DSCP, ToS and congestion control are a QP's from its connect,
+        so they apply to QPs connected from now on."""
+        self._cc_registry.check(config.cc_algorithm)
+        self.config = config
+        for qp in self._qps.values():
+            qp.retarget(config)
+        self._rr_next = 0
+
     def destroy_qp(self, qpn: int) -> None:
         """Flush QP `qpn`'s outstanding work (WR_FLUSH_ERR) and forget it; its counters stay
         in the NIC totals, so they never go backwards."""
@@ -269,6 +279,7 @@ class Nic:
     # ---- PFC ---------------------------------------------------------------------------
 
     def _on_pause(self, pause: PauseFrame, now: float) -> None:
+        honoured = self.config.pfc_enabled()
         for priority, quanta in enumerate(pause.quanta):
             if quanta is None:
                 continue
@@ -276,6 +287,8 @@ class Nic:
                 self._xon_frames[priority] += 1
             else:
                 self._pause_frames[priority] += 1
+            if priority not in honoured:  # PFC off for it on this NIC: counted, not obeyed
+                continue
             # A new pause time replaces the old one, whether longer or shorter; XON ends it now.
             self._pause.pause(priority, now, pause_duration_s(quanta, self.port_rate_bps))
 

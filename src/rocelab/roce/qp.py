@@ -327,6 +327,14 @@ class QueuePair:
                                    vlan_tci=tci(self.cnp_priority))
         self.state = QpState.RTS
 
+    def retarget(self, config: NicConfig) -> None:
+        """The NIC's settings changed: a connected QP's frames wait on the priority the new
+        trust and DSCP map give its DSCP (an 802.1Q tag, where there is one, keeps its PCP)."""
+        self._cfg = config
+        if self._tx is not None:
+            self.priority = config.priority_of(self._tx.dscp)
+            self.cnp_priority = config.priority_of(self._cnp_tx.dscp)
+
     # ---- posting -------------------------------------------------------------------
 
     def post_write(self, wr_id: int, data: bytes | bytearray | memoryview, remote_va: int,

@@ -134,7 +134,7 @@ class FlowHeaders:
     entropy). IPv4 identification is 0 with Don't Fragment set (RFC 6864 atomic datagrams).
     """
 
-    __slots__ = ("_eth", "_tos", "_ttl", "_src_ip", "_dst_ip", "_sport", "_pkey", "_csum_base")
+    __slots__ = ("_eth", "dscp", "_tos", "_ttl", "_src_ip", "_dst_ip", "_sport", "_pkey", "_csum_base")
 
     def __init__(self, src_mac: bytes, dst_mac: bytes, src_ip: bytes, dst_ip: bytes, *,
                  dscp: int, ecn: int, ttl: int, udp_sport: int, pkey: int = DEFAULT_PKEY,
@@ -144,6 +144,7 @@ class FlowHeaders:
         else:
             self._eth = (ETH.pack(dst_mac, src_mac, ETH_P_8021Q)
                          + VLAN_TAG.pack(vlan_tci, ETH_P_IPV4))
+        self.dscp = dscp
         self._tos = (dscp << 2) | ecn
         self._ttl = ttl
         self._src_ip = src_ip

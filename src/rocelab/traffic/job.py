@@ -286,6 +286,20 @@ def run_bw(record: LabState, src: str, dst: str, *, message_bytes: int, qps: int
             "job": report}
 
 
+def run_latency(record: LabState, src: str, dst: str, *, message_bytes: int, iterations: int) -> dict:
+    """perftest's ib_write_lat: `iterations` round trips of one RDMA WRITE each way; one-way
+    latencies (half each round trip, as the sender sees it), emulated seconds sorted, and the
+    emulation's timing resolution (`resolution_s`: how late an agent may run an event)."""
+    _port_rate(record, src)
+    spec = JobSpec(pattern="pingpong", hosts=(src, dst), size_bytes=message_bytes, iterations=iterations,
+                   message_bytes=message_bytes, verb="write", source="lat")
+    report, results = run_job(record, spec)
+    one_way = sorted((i["end_s"] - i["start_s"]) / 2 for i in results[src]["iterations"])
+    return {"src": src, "dst": dst, "message_bytes": message_bytes, "iterations": len(one_way),
+            "one_way_s": one_way, "tdf": record.tdf, "fidelity": report["fidelity"],
+            "resolution_s": record.fidelity_bound_s}
+
+
 def _port_rate(record: LabState, host: str) -> float:
     if host not in lab_hosts(record):
         raise InputError([Problem("bw", host, f"is not a host of {record.name}",

@@ -208,6 +208,16 @@ def _elephant(hosts: tuple[str, ...], size_bytes: int, options: Mapping) -> dict
     return plans
 
 
+def _ping_pong(hosts: tuple[str, ...], size_bytes: int, options: Mapping) -> dict[str, list[Step]]:
+    # perftest's latency tests: the first host sends, the second answers once it has it; one
+    # round trip per iteration.
+    if len(hosts) != 2:
+        raise PatternError(f"pingpong: two hosts send back and forth, got {len(hosts)}")
+    first, second = hosts
+    return {first: [Step(sends=(Transfer(second, size_bytes),)), Step(recvs=(Transfer(second, size_bytes),))],
+            second: [Step(recvs=(Transfer(first, size_bytes),)), Step(sends=(Transfer(first, size_bytes),))]}
+
+
 def builtin_patterns() -> Registry[Pattern]:
     registry: Registry[Pattern] = Registry("traffic pattern")
     allreduce = lambda n: 2 * (n - 1) / n  # noqa: E731  nccl-tests' AllReduce bus factor
@@ -226,4 +236,7 @@ def builtin_patterns() -> Registry[Pattern]:
     registry.register("elephant", Pattern(
         "elephant", "point-to-point elephant flows: hosts paired as sender, receiver",
         _elephant, lambda n: 1.0, options={"bidirectional": "each pair also sends the other way"}))
+    registry.register("pingpong", Pattern(
+        "pingpong", "latency: two hosts send S back and forth, one round trip per iteration",
+        _ping_pong, lambda n: 1.0))
     return registry
