@@ -13,6 +13,10 @@ status 1, and a value its cast refuses (`--qps x` for a whole number) with a tra
 `_see_value` names the option and the form it takes, and `_parse_argv` turns every parse
 error into exit 2.
 
+What follows `--` (`invoke exec leaf1 -- vtysh -c 'show ip bgp summary'`) reaches a task as
+the words the shell gave, quoted again (`_parse_argv`): invoke joins them with spaces, which
+would split the one argument of `-c` into four.
+
 The extension is one wrapper on invoke's parser, not on a collection: `invoke` (which
 loads tasks.py and copies its collection into a plain Collection) and the `rocelab`
 console script parse with the same parser class, so both doors behave alike. It is
@@ -20,6 +24,8 @@ installed when rocelab.tasks is imported, once.
 """
 
 from __future__ import annotations
+
+import shlex
 
 from invoke.exceptions import Exit, ParseError
 from invoke.parser.parser import ParseMachine, Parser
@@ -63,9 +69,12 @@ def _see_positional_arg(self: ParseMachine, value: str) -> None:
 
 def _parse_argv(self: Parser, argv: list[str]):
     try:
-        return _INVOKE_PARSE_ARGV(self, argv)
+        result = _INVOKE_PARSE_ARGV(self, argv)
     except ParseError as exc:
         raise Exit(f"rocelab: {exc} (see --help TASK)", code=USAGE_ERROR) from None
+    if "--" in argv:
+        result.remainder = shlex.join(argv[argv.index("--") + 1:])
+    return result
 
 
 def install() -> None:

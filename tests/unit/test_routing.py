@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import copy
+import json
+import shlex
 
 import pytest
 
 from rocelab import paths
+from rocelab.engines import frr
 from rocelab.errors import InputError
+from rocelab.model.lab import load_lab
 from rocelab.model.topology import load_topology
+from rocelab.reporting.status import routing_lines
 from rocelab.routing import design
+from rocelab.routing.design import lab_bgp
 from rocelab.routing.bgp import Bfd, has_bgp, read_bgp
 from rocelab.routing.frr import render, render_bgpd, runs_bfd
+from rocelab.engines.netns import fib_routes_per_s
+from rocelab.switch.fib import SONIC_FIB_ROUTES_PER_S, Fib, FibProgramming, NextHop, changed_routes
 
 DOC = {
     "DEVICE_METADATA": {"localhost": {"hostname": "leaf1", "bgp_asn": "65001", "type": "ToRRouter"}},
@@ -164,3 +172,119 @@ def test_generated_design_on_a_two_by_two():
     files = render(configs["leaf1"])
     assert set(files) == {"zebra.conf", "bgpd.conf", "bfdd.conf"}
     assert all("hostname leaf1" in text for text in files.values())
+
+
+# --- the lab's choice, the front door, the engine's prerequisites
+
+
+def test_a_lab_chooses_static_or_bgp_and_nothing_else(lab_home):
+    lab_home.write_text("topology: leaf-spine-2x2\n")
+    assert load_lab("l1").routing == "static"
+    lab_home.write_text("topology: leaf-spine-2x2\nrouting: bgp\n")
+    assert load_lab("l1").routing == "bgp"
+    lab_home.write_text("topology: leaf-spine-2x2\nrouting: ospf\n")
+    with pytest.raises(InputError) as caught:
+        load_lab("l1")
+    (problem,) = caught.value.problems
+    assert problem.file.endswith("lab.yml") and problem.path == "routing" and "'ospf' is not a routing mode" in problem.message
+
+
+def test_fib_programming_is_sonics_on_bgp_at_once_on_static_unless_the_lab_says(lab_home):
+    lab_home.write_text("topology: leaf-spine-2x2\nrouting: bgp\n")
+    assert fib_routes_per_s(load_lab("l1")) == SONIC_FIB_ROUTES_PER_S
+    lab_home.write_text("topology: leaf-spine-2x2\n")
+    assert fib_routes_per_s(load_lab("l1")) is None
+    lab_home.write_text("topology: leaf-spine-2x2\nrouting: bgp\nfib_routes_per_s: 0\n")
+    assert fib_routes_per_s(load_lab("l1")) is None
+    lab_home.write_text("topology: leaf-spine-2x2\nfib_routes_per_s: 500\n")
+    assert fib_routes_per_s(load_lab("l1")) == 500
+    lab_home.write_text("topology: leaf-spine-2x2\nfib_routes_per_s: fast\n")
+    with pytest.raises(InputError) as caught:
+        load_lab("l1")
+    assert caught.value.problems[0].path == "fib_routes_per_s"
+
+
+def test_a_switch_whose_profile_sets_bgp_asn_is_rendered_from_it_the_others_get_the_design(lab_home):
+    profile = copy.deepcopy(DOC)
+    (lab_home.parent / "mine.json").write_text(json.dumps(profile))
+    lab_home.write_text("topology: leaf-spine-2x2\nrouting: bgp\nprofile: mine\n")
+    configs = lab_bgp(load_lab("l1"))
+    assert all(how.startswith("from ") and how.endswith("mine.json") for _, how in configs.values())
+    assert configs["spine1"][0].asn == 65001  # as the profile says, for every switch that uses it
+    profile["DEVICE_METADATA"]["localhost"]["bgp_asn"] = "none"
+    (lab_home.parent / "mine.json").write_text(json.dumps(profile))
+    configs = lab_bgp(load_lab("l1"))
+    assert {how for _, how in configs.values()} == {design.DESCRIPTION}
+    profile["DEVICE_METADATA"]["localhost"]["bgp_asn"] = "65x"
+    (lab_home.parent / "mine.json").write_text(json.dumps(profile))
+    with pytest.raises(InputError) as caught:
+        lab_bgp(load_lab("l1"))
+    assert caught.value.problems[0].file.endswith("mine.json")
+
+
+def test_without_frr_up_is_an_input_error_naming_the_package(tmp_path, monkeypatch):
+    monkeypatch.setattr(frr, "FRR_DAEMONS_DIR", tmp_path)
+    with pytest.raises(InputError) as caught:
+        frr.require_frr("labs/l1/lab.yml")
+    (problem,) = caught.value.problems
+    assert "zebra, bgpd, bfdd" in problem.message and "apt-get install frr" in problem.hint
+
+
+def test_every_daemon_has_its_own_sockets_and_files_in_the_switchs_folder(tmp_path):
+    for daemon in ("zebra", "bgpd", "bfdd"):
+        words = frr.argv(daemon, tmp_path)
+        paths_given = [w for w in words if w.startswith(str(tmp_path))]
+        assert {f"{tmp_path}/{daemon}.conf", f"{tmp_path}/{daemon}.pid", str(tmp_path),
+                f"{tmp_path}/zserv.api"} <= set(paths_given)
+        assert words[words.index("-P") + 1] == "0"  # no TCP vty
+    assert "--bfdctl" in frr.argv("bfdd", tmp_path)
+
+
+def test_the_words_after_double_dash_reach_the_task_as_the_shell_gave_them():
+    from invoke.parser import Parser, ParserContext
+
+    from rocelab import frontdoor
+
+    frontdoor.install()
+    result = Parser(contexts=[ParserContext(name="exec")]).parse_argv(
+        ["exec", "--", "vtysh", "-c", "show ip bgp summary"])
+    assert shlex.split(result.remainder) == ["vtysh", "-c", "show ip bgp summary"]
+
+
+def test_status_says_how_each_switch_routes():
+    assert routing_lines({"mode": "static", "switches": {}}) == ["routing: static (rocelab's ECMP routes)"]
+    lines_ = routing_lines({"mode": "bgp", "switches": {
+        "leaf1": {"how": "generated", "notes": []}, "leaf2": {"how": "generated", "notes": []},
+        "spine1": {"how": "from p.json", "notes": ["BGP_NEIGHBOR.\"fc00::2\": ignored (IPv6)"]}}})
+    assert lines_ == ["routing: bgp (FRR) on leaf1, leaf2: generated", "routing: bgp (FRR) on spine1: from p.json",
+                      'spine1: BGP_NEIGHBOR."fc00::2": ignored (IPv6)']
+
+
+# --- the ASIC's FIB programming time, in emulated time
+
+
+def fib(**routes: list[str]) -> Fib:
+    return Fib({prefix.replace("_", "."): tuple(NextHop(p, "02:00:00:00:00:01") for p in ports)
+                for prefix, ports in routes.items()})
+
+
+def test_changed_routes_counts_added_removed_and_rerouted():
+    old = fib(**{"10_0_1_0/24": ["eth3", "eth4"], "10_0_2_0/24": ["eth3", "eth4"], "10_0_3_0/24": ["eth4"]})
+    new = fib(**{"10_0_1_0/24": ["eth4", "eth3"], "10_0_2_0/24": ["eth4"], "10_0_4_0/24": ["eth4"]})
+    assert changed_routes(old, new) == 3  # .2 rerouted, .3 removed, .4 added; .1 the same set
+    assert changed_routes(new, new) == 0
+
+
+def test_a_fib_change_is_programmed_after_its_routes_time_dilated_and_in_order():
+    start = fib(**{"10_0_1_0/24": ["eth3", "eth4"], "10_0_2_0/24": ["eth3", "eth4"]})
+    programming = FibProgramming(routes_per_s=1000.0, tdf=100.0, programmed=start)
+    shrunk = fib(**{"10_0_1_0/24": ["eth4"], "10_0_2_0/24": ["eth4"]})
+    # 2 routes at 1000 a second: 2 ms of production time, 0.2 s at TDF 100.
+    assert programming.submit(shrunk, now=10.0) == pytest.approx(10.2)
+    back = start
+    assert programming.submit(back, now=10.1) == pytest.approx(10.4)  # behind the first
+    assert programming.due(10.19) is None and programming.programmed == start
+    assert programming.due(10.2) == shrunk and programming.programmed == shrunk
+    assert programming.due(10.5) == back and not programming.pending
+    # A change that changes no route takes no time.
+    assert programming.submit(back, now=11.0) == 11.0

@@ -109,6 +109,8 @@ class ContainerAgent:
 class ContainerEngine(NetnsEngine):
     """Subclasses say how to check their prerequisites, deploy a .clab.yml and destroy it."""
 
+    runs_frr = False  # the switch image carries no FRR yet
+
     def _require(self, lab: Lab) -> None:
         raise NotImplementedError
 

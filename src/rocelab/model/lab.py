@@ -25,8 +25,11 @@ from rocelab.qos.model import QosProfile
 
 DEFAULT_DATAPLANE = "switchd"
 DEFAULT_PROFILE = "roce-lossless"  # for a bare topology on switchd: rocelab is about lossless RoCE
+# static: rocelab's ECMP routes, computed at `up`; bgp: FRR on every switch (docs/routing.md).
+ROUTING_MODES = ("static", "bgp")
+DEFAULT_ROUTING = "static"
 LAB_KEYS = frozenset({"name", "description", "topology", "dataplane", "tdf", "pfc_wd_tdf", "fidelity_bound", "profile",
-                      "profiles", "nic",
+                      "profiles", "nic", "routing", "fib_routes_per_s",
                       "roce", "nics", "flow_control_rx", "scenario", "checks"})
 # `roce:` keys: NicConfig's fields (production units; nicd dilates them by the TDF), with
 # DCQCN's parameters under `dcqcn:`.
@@ -62,6 +65,11 @@ class Lab:
     # Switch ports ("leaf1:eth2") that honour 802.3x PAUSE (SAI's global flow control, rx);
     # every other port counts it and drops it, as SONiC leaves the setting off.
     flow_control_rx: frozenset[str] = frozenset()
+    routing: str = DEFAULT_ROUTING  # one of ROUTING_MODES
+    # How fast each switch programs route changes into its forwarding table, in production routes
+    # a second (emulated time: switchd dilates it); 0: at once. None: SONiC's figure where FRR
+    # routes (rocelab.switch.fib.SONIC_FIB_ROUTES_PER_S), at once on static routes.
+    fib_routes_per_s: float | None = None
 
     def roce_of(self, host: str) -> dict:
         """The `roce:` settings of one host's NIC."""
@@ -147,6 +155,16 @@ def _load_lab_file(path: Path) -> Lab:
         if profile is None:
             problems.add("profile", f"{data['profile']!r} is not a QoS profile",
                          f"profiles: {', '.join(sorted(p.stem for p in paths.profiles_dir().glob('*.json')))}")
+    routing = data.get("routing", DEFAULT_ROUTING)
+    if routing not in ROUTING_MODES:
+        problems.add("routing", f"{routing!r} is not a routing mode",
+                     "static (rocelab's ECMP routes) or bgp (FRR on every switch, docs/routing.md)")
+    fib_routes_per_s = data.get("fib_routes_per_s")
+    if fib_routes_per_s is not None and (isinstance(fib_routes_per_s, bool) or not isinstance(fib_routes_per_s, (int, float))
+                                         or fib_routes_per_s < 0):
+        problems.add("fib_routes_per_s", f"{fib_routes_per_s!r} is not a rate",
+                     "routes a second a switch programs into its forwarding table, e.g. 10500; 0: at once")
+        fib_routes_per_s = None
     nic = data.get("nic", "none")
     if nic not in builtin_nic_backends().names():
         problems.add("nic", f"{nic!r} is not a NIC backend", f"expected one of: {', '.join(builtin_nic_backends().names())}")
@@ -183,4 +201,4 @@ def _load_lab_file(path: Path) -> Lab:
     return Lab(name, doc.name, fabric, dataplane, tdf, profile, nic, roce, scenario, node_qos=node_qos,
                pfc_wd_tdf=pfc_wd_tdf,
                fidelity_bound_s=fidelity_bound_s, host_roce=host_roce, host_notes=tuple(host_notes),
-               flow_control_rx=frozenset(flow_control_rx))
+               flow_control_rx=frozenset(flow_control_rx), routing=routing, fib_routes_per_s=fib_routes_per_s)

@@ -13,8 +13,13 @@ from __future__ import annotations
 
 import ipaddress
 
+from rocelab.errors import InputError, Problem
+from rocelab.model.lab import Lab
 from rocelab.model.topology import HOST_POOL, Fabric, Node
+from rocelab.paths import display
 from rocelab.qos.ports import lab_to_sonic
+from rocelab.qos.sonic import read_config_db
+from rocelab.routing.bgp import BgpConfig, has_bgp, read_bgp
 
 SPINE_ASN = 65000  # the spine tier's
 FIRST_LEAF_ASN = 65001
@@ -69,3 +74,22 @@ def generated(fabric: Fabric, node: Node) -> dict:
                                               "bgp_router_id": str(lo.ip)}},
             "LOOPBACK_INTERFACE": {"Loopback0": {}, f"Loopback0|{lo}": {}},
             "INTERFACE": interfaces, "BGP_NEIGHBOR": neighbors}
+
+
+def lab_bgp(lab: Lab) -> dict[str, tuple[BgpConfig, str]]:
+    """Every switch's BGP configuration and where it comes from: the switch's config_db where
+    it sets bgp_asn (a lab.yml `profiles:` entry is read for its QoS only), else the generated
+    design. An InputError for a profile's bad BGP fields, before anything is built."""
+    if len(lab.fabric.switches) > MAX_SWITCHES:
+        raise InputError([Problem(lab.source, "routing", f"has {len(lab.fabric.switches)} switches; "
+                                  f"the generated Loopback0s in {LOOPBACKS} fit {MAX_SWITCHES}", "routing: static")])
+    out = {}
+    for node in lab.fabric.switches:
+        path = None if node.name in lab.node_qos else lab.node_profiles.get(node.name) or lab.profile
+        doc = read_config_db(path) if path else {}
+        if has_bgp(doc):
+            out[node.name] = (read_bgp(doc, display(path), node.name), f"from {display(path)}")
+        else:
+            out[node.name] = (read_bgp(generated(lab.fabric, node), f"{lab.source} (generated)", node.name),
+                              DESCRIPTION)
+    return out

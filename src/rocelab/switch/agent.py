@@ -23,7 +23,12 @@ profile from a SONiC config_db.json, and a control socket:
     links                                  → every port's admin and oper state and MTU
     impair {"port", "delay_s", "jitter_s", "loss_pct"}  → link impairment out of a port,
                                              on top of the cable's own (dilated) delay
-    fib                                    → the compiled forwarding table, as read
+    fib                                    → the forwarding table as programmed, and how many
+                                             kernel FIB changes are still being programmed
+
+A change of the kernel's FIB (FRR's, or a port going down) reaches the forwarding table after the
+ASIC's programming time in emulated time (`fib_routes_per_s` production routes a second, dilated
+by the TDF; rocelab.switch.fib.FibProgramming); without it, at once.
 
 Kernel IP forwarding stays off in the namespace, so no packet bypasses the pipeline.
 """
@@ -32,9 +37,11 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import random
 import struct
 import sys
+import threading
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -48,7 +55,7 @@ from rocelab.ethernet import ETH, ETH_P_8021Q, ETH_P_IPV4, IPPROTO_ICMP, interne
 from rocelab.qos.model import QosProfile
 from rocelab.qos.sonic import QOS_TABLES, profile_from_config_db, read_config_db
 from rocelab.switch.counters import carry_counters
-from rocelab.switch.fib import Fib
+from rocelab.switch.fib import Fib, FibProgramming
 from rocelab.switch.fastpath import make_switch
 from rocelab.switch.pipeline import PortSpec, Switch
 
@@ -154,15 +161,33 @@ class Switchd:
         # A shut port's neighbours and routes, which the kernel drops with the link, for startup.
         self.parked: dict[str, kernel_fib.PortState] = {}
         self.events = kernel_fib.watch()
+        rate = config.get("fib_routes_per_s")
+        self.programming = FibProgramming(rate, config["tdf"], self.fib) if rate else None
+        # A timer thread writes here when a FIB change comes due; the loop wakes and programs it.
+        self.programmed_r, self.programmed_w = os.pipe()
         self.cpu = CpuPort(self.switch, config["ports"])
         self.loop = Loop(self.cpu, {n: open_port(n) for n in self.names},
                          ControlServer(Path(config["socket"]), self.handle),
-                         watchers={self.events.fileno(): self.refresh_fib}, early_s=config.get("early_s", 0.0))
+                         watchers={self.events.fileno(): self.refresh_fib, self.programmed_r: self.program_fib},
+                         early_s=config.get("early_s", 0.0))
 
     def refresh_fib(self) -> None:
         self.events.get()
-        self.fib = kernel_fib.read_fib(self.ipr, self.names)
-        self.switch.set_fib(self.fib)
+        fib = kernel_fib.read_fib(self.ipr, self.names)
+        if self.programming is None:
+            self.fib = fib
+            self.switch.set_fib(fib)
+            return
+        now = time.monotonic()
+        due = self.programming.submit(fib, now)
+        threading.Timer(max(due - now, 0.0), os.write, (self.programmed_w, b"!")).start()
+
+    def program_fib(self) -> None:
+        os.read(self.programmed_r, 4096)
+        fib = self.programming.due(time.monotonic())
+        if fib is not None:
+            self.fib = fib
+            self.switch.set_fib(fib)
 
     def handle(self, req: dict) -> dict:
         op = req["op"]
@@ -220,7 +245,8 @@ class Switchd:
                 if link.get_attr("IFLA_IFNAME") in self.cable_delay_s}}
         if op == "fib":
             return {"routes": {prefix: [[h.port, h.mac] for h in hops] for prefix, hops in self.fib.routes.items()},
-                    "local": sorted(self.fib.local)}
+                    "local": sorted(self.fib.local),
+                    "pending": len(self.programming.pending) if self.programming else 0}
         raise ValueError(f"unknown op {op!r}; ops: ping, counters, clear, reload, impair, port, links, fib")
 
     def run(self) -> None:
