@@ -258,6 +258,8 @@ def test_status_says_how_each_switch_routes():
         "spine1": {"how": "from p.json", "notes": ["BGP_NEIGHBOR.\"fc00::2\": ignored (IPv6)"]}}})
     assert lines_ == ["routing: bgp (FRR) on leaf1, leaf2: generated", "routing: bgp (FRR) on spine1: from p.json",
                       'spine1: BGP_NEIGHBOR."fc00::2": ignored (IPv6)']
+    assert routing_lines({"mode": "static", "switches": {}, "fib_routes_per_s": 10500.0})[1] == \
+        "FIB changes programmed at 10,500 routes/s of production time"
 
 
 # --- the ASIC's FIB programming time, in emulated time

@@ -168,7 +168,6 @@ def write_agent_config(lab: Lab, node: Node) -> Path:
         "socket": str(control.socket_path(lab.name, node.name)),
         "profile": str(node_profile_file(lab, node.name) or "") or None,
         "roce": lab.roce_of(node.name),
-        "fib_routes_per_s": fib_routes_per_s(lab),
         "ports": [{"name": p.name, "mac": p.mac, "address": str(p.address),
                    "peer_mac": lab.fabric.peer(p).mac,
                    "rate_bps": lab.fabric.links[p.link].rate_bps / lab.tdf,
@@ -298,6 +297,11 @@ class NetnsEngine:
             start = time.monotonic()
             wait_converged(lab, record)
             record.routing["converged_s"] = round(time.monotonic() - start, 2)  # after every agent was ready
+        rate = fib_routes_per_s(lab)
+        record.routing["fib_routes_per_s"] = rate  # None: FIB changes reach the forwarding table at once
+        for node, agent in agents:
+            if rate and agent.name == "switchd":
+                control.request(control.socket_path(lab.name, node.name), "fib_programming", routes_per_s=rate)
 
     def _make_nodes(self, lab: Lab, record: LabState) -> None:
         """A network namespace per node."""

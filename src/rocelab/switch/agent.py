@@ -25,10 +25,13 @@ profile from a SONiC config_db.json, and a control socket:
                                              on top of the cable's own (dilated) delay
     fib                                    → the forwarding table as programmed, and how many
                                              kernel FIB changes are still being programmed
+    fib_programming {"routes_per_s": N|null} → from now on, program kernel FIB changes at N
+                                             production routes a second; null: at once
 
 A change of the kernel's FIB (FRR's, or a port going down) reaches the forwarding table after the
-ASIC's programming time in emulated time (`fib_routes_per_s` production routes a second, dilated
-by the TDF; rocelab.switch.fib.FibProgramming); without it, at once.
+ASIC's programming time in emulated time, once the engine has asked for it (`fib_programming`,
+after the lab's routing has converged: a switch's boot-time FIB load is not what a lab studies;
+rocelab.switch.fib.FibProgramming); until then, at once.
 
 Kernel IP forwarding stays off in the namespace, so no packet bypasses the pipeline.
 """
@@ -161,8 +164,7 @@ class Switchd:
         # A shut port's neighbours and routes, which the kernel drops with the link, for startup.
         self.parked: dict[str, kernel_fib.PortState] = {}
         self.events = kernel_fib.watch()
-        rate = config.get("fib_routes_per_s")
-        self.programming = FibProgramming(rate, config["tdf"], self.fib) if rate else None
+        self.programming: FibProgramming | None = None
         # A timer thread writes here when a FIB change comes due; the loop wakes and programs it.
         self.programmed_r, self.programmed_w = os.pipe()
         self.cpu = CpuPort(self.switch, config["ports"])
@@ -237,6 +239,13 @@ class Switchd:
             if req.get("admin") == "up" and req["port"] in self.parked:
                 kernel_fib.restore_port_state(self.ipr, index, self.parked.pop(req["port"]))
             return {}
+        if op == "fib_programming":
+            rate = req.get("routes_per_s")
+            if self.programming is not None and self.programming.pending:  # what was queued, at once
+                self.fib = self.programming.pending[-1][1]
+                self.switch.set_fib(self.fib)
+            self.programming = FibProgramming(float(rate), self.config["tdf"], self.fib) if rate else None
+            return {}
         if op == "links":
             return {"links": {link.get_attr("IFLA_IFNAME"): {
                 "admin": "up" if link["flags"] & IFF_UP else "down",
@@ -247,7 +256,8 @@ class Switchd:
             return {"routes": {prefix: [[h.port, h.mac] for h in hops] for prefix, hops in self.fib.routes.items()},
                     "local": sorted(self.fib.local),
                     "pending": len(self.programming.pending) if self.programming else 0}
-        raise ValueError(f"unknown op {op!r}; ops: ping, counters, clear, reload, impair, port, links, fib")
+        raise ValueError(f"unknown op {op!r}; ops: ping, counters, clear, reload, impair, port, links, fib, "
+                         "fib_programming")
 
     def run(self) -> None:
         try:
