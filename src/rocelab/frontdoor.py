@@ -13,9 +13,9 @@ status 1, and a value its cast refuses (`--qps x` for a whole number) with a tra
 `_see_value` names the option and the form it takes, and `_parse_argv` turns every parse
 error into exit 2.
 
-What follows `--` (`invoke exec leaf1 -- vtysh -c 'show ip bgp summary'`) reaches a task as
-the words the shell gave, quoted again (`_parse_argv`): invoke joins them with spaces, which
-would split the one argument of `-c` into four.
+What follows `--` (`invoke exec leaf1 -- vtysh -c 'show ip bgp summary'`) is taken as the
+words the shell gave (`remainder_argv`): invoke hands a task those words joined with spaces
+(its core parser does, before tasks.py is loaded), which would split `-c`'s one argument in four.
 
 The extension is one wrapper on invoke's parser, not on a collection: `invoke` (which
 loads tasks.py and copies its collection into a plain Collection) and the `rocelab`
@@ -26,6 +26,7 @@ installed when rocelab.tasks is imported, once.
 from __future__ import annotations
 
 import shlex
+import sys
 
 from invoke.exceptions import Exit, ParseError
 from invoke.parser.parser import ParseMachine, Parser
@@ -69,12 +70,16 @@ def _see_positional_arg(self: ParseMachine, value: str) -> None:
 
 def _parse_argv(self: Parser, argv: list[str]):
     try:
-        result = _INVOKE_PARSE_ARGV(self, argv)
+        return _INVOKE_PARSE_ARGV(self, argv)
     except ParseError as exc:
         raise Exit(f"rocelab: {exc} (see --help TASK)", code=USAGE_ERROR) from None
-    if "--" in argv:
-        result.remainder = shlex.join(argv[argv.index("--") + 1:])
-    return result
+
+
+def remainder_argv(remainder: str, argv: list[str] | None = None) -> list[str]:
+    """The words after `--` as the shell gave them (this process's argv), else the remainder
+    invoke joined, split again."""
+    argv = sys.argv if argv is None else argv
+    return argv[argv.index("--") + 1:] if "--" in argv else shlex.split(remainder)
 
 
 def install() -> None:

@@ -176,7 +176,7 @@ def exec_(c, node, lab=None):
     from rocelab import nodecli
 
     record, node = _node_of(node, lab)
-    argv = shlex.split(c.remainder)
+    argv = frontdoor.remainder_argv(c.remainder)
     if not argv:
         raise InputError([Problem("exec", "", "needs a command after --", "e.g. invoke exec h1 -- ip -br addr")])
     if argv[0] in nodecli.commands_of(record, node):
@@ -196,7 +196,7 @@ def config(c, node, lab=None):
     if "config" not in nodecli.commands_of(record, node):
         raise InputError([Problem(node, "", "has no SONiC config (only a switch running switchd has)",
                                   "invoke exec NODE -- CMD runs a command in any node")])
-    raise Exit(code=nodecli.run(record, node, ["config", *shlex.split(c.remainder)]))
+    raise Exit(code=nodecli.run(record, node, ["config", *frontdoor.remainder_argv(c.remainder)]))
 
 
 @task(positional=["node"], help={"node": "the node (NODE, or LAB.NODE when several labs are up)",
