@@ -214,6 +214,12 @@ def test_a_switch_whose_profile_sets_bgp_asn_is_rendered_from_it_the_others_get_
     (lab_home.parent / "mine.json").write_text(json.dumps(profile))
     configs = lab_bgp(load_lab("l1"))
     assert {how for _, how in configs.values()} == {design.DESCRIPTION}
+    # An AS number and no session: the design, said so.
+    (lab_home.parent / "mine.json").write_text(json.dumps({**profile, "DEVICE_METADATA": DOC["DEVICE_METADATA"],
+                                                           "BGP_NEIGHBOR": {}}))
+    configs = lab_bgp(load_lab("l1"))
+    assert all(how.startswith(design.DESCRIPTION) and "sets bgp_asn but no BGP_NEIGHBOR" in how
+               for _, how in configs.values())
     profile["DEVICE_METADATA"]["localhost"]["bgp_asn"] = "65x"
     (lab_home.parent / "mine.json").write_text(json.dumps(profile))
     with pytest.raises(InputError) as caught:

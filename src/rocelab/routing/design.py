@@ -78,8 +78,8 @@ def generated(fabric: Fabric, node: Node) -> dict:
 
 def lab_bgp(lab: Lab) -> dict[str, tuple[BgpConfig, str]]:
     """Every switch's BGP configuration and where it comes from: the switch's config_db where
-    it sets bgp_asn (a lab.yml `profiles:` entry is read for its QoS only), else the generated
-    design. An InputError for a profile's bad BGP fields, before anything is built."""
+    it sets bgp_asn and has sessions (a lab.yml `profiles:` entry is read for its QoS only),
+    else the generated design. An InputError for a profile's bad BGP fields, before anything is built."""
     if len(lab.fabric.switches) > MAX_SWITCHES:
         raise InputError([Problem(lab.source, "routing", f"has {len(lab.fabric.switches)} switches; "
                                   f"the generated Loopback0s in {LOOPBACKS} fit {MAX_SWITCHES}", "routing: static")])
@@ -87,9 +87,12 @@ def lab_bgp(lab: Lab) -> dict[str, tuple[BgpConfig, str]]:
     for node in lab.fabric.switches:
         path = None if node.name in lab.node_qos else lab.node_profiles.get(node.name) or lab.profile
         doc = read_config_db(path) if path else {}
-        if has_bgp(doc):
+        # An AS number with no session (a QoS dump, whose BGP_NEIGHBOR lives elsewhere) would
+        # leave the switch speaking to no one: such a switch gets the design too, and is told so.
+        if has_bgp(doc) and (doc.get("BGP_NEIGHBOR") or doc.get("BGP_PEER_RANGE")):
             out[node.name] = (read_bgp(doc, display(path), node.name), f"from {display(path)}")
         else:
+            why = f" ({display(path)} sets bgp_asn but no BGP_NEIGHBOR)" if has_bgp(doc) else ""
             out[node.name] = (read_bgp(generated(lab.fabric, node), f"{lab.source} (generated)", node.name),
-                              DESCRIPTION)
+                              DESCRIPTION + why)
     return out
