@@ -14,9 +14,11 @@ if [ "$(id -u)" != 0 ]; then
   exit 2
 fi
 
-# System tools the labs and tests use (tshark reads the probes' pcaps); apt only runs when one is missing.
+# System tools the labs and tests use (tshark reads the probes' pcaps; FRR routes `routing: bgp`
+# labs, one instance per switch namespace); apt only runs when one is missing.
 missing=()
-for tool in ip:iproute2 ping:iputils-ping traceroute:traceroute tcpdump:tcpdump tshark:tshark python3:python3; do
+for tool in ip:iproute2 ping:iputils-ping traceroute:traceroute tcpdump:tcpdump tshark:tshark python3:python3 \
+            vtysh:frr; do
   command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
 done
 python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)

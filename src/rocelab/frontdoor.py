@@ -13,6 +13,10 @@ status 1, and a value its cast refuses (`--qps x` for a whole number) with a tra
 `_see_value` names the option and the form it takes, and `_parse_argv` turns every parse
 error into exit 2.
 
+What follows `--` (`invoke exec leaf1 -- vtysh -c 'show ip bgp summary'`) is taken as the
+words the shell gave (`remainder_argv`): invoke hands a task those words joined with spaces
+(its core parser does, before tasks.py is loaded), which would split `-c`'s one argument in four.
+
 The extension is one wrapper on invoke's parser, not on a collection: `invoke` (which
 loads tasks.py and copies its collection into a plain Collection) and the `rocelab`
 console script parse with the same parser class, so both doors behave alike. It is
@@ -20,6 +24,9 @@ installed when rocelab.tasks is imported, once.
 """
 
 from __future__ import annotations
+
+import shlex
+import sys
 
 from invoke.exceptions import Exit, ParseError
 from invoke.parser.parser import ParseMachine, Parser
@@ -66,6 +73,13 @@ def _parse_argv(self: Parser, argv: list[str]):
         return _INVOKE_PARSE_ARGV(self, argv)
     except ParseError as exc:
         raise Exit(f"rocelab: {exc} (see --help TASK)", code=USAGE_ERROR) from None
+
+
+def remainder_argv(remainder: str, argv: list[str] | None = None) -> list[str]:
+    """The words after `--` as the shell gave them (this process's argv), else the remainder
+    invoke joined, split again."""
+    argv = sys.argv if argv is None else argv
+    return argv[argv.index("--") + 1:] if "--" in argv else shlex.split(remainder)
 
 
 def install() -> None:

@@ -32,7 +32,7 @@ from rocelab import frontdoor
 from rocelab.dashboard import serving as dashboard_serving
 from rocelab.engines import builtin_engines
 from rocelab.errors import EXIT_USAGE, InputError, Problem
-from rocelab.model.lab import load_lab
+from rocelab.model.lab import ROUTING_MODES, load_lab
 from rocelab.runtime import calibration
 from rocelab.runtime.fidelity import AgentTiming, distinct
 from rocelab.registry import UnknownName
@@ -84,9 +84,11 @@ def _running(lab: str | None, what: str) -> lab_state.LabState:
               "clab: the same through containerlab (both build rocelab's images first when missing)",
     "tdf": "time-dilation factor: links run at rate/TDF, delays × TDF; auto: the smallest this machine holds "
            "for the lab's peak (default: the lab's, else auto)",
+    "routing": "static (rocelab's ECMP routes) or bgp (FRR on every switch, docs/routing.md); default: the lab's, "
+               "else static",
 })
 @_front_door()
-def up(c, lab, engine="netns", tdf=""):
+def up(c, lab, engine="netns", tdf="", routing=""):
     """Bring up a lab's fabric and show its status."""
     engines = builtin_engines()
     chosen = engines.get(engine)
@@ -98,6 +100,11 @@ def up(c, lab, engine="netns", tdf=""):
             raise InputError([Problem("--tdf", "", f"{tdf!r} is not a time-dilation factor",
                                       "auto, or a whole number ≥ 1, e.g. 1000")])
         spec = replace(spec, tdf=int(tdf), tdf_how="option")
+    if routing:
+        if routing not in ROUTING_MODES:
+            raise InputError([Problem("--routing", "", f"{routing!r} is not a routing mode",
+                                      f"one of: {', '.join(ROUTING_MODES)}")])
+        spec = replace(spec, routing=routing)
     with console.status(f"bringing up {spec.name} on the {engine} engine"):
         try:
             record = calibration.up(chosen, spec)
@@ -169,7 +176,7 @@ def exec_(c, node, lab=None):
     from rocelab import nodecli
 
     record, node = _node_of(node, lab)
-    argv = shlex.split(c.remainder)
+    argv = frontdoor.remainder_argv(c.remainder)
     if not argv:
         raise InputError([Problem("exec", "", "needs a command after --", "e.g. invoke exec h1 -- ip -br addr")])
     if argv[0] in nodecli.commands_of(record, node):
@@ -189,7 +196,7 @@ def config(c, node, lab=None):
     if "config" not in nodecli.commands_of(record, node):
         raise InputError([Problem(node, "", "has no SONiC config (only a switch running switchd has)",
                                   "invoke exec NODE -- CMD runs a command in any node")])
-    raise Exit(code=nodecli.run(record, node, ["config", *shlex.split(c.remainder)]))
+    raise Exit(code=nodecli.run(record, node, ["config", *frontdoor.remainder_argv(c.remainder)]))
 
 
 @task(positional=["node"], help={"node": "the node (NODE, or LAB.NODE when several labs are up)",

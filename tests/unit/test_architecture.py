@@ -23,6 +23,7 @@ RULES = {
     "rocelab.kernel": "kernel",
     "rocelab.qos": "core", "rocelab.qos.derived": "core", "rocelab.qos.nic": "core", "rocelab.switch": "core", "rocelab.roce": "core", "rocelab.traffic": "core",
     "rocelab.train": "core", "rocelab.probes.tally": "core", "rocelab.probes.layers": "core",
+    "rocelab.routing": "core", "rocelab.routing.design": "model",
     "rocelab.model": "model", "rocelab.fabric": "model",
     "rocelab.engines": "engines",
     "rocelab.switch.agent": "agents", "rocelab.switch.kernel_fib": "agents", "rocelab.roce.agent": "agents",

@@ -110,6 +110,7 @@ class ContainerEngine(NetnsEngine):
     """Subclasses say how to check their prerequisites, deploy a .clab.yml and destroy it."""
 
     shares_agents = False  # each node's agent runs in its own container
+    runs_frr = False  # the switch image carries no FRR yet
 
     def _require(self, lab: Lab) -> None:
         raise NotImplementedError

@@ -9,6 +9,7 @@ lab or node name, so two labs can never claim the same namespace.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import shutil
@@ -23,6 +24,7 @@ from pyroute2.ethtool import Ethtool
 
 from rocelab.kernel import control
 from rocelab import paths
+from rocelab.engines import frr
 from rocelab.engines import state as lab_state
 from rocelab.errors import InputError, Problem
 from rocelab.kernel.loop import early_s
@@ -33,7 +35,10 @@ from rocelab.engines.state import InterfaceState, LabState, NodeState
 from rocelab.model.kinds import Agent, builtin_dataplanes, builtin_nic_backends
 from rocelab.model.tdf import TdfChoice, frame_bytes
 from rocelab.roce.config import roce_config
-from rocelab.model.topology import Fabric, Node, refuse_nos_nodes
+from rocelab.model.topology import HOST_POOL, Fabric, Node, refuse_nos_nodes
+from rocelab.routing.bgp import BgpConfig
+from rocelab.routing.design import lab_bgp
+from rocelab.switch.fib import SONIC_FIB_ROUTES_PER_S
 
 NUD_PERMANENT = 0x80
 
@@ -54,6 +59,10 @@ AGENT_OFFLOADS_OFF = ("tx-checksum-ip-generic", "tx-scatter-gather", "tx-generic
                       "tx-tcp-segmentation", "rx-gro")
 AGENT_START_TIMEOUT_S = 15.0
 CRASHED_UP_SWEEPS = 5
+# FRR's first sessions come up in about a second; a session whose first connect met a peer not yet
+# listening retries after `timers connect` (10 s).
+BGP_CONVERGE_TIMEOUT_S = 45.0
+RTPROT_BGP = 186
 SWEEP_INTERVAL_S = 0.2
 
 
@@ -75,7 +84,8 @@ def netns_name(lab: str, node: str) -> str:
     return f"{lab}.{node}"
 
 
-def plan(lab: Lab, engine: str = "netns", tdf_choice: TdfChoice | None = None) -> LabState:
+def plan(lab: Lab, engine: str = "netns", tdf_choice: TdfChoice | None = None,
+         bgp: dict[str, tuple[BgpConfig, str]] | None = None) -> LabState:
     """The state record of everything `up` will make, written before it makes any of it."""
     fabric = lab.fabric
     nodes = [
@@ -84,8 +94,12 @@ def plan(lab: Lab, engine: str = "netns", tdf_choice: TdfChoice | None = None) -
         ])
         for node in fabric.nodes
     ]
+    routing = {"mode": "static"} if bgp is None else {
+        "mode": "bgp", "daemons": [],
+        "switches": {name: {"how": how, "notes": list(config.notes)} for name, (config, how) in bgp.items()}}
     return LabState(lab.name, engine, lab.source, lab.dataplane, lab.tdf, "creating", nodes, nic=lab.nic,
-                    tdf_choice=tdf_choice.to_json() if tdf_choice else {}, fidelity_bound_s=fidelity_bound_s(lab))
+                    tdf_choice=tdf_choice.to_json() if tdf_choice else {}, fidelity_bound_s=fidelity_bound_s(lab),
+                    routing=routing)
 
 
 def fidelity_bound_s(lab: Lab) -> float:
@@ -136,6 +150,13 @@ def node_profile_file(lab: Lab, node: str) -> Path | None:
     return lab.node_profiles.get(node) or lab.profile
 
 
+def fib_routes_per_s(lab: Lab) -> float | None:
+    """The switches' FIB programming rate: the lab's, else SONiC's where FRR routes; None: at once."""
+    if lab.fib_routes_per_s is not None:
+        return lab.fib_routes_per_s or None
+    return SONIC_FIB_ROUTES_PER_S if lab.routing == "bgp" else None
+
+
 def write_agent_config(lab: Lab, node: Node, netns: str | None = None) -> Path:
     """An agent's configuration file, beside its control socket and log (paths.STATE_DIR/<lab>/);
     `netns`: the node's namespace, for an agent that serves it from another one."""
@@ -165,12 +186,54 @@ def write_agent_config(lab: Lab, node: Node, netns: str | None = None) -> Path:
     return config_file
 
 
+def _fib_widths(ns: str) -> dict[str, int]:
+    """prefix → how many next hops the namespace's kernel FIB holds for it, of FRR's routes."""
+    with IPRoute(netns=ns) as ipr:
+        return {f"{r.get_attr('RTA_DST')}/{r['dst_len']}": len(r.get_attr("RTA_MULTIPATH") or [r])
+                for r in ipr.get_routes(family=2, table=254) if r["proto"] == RTPROT_BGP}
+
+
+def converged(lab: Lab, record: LabState) -> list[str]:
+    """What FRR has not made forwarding yet: for every switch, each host subnet with as many
+    next hops as rocelab's own ECMP plan gives it, in the table its switchd has programmed (the
+    kernel's FIB where no switchd runs). Empty when the fabric has converged."""
+    missing = []
+    switchd = {p["node"] for p in record.processes if p["what"] == "switchd"}
+    for node in lab.fabric.switches:
+        if node.name not in record.routing.get("switches", {}):
+            continue
+        if node.name in switchd:
+            routes = control.request(control.socket_path(lab.name, node.name), "fib")["routes"]
+            widths = {prefix: len(hops) for prefix, hops in routes.items()}
+        else:
+            widths = _fib_widths(record.node(node.name).netns)
+        for route in node.routes:
+            if route.dst.subnet_of(HOST_POOL) and widths.get(str(route.dst), 0) < len(route.nexthops):
+                missing.append(f"{node.name} {route.dst} ({widths.get(str(route.dst), 0)} of "
+                               f"{len(route.nexthops)} next hops)")
+    return missing
+
+
+def wait_converged(lab: Lab, record: LabState) -> None:
+    """Until every switch forwards to every host over all its equal-cost paths, as the static
+    routes would; FRR's logs if it does not within BGP_CONVERGE_TIMEOUT_S."""
+    deadline = time.monotonic() + BGP_CONVERGE_TIMEOUT_S
+    while missing := converged(lab, record):
+        if time.monotonic() > deadline:
+            first = missing[0].split()[0]
+            raise frr.FrrFailed(f"BGP did not converge in {BGP_CONVERGE_TIMEOUT_S:.0f} s; missing: "
+                                f"{', '.join(missing[:6])}; FRR's logs on {first}:\n"
+                                f"{frr.log_tail(frr.folder(lab.name, first))}")
+        time.sleep(0.05)
+
+
 class NetnsEngine:
     name = "netns"
     runs_nos = False  # SONiC-VS and cEOS are container images: only the clab engine runs them
     # One agent process for every node its kind can serve (nicd: all the hosts): the nodes share
     # this machine's namespaces, and fewer processes wait less for the cores (rocelab.roce.agent).
     shares_agents = True
+    runs_frr = True  # FRR from this machine's frr package, in each switch's namespace
 
     def up(self, lab: Lab, tdf_choice: TdfChoice | None = None) -> LabState:
         """Build the lab. Its TDF is chosen before (rocelab.runtime.calibration.up picks one
@@ -184,10 +247,17 @@ class NetnsEngine:
         if existing is not None:
             raise LabAlreadyUp([Problem(lab.name, "", f"is already up (engine {existing.engine}, status {existing.status})",
                                         f"run `invoke down {lab.name}` first")])
-        record = plan(lab, self.name, tdf_choice)
+        bgp = None
+        if lab.routing == "bgp":
+            if not self.runs_frr:
+                raise InputError([Problem(lab.source, "routing", f"bgp runs on the netns engine only, not yet on {self.name}",
+                                          "--engine netns, or --routing static")])
+            frr.require_frr(lab.source)
+            bgp = lab_bgp(lab)  # a profile's bad BGP fields stop here, before anything is made
+        record = plan(lab, self.name, tdf_choice, bgp)
         lab_state.save(record)
         try:
-            self._apply(lab, record)
+            self._apply(lab, record, bgp)
         except BaseException:
             self.down(record)
             raise
@@ -195,7 +265,7 @@ class NetnsEngine:
         lab_state.save(record)
         return record
 
-    def _apply(self, lab: Lab, record: LabState) -> None:
+    def _apply(self, lab: Lab, record: LabState, bgp: dict[str, tuple[BgpConfig, str]] | None = None) -> None:
         fabric, dataplane, nic = lab.fabric, builtin_dataplanes().get(lab.dataplane), builtin_nic_backends().get(lab.nic)
         ns_of = {n.name: n.netns for n in record.nodes}
         self._make_nodes(lab, record)
@@ -207,10 +277,18 @@ class NetnsEngine:
         try:
             self._make_links(fabric, handles, ns_of)
             for node in ours:
-                self._configure(handles[node.name], node, fabric)
+                config = bgp[node.name][0] if bgp and node.name in bgp else None
+                self._configure(handles[node.name], node, fabric, config)
         finally:
             for ipr in handles.values():
                 ipr.close()
+        if bgp:
+            for node in ours:
+                if node.name in bgp:
+                    record.routing["daemons"] += [
+                        {"node": node.name, "pid": proc.pid, "what": daemon}
+                        for daemon, proc in frr.start(lab.name, node.name, ns_of[node.name], bgp[node.name][0])]
+            lab_state.save(record)
         agents: list[tuple[list[Node], Agent]] = []
         if dataplane.agent is not None:
             for node in ours:
@@ -230,6 +308,15 @@ class NetnsEngine:
         for (nodes, agent), proc in zip(agents, started):
             for node in nodes:
                 wait_ready(lab.name, node.name, agent.module, proc)
+        if bgp:
+            start = time.monotonic()
+            wait_converged(lab, record)
+            record.routing["converged_s"] = round(time.monotonic() - start, 2)  # after every agent was ready
+        rate = fib_routes_per_s(lab)
+        record.routing["fib_routes_per_s"] = rate  # None: FIB changes reach the forwarding table at once
+        for nodes, agent in agents:
+            if rate and agent.name == "switchd":
+                control.request(control.socket_path(lab.name, nodes[0].name), "fib_programming", routes_per_s=rate)
 
     def _make_nodes(self, lab: Lab, record: LabState) -> None:
         """A network namespace per node."""
@@ -261,7 +348,9 @@ class NetnsEngine:
             return popen_in(ns_of[nodes[0].name], [sys.executable, "-m", module, *configs], stdin=subprocess.DEVNULL,
                             stdout=log, stderr=subprocess.STDOUT, close_fds=True)
 
-    def _configure(self, ipr: IPRoute, node: Node, fabric: Fabric) -> None:
+    def _configure(self, ipr: IPRoute, node: Node, fabric: Fabric, bgp: BgpConfig | None = None) -> None:
+        """Addresses, static neighbours, and rocelab's ECMP routes unless FRR routes the switch
+        (`bgp`: then Loopback0 on `lo` instead)."""
         index = {}
         for port in node.ports:
             idx = ipr.link_lookup(ifname=port.name)[0]
@@ -271,7 +360,13 @@ class NetnsEngine:
             peer = fabric.peer(port)
             # Static neighbours: no ARP on the wire, and switchd need not answer it.
             ipr.neigh("add", dst=str(peer.address.ip), lladdr=peer.mac, ifindex=idx, state=NUD_PERMANENT)
-        ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
+        lo = ipr.link_lookup(ifname="lo")[0]
+        ipr.link("set", index=lo, state="up")
+        if bgp is not None:
+            if bgp.loopback:
+                address = ipaddress.IPv4Interface(bgp.loopback)
+                ipr.addr("add", index=lo, address=str(address.ip), prefixlen=address.network.prefixlen)
+            return
         for route in node.routes:
             hops = route.nexthops
             if len(hops) == 1:

@@ -45,10 +45,9 @@ from rocelab.qos.eos import render_eos
 from rocelab.qos.ports import lab_to_sonic
 from rocelab.registry import Registry
 from rocelab.model.topology import Fabric, Link, Node, Port
+from rocelab.routing.design import LOOPBACKS, MAX_SWITCHES, loopback, switch_number
 
 ASN_BASE = 65100  # private 2-byte ASNs (64512–65534): switch k gets 65100 + k
-LOOPBACKS = ipaddress.IPv4Network("198.19.0.0/24")
-MAX_SWITCHES = LOOPBACKS.num_addresses - 2
 SONIC_ROUTER_TYPES = {"leaf": "LeafRouter", "spine": "SpineRouter"}
 
 # docker-sonic-vs runs HWSKU Force10-S6000 unless told otherwise: 32 ports, and its
@@ -92,17 +91,8 @@ class StartupConfig:
 # ---------------------------------------------------------------- what every NOS kind needs
 
 
-def switch_number(fabric: Fabric, name: str) -> int:
-    """k for the k-th switch in file order (1, 2, …): its ASN and its loopback."""
-    return 1 + [n.name for n in fabric.switches].index(name)
-
-
 def switch_asn(fabric: Fabric, name: str) -> int:
     return ASN_BASE + switch_number(fabric, name)
-
-
-def loopback(fabric: Fabric, name: str) -> ipaddress.IPv4Interface:
-    return ipaddress.IPv4Interface((LOOPBACKS.network_address + switch_number(fabric, name), 32))
 
 
 def bgp_neighbors(fabric: Fabric, node: Node) -> tuple[BgpNeighbor, ...]:

@@ -47,6 +47,9 @@ class LabState:
     # One MTU frame's time on the fastest emulated link: how late an agent may run an event
     # before the emulation stops being faithful (rocelab.runtime.fidelity).
     fidelity_bound_s: float = 0.0
+    # {"mode": "static"}, or {"mode": "bgp", "switches": {name: {"how", "notes"}}, "daemons": [{"node", "pid",
+    # "what"}]}: FRR's daemons are no agents (no control socket), so they are not in `processes`.
+    routing: dict = field(default_factory=lambda: {"mode": "static"})
 
     @property
     def namespaces(self) -> list[str]:
@@ -67,7 +70,8 @@ class LabState:
                  for n in data.get("nodes", [])]
         return cls(data["name"], data["engine"], data["source"], data["dataplane"], data["tdf"],
                    data["status"], nodes, list(data.get("processes", [])), data.get("nic", "none"),
-                   dict(data.get("tdf_choice", {})), float(data.get("fidelity_bound_s", 0.0)))
+                   dict(data.get("tdf_choice", {})), float(data.get("fidelity_bound_s", 0.0)),
+                   dict(data.get("routing", {"mode": "static"})))
 
 
 def state_file(lab: str) -> Path:

@@ -27,8 +27,11 @@ from rocelab.switch.balance import balance_config, balance_from_config_db
 
 DEFAULT_DATAPLANE = "switchd"
 DEFAULT_PROFILE = "roce-lossless"  # for a bare topology on switchd: rocelab is about lossless RoCE
+# static: rocelab's ECMP routes, computed at `up`; bgp: FRR on every switch (docs/routing.md).
+ROUTING_MODES = ("static", "bgp")
+DEFAULT_ROUTING = "static"
 LAB_KEYS = frozenset({"name", "description", "topology", "dataplane", "tdf", "pfc_wd_tdf", "fidelity_bound", "profile",
-                      "profiles", "nic",
+                      "profiles", "nic", "routing", "fib_routes_per_s",
                       "roce", "nics", "flow_control_rx", "load_balancing", "scenario", "checks"})
 # `roce:` keys: NicConfig's fields (production units; nicd dilates them by the TDF), with
 # DCQCN's parameters under `dcqcn:`.
@@ -68,6 +71,11 @@ class Lab:
     # Every switch's ECMP load balancing (rocelab.switch.balance), as written; empty: each
     # switch's profile decides (SONiC's ARS tables), else hash.
     load_balancing: Mapping = field(default_factory=dict)
+    routing: str = DEFAULT_ROUTING  # one of ROUTING_MODES
+    # How fast each switch programs route changes into its forwarding table, in production routes
+    # a second (emulated time: switchd dilates it); 0: at once. None: SONiC's figure where FRR
+    # routes (rocelab.switch.fib.SONIC_FIB_ROUTES_PER_S), at once on static routes.
+    fib_routes_per_s: float | None = None
 
     def roce_of(self, host: str) -> dict:
         """The `roce:` settings of one host's NIC."""
@@ -159,6 +167,16 @@ def _load_lab_file(path: Path) -> Lab:
             except ValueError as exc:
                 problems.add("profile", str(exc), "ARS_OBJECT as sonic-ars.yang has it: assign_mode "
                              "per_flowlet_quality or per_packet_quality, flowlet_idle_time 2..2047")
+    routing = data.get("routing", DEFAULT_ROUTING)
+    if routing not in ROUTING_MODES:
+        problems.add("routing", f"{routing!r} is not a routing mode",
+                     "static (rocelab's ECMP routes) or bgp (FRR on every switch, docs/routing.md)")
+    fib_routes_per_s = data.get("fib_routes_per_s")
+    if fib_routes_per_s is not None and (isinstance(fib_routes_per_s, bool) or not isinstance(fib_routes_per_s, (int, float))
+                                         or fib_routes_per_s < 0):
+        problems.add("fib_routes_per_s", f"{fib_routes_per_s!r} is not a rate",
+                     "routes a second a switch programs into its forwarding table, e.g. 10500; 0: at once")
+        fib_routes_per_s = None
     nic = data.get("nic", "none")
     if nic not in builtin_nic_backends().names():
         problems.add("nic", f"{nic!r} is not a NIC backend", f"expected one of: {', '.join(builtin_nic_backends().names())}")
@@ -209,4 +227,5 @@ def _load_lab_file(path: Path) -> Lab:
                node_nos=devices,
                pfc_wd_tdf=pfc_wd_tdf,
                fidelity_bound_s=fidelity_bound_s, host_roce=host_roce, host_notes=tuple(host_notes),
-               flow_control_rx=frozenset(flow_control_rx), load_balancing=load_balancing)
+               flow_control_rx=frozenset(flow_control_rx), load_balancing=load_balancing, routing=routing,
+               fib_routes_per_s=fib_routes_per_s)

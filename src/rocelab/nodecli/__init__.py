@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import sys
 
 import click
 
 from rocelab import paths
+from rocelab.engines import frr
 from rocelab.engines.state import LabState
 from rocelab.kernel import control
 from rocelab.model.lab import load_lab
@@ -84,8 +86,16 @@ def write_path_dir(record: LabState, name: str) -> str:
     folder.mkdir(parents=True, exist_ok=True)
     pythonpath = os.environ.get("PYTHONPATH")
     env = f"PYTHONPATH={shlex.quote(pythonpath)} " if pythonpath else ""
-    for command in commands_of(record, name):
+    scripts = {command: f'exec env {env}{shlex.quote(sys.executable)} -m rocelab.nodecli {command} "$@"'
+               for command in commands_of(record, name)}
+    # The real vtysh: never this folder's own (PATH holds it once a node's shell has run).
+    vtysh = shutil.which("vtysh", path=os.pathsep.join(
+        p for p in os.environ.get("PATH", os.defpath).split(os.pathsep) if p != str(folder)))
+    if name in record.routing.get("switches", {}) and vtysh:
+        # FRR's shell, reaching this switch's daemons by their sockets in the lab's state folder.
+        scripts["vtysh"] = f'exec {shlex.quote(vtysh)} --vty_socket {shlex.quote(str(frr.folder(record.name, name)))} "$@"'
+    for command, line in scripts.items():
         script = folder / command
-        script.write_text(f'#!/bin/sh\nexec env {env}{shlex.quote(sys.executable)} -m rocelab.nodecli {command} "$@"\n')
+        script.write_text(f"#!/bin/sh\n{line}\n")
         script.chmod(0o755)
     return str(folder)

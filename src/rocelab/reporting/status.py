@@ -40,6 +40,9 @@ def status_json(record: LabState, engines) -> dict:
         "dataplane": record.dataplane,
         "tdf": record.tdf,
         "tdf_choice": record.tdf_choice,
+        # "static", or "bgp" with each switch's BGP source ("how") and what its rendering left out
+        "routing": {"mode": record.routing.get("mode", "static"), "switches": record.routing.get("switches", {}),
+                    "fib_routes_per_s": record.routing.get("fib_routes_per_s")},
         "nodes": [
             {"name": n.name, "role": n.role, "netns": n.netns, "running": alive[n.name],
              "pipeline": pipelines.get(n.name),  # a switch's: {"pipeline": "c" | "python", "why"}
@@ -48,6 +51,21 @@ def status_json(record: LabState, engines) -> dict:
             for n in record.nodes
         ],
     }
+
+
+def routing_lines(routing: dict) -> list[str]:
+    """How the switches route: one line for static; for bgp, each switch's BGP configuration
+    source (switches sharing one, one line) and what its rendering warned about."""
+    rate = routing.get("fib_routes_per_s")
+    programming = [f"FIB changes programmed at {rate:,.0f} routes/s of production time"] if rate else []
+    if routing["mode"] != "bgp":
+        return ["routing: static (rocelab's ECMP routes)"] + programming
+    by_how: dict[str, list[str]] = {}
+    for name, switch in routing["switches"].items():
+        by_how.setdefault(switch["how"], []).append(name)
+    lines = [f"routing: bgp (FRR) on {', '.join(names)}: {how}" for how, names in by_how.items()]
+    return lines + programming + [f"{name}: {note}" for name, switch in routing["switches"].items()
+                                  for note in switch["notes"]]
 
 
 def status_table(record: LabState, engines) -> Table:
@@ -59,6 +77,7 @@ def status_table(record: LabState, engines) -> Table:
         captions.append(f"TDF {record.tdf} ({record.tdf_choice['how']}): {record.tdf_choice['why']}")
     captions += [f"{n['name']} runs the {PIPELINE_NAMES[n['pipeline']['pipeline']]} "
                  f"pipeline: {n['pipeline']['why']}" for n in doc["nodes"] if n["pipeline"]]
+    captions += routing_lines(doc["routing"])
     if captions:
         table.caption = "\n".join(captions)
         table.caption_justify = "left"

@@ -27,7 +27,15 @@ profile from a SONiC config_db.json, and a control socket:
     impair {"port", "delay_s", "jitter_s", "loss_pct", "rate_pct"}  → link impairment out of a
                                              port, on top of the cable's own (dilated) delay, and
                                              its rate as a share of the link's (default 100)
-    fib                                    → the compiled forwarding table, as read
+    fib                                    → the forwarding table as programmed, and how many
+                                             kernel FIB changes are still being programmed
+    fib_programming {"routes_per_s": N|null} → from now on, program kernel FIB changes at N
+                                             production routes a second; null: at once
+
+A change of the kernel's FIB (FRR's, or a port going down) reaches the forwarding table after the
+ASIC's programming time in emulated time, once the engine has asked for it (`fib_programming`,
+after the lab's routing has converged: a switch's boot-time FIB load is not what a lab studies;
+rocelab.switch.fib.FibProgramming); until then, at once.
 
 Kernel IP forwarding stays off in the namespace, so no packet bypasses the pipeline.
 """
@@ -36,9 +44,11 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import random
 import struct
 import sys
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -53,7 +63,7 @@ from rocelab.qos.model import QosProfile
 from rocelab.qos.sonic import QOS_TABLES, profile_from_config_db, read_config_db
 from rocelab.switch.balance import Balance, balance_config, balance_from_config_db, dilate
 from rocelab.switch.counters import carry_counters
-from rocelab.switch.fib import Fib
+from rocelab.switch.fib import Fib, FibProgramming
 from rocelab.switch.fastpath import choose_pipeline, make_switch
 from rocelab.switch.pipeline import PortSpec, Switch
 
@@ -172,21 +182,42 @@ class Switchd:
         # A shut port's neighbours and routes, which the kernel drops with the link, for startup.
         self.parked: dict[str, kernel_fib.PortState] = {}
         self.events = kernel_fib.watch()
+        self.programming: FibProgramming | None = None
+        # A timer thread writes here when a FIB change comes due; the loop wakes and programs it.
+        self.programmed_r, self.programmed_w = os.pipe()
         self.cpu = CpuPort(self.switch, config["ports"])
         self.loop = Loop(self.cpu, {n: open_port(n) for n in self.names},
                          [ControlServer(Path(config["socket"]), self.handle)],
-                         watchers={self.events.fileno(): self.refresh_fib}, early_s=config.get("early_s", 0.0))
+                         watchers={self.events.fileno(): self.refresh_fib, self.programmed_r: self.program_fib},
+                         early_s=config.get("early_s", 0.0))
 
     def refresh_fib(self) -> None:
-        """The kernel's routes changed. A FIB that needs a feature the running pipeline lacks
-        (an ECMP group under a mode the C core does not declare, on a switch that had none),
-        or no longer needs one, rebuilds the pipeline; otherwise the running one takes it."""
+        """The kernel's routes changed: into the forwarding table at once, or after the ASIC's
+        programming time once the engine asked for it (fib_programming)."""
         self.events.get()
-        self.fib = kernel_fib.read_fib(self.ipr, self.names)
-        if choose_pipeline(self.profile, self.specs, self.fib, self.balance).pipeline != self.pipeline.pipeline:
+        fib = kernel_fib.read_fib(self.ipr, self.names)
+        if self.programming is None:
+            self.install_fib(fib)
+            return
+        now = time.monotonic()
+        due = self.programming.submit(fib, now)
+        threading.Timer(max(due - now, 0.0), os.write, (self.programmed_w, b"!")).start()
+
+    def program_fib(self) -> None:
+        os.read(self.programmed_r, 4096)
+        fib = self.programming.due(time.monotonic())
+        if fib is not None:
+            self.install_fib(fib)
+
+    def install_fib(self, fib: Fib) -> None:
+        """A FIB that needs a feature the running pipeline lacks (an ECMP group under a mode the
+        C core does not declare, on a switch that had none), or no longer needs one, rebuilds
+        the pipeline; otherwise the running one takes it."""
+        self.fib = fib
+        if choose_pipeline(self.profile, self.specs, fib, self.balance).pipeline != self.pipeline.pipeline:
             self.rebuild(time.monotonic())
         else:
-            self.switch.set_fib(self.fib)
+            self.switch.set_fib(fib)
 
     def rebuild(self, now: float) -> None:
         """A new pipeline for the current profile, balance and FIB, chosen again: frames in the
@@ -251,6 +282,13 @@ class Switchd:
             if req.get("admin") == "up" and req["port"] in self.parked:
                 kernel_fib.restore_port_state(self.ipr, index, self.parked.pop(req["port"]))
             return {}
+        if op == "fib_programming":
+            rate = req.get("routes_per_s")
+            if self.programming is not None and self.programming.pending:  # what was queued, at once
+                self.fib = self.programming.pending[-1][1]
+                self.switch.set_fib(self.fib)
+            self.programming = FibProgramming(float(rate), self.config["tdf"], self.fib) if rate else None
+            return {}
         if op == "links":
             return {"links": {link.get_attr("IFLA_IFNAME"): {
                 "admin": "up" if link["flags"] & IFF_UP else "down",
@@ -259,8 +297,10 @@ class Switchd:
                 if link.get_attr("IFLA_IFNAME") in self.cable_delay_s}}
         if op == "fib":
             return {"routes": {prefix: [[h.port, h.mac] for h in hops] for prefix, hops in self.fib.routes.items()},
-                    "local": sorted(self.fib.local)}
-        raise ValueError(f"unknown op {op!r}; ops: ping, counters, clear, reload, impair, port, links, fib")
+                    "local": sorted(self.fib.local),
+                    "pending": len(self.programming.pending) if self.programming else 0}
+        raise ValueError(f"unknown op {op!r}; ops: ping, counters, clear, reload, impair, port, links, fib, "
+                         "fib_programming")
 
     def balancing(self) -> dict:
         return {"mode": self.balance.mode, "source": self.balance.source}

@@ -18,6 +18,9 @@ from rocelab.switch.fib import Fib, NextHop
 MAIN_TABLE = 254
 NUD_PERMANENT = 0x80
 RTN_UNICAST = 1
+# rtnetlink.h: protocols above RTPROT_STATIC are routing daemons' (zebra marks BGP's 186), which
+# withdraw and reinstall their own routes; only those below are an administrator's, or rocelab's.
+RTPROT_STATIC = 4
 AF_INET = 2
 
 
@@ -55,8 +58,8 @@ def read_fib(ipr: IPRoute, ports: list[str]) -> Fib:
 @dataclass(frozen=True)
 class PortState:
     """What the kernel forgets when a port is set down: its static neighbours (the engine's,
-    rocelab's stand-in for ARP, which switchd does not answer) and the single-path routes
-    through it."""
+    rocelab's stand-in for ARP, which switchd does not answer) and the single-path static routes
+    through it (not a routing daemon's: FRR puts its own back)."""
 
     neighbours: tuple[tuple[str, str], ...]  # (address, MAC)
     routes: tuple[tuple[str, str], ...]  # (prefix, gateway)
@@ -67,7 +70,8 @@ def port_state(ipr: IPRoute, index: int) -> PortState:
                        if n["ifindex"] == index and n["state"] & NUD_PERMANENT and n.get_attr("NDA_LLADDR"))
     routes = tuple((f"{r.get_attr('RTA_DST') or '0.0.0.0'}/{r['dst_len']}", r.get_attr("RTA_GATEWAY"))
                    for r in ipr.get_routes(family=AF_INET, table=MAIN_TABLE)
-                   if r["type"] == RTN_UNICAST and r.get_attr("RTA_OIF") == index and r.get_attr("RTA_GATEWAY"))
+                   if r["type"] == RTN_UNICAST and r.get_attr("RTA_OIF") == index and r.get_attr("RTA_GATEWAY")
+                   and r["proto"] <= RTPROT_STATIC)
     return PortState(neighbours, routes)
 
 

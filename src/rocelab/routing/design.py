@@ -1,0 +1,98 @@
+"""The usual AI-fabric eBGP design, as config_db tables, for switches whose profile gives no BGP.
+
+As RFC 7938 lays out a Clos fabric and SONiC, EOS and Cumulus deployments follow it: a private
+AS number per leaf, one for the spine tier (so a leaf's routes reach another leaf over every
+spine with the same AS path, and a spine never takes a path through another spine), eBGP on
+every /31 fabric link, BFD on every session, short timers (FRR's datacenter profile: 3 s
+keepalive, 9 s hold), Loopback0 as router ID and advertised, the hosts' subnets advertised by
+their leaf. multipath-relax and maximum-paths come from SONiC's constants
+(rocelab.routing.bgp.SONIC_CONSTANTS), as they do on a SONiC switch.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+from rocelab.errors import InputError, Problem
+from rocelab.model.lab import Lab
+from rocelab.model.topology import HOST_POOL, Fabric, Node
+from rocelab.paths import display
+from rocelab.qos.ports import lab_to_sonic
+from rocelab.qos.sonic import read_config_db
+from rocelab.routing.bgp import BgpConfig, has_bgp, read_bgp
+
+SPINE_ASN = 65000  # the spine tier's
+FIRST_LEAF_ASN = 65001
+LAST_PRIVATE_2BYTE_ASN = 65534
+FIRST_PRIVATE_4BYTE_ASN = 4200000000  # RFC 6996
+# 198.19.0.0/24 is the one /24 of the host pool that resolve() never gives a host port: switch k
+# (in file order) has Loopback0 198.19.0.k/32, here and on the NOS switches (rocelab.engines.nos).
+LOOPBACKS = ipaddress.IPv4Network((HOST_POOL.network_address, 24))
+MAX_SWITCHES = LOOPBACKS.num_addresses - 2
+KEEPALIVE_S, HOLDTIME_S = 3, 9
+DESCRIPTION = ("generated: a private ASN per leaf, one for the spines, eBGP on the /31s, "
+               "multipath-relax, maximum-paths, BFD")
+
+
+def leaf_asn(ordinal: int) -> int:
+    asn = FIRST_LEAF_ASN + ordinal
+    return asn if asn <= LAST_PRIVATE_2BYTE_ASN else FIRST_PRIVATE_4BYTE_ASN + ordinal
+
+
+def asns(fabric: Fabric) -> dict[str, int]:
+    leaves = [n.name for n in fabric.switches if n.role == "leaf"]
+    return {n.name: SPINE_ASN if n.role == "spine" else leaf_asn(leaves.index(n.name)) for n in fabric.switches}
+
+
+def switch_number(fabric: Fabric, name: str) -> int:
+    """k for the k-th switch in file order (1, 2, …)."""
+    return 1 + [n.name for n in fabric.switches].index(name)
+
+
+def loopback(fabric: Fabric, name: str) -> ipaddress.IPv4Interface:
+    """Loopback0 of a switch: the BGP router ID. A fabric of more than MAX_SWITCHES has none
+    for the switches beyond them (the engine refuses it before)."""
+    return ipaddress.IPv4Interface((LOOPBACKS.network_address + switch_number(fabric, name), 32))
+
+
+def generated(fabric: Fabric, node: Node) -> dict:
+    """The switch's DEVICE_METADATA, LOOPBACK_INTERFACE, INTERFACE and BGP_NEIGHBOR tables."""
+    asn = asns(fabric)
+    lo = loopback(fabric, node.name)
+    interfaces: dict[str, dict] = {}
+    neighbors: dict[str, dict] = {}
+    for port in node.ports:
+        sonic = lab_to_sonic(port.name)
+        interfaces[sonic] = {}
+        interfaces[f"{sonic}|{port.address}"] = {}
+        peer = fabric.peer(port)
+        if peer.node in asn:
+            neighbors[str(peer.address.ip)] = {
+                "asn": str(asn[peer.node]), "name": peer.node, "local_addr": str(port.address.ip),
+                "keepalive": str(KEEPALIVE_S), "holdtime": str(HOLDTIME_S), "bfd": "true", "admin_status": "up"}
+    return {"DEVICE_METADATA": {"localhost": {"hostname": node.name, "bgp_asn": str(asn[node.name]),
+                                              "bgp_router_id": str(lo.ip)}},
+            "LOOPBACK_INTERFACE": {"Loopback0": {}, f"Loopback0|{lo}": {}},
+            "INTERFACE": interfaces, "BGP_NEIGHBOR": neighbors}
+
+
+def lab_bgp(lab: Lab) -> dict[str, tuple[BgpConfig, str]]:
+    """Every switch's BGP configuration and where it comes from: the switch's config_db where
+    it sets bgp_asn and has sessions (a lab.yml `profiles:` entry is read for its QoS only),
+    else the generated design. An InputError for a profile's bad BGP fields, before anything is built."""
+    if len(lab.fabric.switches) > MAX_SWITCHES:
+        raise InputError([Problem(lab.source, "routing", f"has {len(lab.fabric.switches)} switches; "
+                                  f"the generated Loopback0s in {LOOPBACKS} fit {MAX_SWITCHES}", "routing: static")])
+    out = {}
+    for node in lab.fabric.switches:
+        path = None if node.name in lab.node_qos else lab.node_profiles.get(node.name) or lab.profile
+        doc = read_config_db(path) if path else {}
+        # An AS number with no session (a QoS dump, whose BGP_NEIGHBOR lives elsewhere) would
+        # leave the switch speaking to no one: such a switch gets the design too, and is told so.
+        if has_bgp(doc) and (doc.get("BGP_NEIGHBOR") or doc.get("BGP_PEER_RANGE")):
+            out[node.name] = (read_bgp(doc, display(path), node.name), f"from {display(path)}")
+        else:
+            why = f" ({display(path)} sets bgp_asn but no BGP_NEIGHBOR)" if has_bgp(doc) else ""
+            out[node.name] = (read_bgp(generated(lab.fabric, node), f"{lab.source} (generated)", node.name),
+                              DESCRIPTION + why)
+    return out

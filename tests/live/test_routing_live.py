@@ -1,0 +1,106 @@
+"""FRR's BGP on leaf-spine-2x2 (one `up --routing bgp` for every test here), driven as a user
+types it: every fabric session Established in `vtysh`, every remote host subnet in the kernel FIB
+via bgp with one next hop per spine, `config interface shutdown` withdrawing the link's routes
+on the far side and `startup` bringing them back, and `down` leaving no FRR process or file."""
+
+from __future__ import annotations
+
+import ipaddress
+import subprocess
+import time
+
+import pytest
+
+from test_labs import cli
+
+from rocelab import paths
+from rocelab.kernel import control
+
+pytestmark = pytest.mark.root
+LAB = "leaf-spine-2x2"
+WITHDRAW_TIMEOUT_S = 15.0  # BGP's own reaction to a carrier loss is immediate; this bounds a slow machine
+
+
+@pytest.fixture(scope="module")
+def bgp_lab():
+    cli("down", check=False)
+    cli("up", LAB, "--routing", "bgp", "--tdf", "1000")
+    yield
+    cli("down", check=False)
+
+
+def on(node: str, *argv: str) -> str:
+    return cli("exec", node, "--", *argv).stdout
+
+
+def bgp_routes(node: str) -> dict[str, int]:
+    """prefix → number of next hops, of the routes bgp installed in the node's kernel FIB (read
+    with `ip -n`: in milliseconds, where `rocelab exec` takes a Python start-up)."""
+    out, prefix = {}, None
+    shown = subprocess.run(["ip", "-n", f"{LAB}.{node}", "route", "show", "proto", "bgp"], capture_output=True,
+                           text=True, check=True).stdout
+    for line in shown.splitlines():
+        if not line.startswith((" ", "\t")):
+            prefix = line.split()[0]
+            out[prefix] = 0 if " via " not in line else 1
+        elif "nexthop via" in line:
+            out[prefix] += 1
+    return out
+
+
+def programmed(node: str, prefix: str) -> int:
+    """Next hops of a prefix in the table the node's switchd forwards on (after programming)."""
+    return len(control.request(control.socket_path(LAB, node), "fib")["routes"].get(prefix, []))
+
+
+def until(check, timeout_s: float = WITHDRAW_TIMEOUT_S):
+    deadline = time.monotonic() + timeout_s
+    while not (result := check()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return result
+
+
+def test_sessions_are_established_and_remote_hosts_are_reached_over_every_spine(bgp_lab):
+    summary = on("leaf1", "vtysh", "-c", "show ip bgp summary")
+    rows = [line.split() for line in summary.splitlines() if line.startswith("198.18.")]
+    assert len(rows) == 2 and all(row[9].isdigit() for row in rows), summary  # State/PfxRcd: a count once up
+    assert on("leaf1", "ip", "route", "show", "proto", "bgp").count("nexthop via") == 6  # as a user sees it
+    routes = bgp_routes("leaf1")
+    remote = [p for p in routes if ipaddress.ip_network(p).prefixlen == 24]
+    assert sorted(remote) == ["198.19.3.0/24", "198.19.4.0/24"]
+    assert all(routes[p] == 2 for p in remote), routes
+    assert "B>* 198.19.3.0/24" in on("leaf1", "vtysh", "-c", "show ip route")
+    assert "0% packet loss" in on("h1", "ping", "-c", "1", "-W", "2", "198.19.4.2")
+
+
+def test_shutdown_withdraws_the_links_routes_and_startup_restores_them(bgp_lab):
+    # leaf2 programs a route in 1 ms of production time: 1 s of wall time at TDF 1000, so the
+    # kernel's withdrawal reaches its forwarding table seconds later (3 routes change: leaf1's
+    # two host subnets and its Loopback0).
+    leaf2 = control.socket_path(LAB, "leaf2")
+    control.request(leaf2, "fib_programming", routes_per_s=1000)
+    cli("config", "leaf1", "--", "interface", "shutdown", "Ethernet8")  # leaf1:eth3, to spine1
+    try:
+        # spine1 loses its only path to leaf1's hosts; leaf2 reaches them over spine2 alone,
+        assert until(lambda: "198.19.1.0/24" not in bgp_routes("spine1")), bgp_routes("spine1")
+        assert until(lambda: bgp_routes("leaf2").get("198.19.1.0/24") == 1), bgp_routes("leaf2")
+        # once its emulated ASIC has programmed the change, in emulated time.
+        withdrawn = time.monotonic()
+        assert programmed("leaf2", "198.19.1.0/24") == 2
+        assert until(lambda: programmed("leaf2", "198.19.1.0/24") == 1)
+        assert time.monotonic() - withdrawn > 1.0
+        assert "0% packet loss" in on("h3", "ping", "-c", "1", "-W", "2", "198.19.1.2")
+    finally:
+        control.request(leaf2, "fib_programming", routes_per_s=None)
+        cli("config", "leaf1", "--", "interface", "startup", "Ethernet8")
+    assert until(lambda: bgp_routes("leaf2").get("198.19.1.0/24") == 2, 30.0), bgp_routes("leaf2")
+    assert until(lambda: programmed("leaf2", "198.19.1.0/24") == 2)
+
+
+def test_down_leaves_no_frr_process_socket_or_file(bgp_lab):
+    folder = paths.STATE_DIR / LAB
+    assert list(folder.glob("*/frr/bgpd.vty"))
+    cli("down", LAB)
+    assert not folder.exists()
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert f"{folder}/" not in ps
