@@ -223,3 +223,17 @@ def test_a_job_of_many_qps_at_a_high_tdf_gets_until_its_first_messages_can_finis
     assert _stall_s(spec, plan, slow) == pytest.approx(STALL_ROUNDS * 16 * (1 << 20) * 8 / 8e6)  # 67 s
     fast = {h: {"port_rate_bps": 100e9 / 1000} for h in plan.hosts}
     assert _stall_s(spec, plan, fast) == 20.0  # where messages come quickly, the spec's own timeout
+
+
+def test_a_job_waits_out_the_nics_loss_recovery_before_it_counts_as_stalled():
+    """At TDF 25000 nicd's 1 ms retransmission timeout is 25 s: a retransmission lost again waits
+    50 s more, which lab-loss's 1 % loss case met (it was called stalled at 20 s)."""
+    from rocelab.traffic.job import RECOVERY_TIMEOUTS, _stall_s
+    from rocelab.traffic.patterns import builtin_patterns
+    from rocelab.traffic.spec import JobSpec
+
+    plan = builtin_patterns().get("elephant").plan(("h1", "h5"), 16 << 20)
+    spec = JobSpec("elephant", stall_timeout_s=20.0)
+    dilated = {h: {"port_rate_bps": 100e9 / 25000, "retransmit_timeout_s": 1e-3 * 25000} for h in plan.hosts}
+    assert _stall_s(spec, plan, dilated) == pytest.approx(RECOVERY_TIMEOUTS * 25.0)
+    assert RECOVERY_TIMEOUTS * 25.0 > 3 * 25.0  # a timeout and its doubled retry, with room

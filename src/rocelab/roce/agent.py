@@ -205,6 +205,8 @@ class Nicd:
             self.nic.clear_reorder_distances()
             self._baseline = self.nic.counters(self.loop.now())
             return {}
+        if op == "job_prepare":  # with the NIC's (dilated) retransmission timeout: the job's stall rule waits for it
+            return {**self.jobs.handle(req), "retransmit_timeout_s": self.nic.config.retransmit_timeout_s}
         if op in JOB_OPS:
             return self.jobs.handle(req)
         raise ValueError(f"unknown op {op!r}; ops: ping, counters, set_cc, nic, set_nic, clear, {', '.join(JOB_OPS)}")

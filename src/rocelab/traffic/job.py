@@ -42,6 +42,7 @@ from rocelab.traffic.spec import JobSpec
 
 POLL_S = 0.2
 STALL_ROUNDS = 4  # _stall_s
+RECOVERY_TIMEOUTS = 4  # _stall_s: a lost retransmission waits its doubled timeout, 1 + 2 of them, and one more
 START_MARGIN_S = 0.2  # from the last job_start request to the common start instant
 REQUEST_TIMEOUT_S = 30.0  # job_result of a long job is a few MB of JSON
 PEAK_WINDOW = 0.05  # bw: the peak is the best rate over a twentieth of the run
@@ -193,10 +194,13 @@ def _stall_s(spec: JobSpec, plan: Plan, prepared: Mapping[str, dict]) -> float:
     longer, STALL_ROUNDS times what a host's first messages take on its own port. Progress is
     counted in whole messages, and a host's QPs share its port (at a high TDF, 16 QPs of 1 MiB
     at 8 Mb/s finish their first messages together after 17 s); an ECMP collision or PFC may
-    halve that rate again."""
+    halve that rate again. And never shorter than the NICs' own loss recovery, RECOVERY_TIMEOUTS
+    of their (dilated) retransmission timeout: at TDF 25000 nicd's 1 ms is 25 s, and a
+    retransmission lost again waits 50 s, which is recovery, not a stall."""
     first_round_s = max(len(plan.peers(h)) * spec.qps * spec.message_bytes * BITS_PER_BYTE
                            / prepared[h]["port_rate_bps"] for h in plan.hosts)
-    return max(spec.stall_timeout_s, STALL_ROUNDS * first_round_s)
+    recovery_s = max(prepared[h].get("retransmit_timeout_s", 0.0) for h in plan.hosts) * RECOVERY_TIMEOUTS
+    return max(spec.stall_timeout_s, STALL_ROUNDS * first_round_s, recovery_s)
 
 
 def _watch(sockets: Mapping[str, Path], hosts: tuple[str, ...], job_id: str, spec: JobSpec, start_at: float,
