@@ -67,7 +67,7 @@ def render_bgpd(config: BgpConfig) -> str:
     if config.loopback:
         lines += [f"ip prefix-list PL_LoopbackV4 permit {config.networks[0]}", "!"]
     # policies.conf.j2: permit everything in and out, through named route-maps a user can edit.
-    lines += [f"route-map FROM_BGP_PEER_V4 permit 100", "!", f"route-map TO_BGP_PEER_V4 permit 100", "!"]
+    lines += ["route-map FROM_BGP_PEER_V4 permit 100", "!", "route-map TO_BGP_PEER_V4 permit 100", "!"]
     if config.peer_ranges:
         lines += ["route-map FROM_BGP_SPEAKER permit 100", "!", "route-map TO_BGP_SPEAKER permit 100", "!"]
     lines += [f"router bgp {config.asn}",

@@ -18,7 +18,7 @@ from __future__ import annotations
 import random
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Sequence
 
 from rocelab.qos.model import PRIORITIES, QosProfile, port_qos
 from rocelab.registry import Registry
