@@ -27,6 +27,7 @@ rocelab.traffic.host.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import socket
@@ -230,10 +231,7 @@ def serve(configs: list[dict], clock=time.monotonic) -> None:
     try:
         for config in configs:
             key = config["ports"][0]["name"] if len(configs) == 1 else f"{config['node']}/{config['ports'][0]['name']}"
-            if config.get("netns"):
-                with in_netns(config["netns"]):
-                    nicds.append(Nicd(config, key, clock))
-            else:
+            with in_netns(config["netns"]) if config.get("netns") else contextlib.nullcontext():
                 nicds.append(Nicd(config, key, clock))
         group = NicGroup([n.core for n in nicds])
         loop = Loop(group, {n.core.port: n.port for n in nicds}, [n.control for n in nicds], clock=clock,
