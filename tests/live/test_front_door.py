@@ -65,10 +65,19 @@ def test_every_readme_command_runs_from_both_doors(tmp_path):
         return subprocess.run([*DOORS[door], *argv], capture_output=True, text=True, cwd=tmp_path, timeout=600)
 
     run("rocelab", ["down"])
+    ran: set[tuple[str, ...]] = set()
+    engine = "netns"
     try:
         assert run("invoke", ["up", "lab-pfc"]).returncode == 0  # what `quickstart.sh lab` leaves
         for index, argv in enumerate(commands):
             door = doors[index % len(doors)]
+            if argv[0] == "up":
+                engine = argv[argv.index("--engine") + 1] if "--engine" in argv else "netns"
+            # A `run` the sequence already typed on the same engine is the same minutes of dilated
+            # traffic again, proving nothing new (both doors parse every task: tests/unit/test_cli.py).
+            if argv[0] == "run" and (engine, *argv) in ran:
+                continue
+            ran.add((engine, *argv))
             result = run(door, argv)
             where = f"`{door} {shlex.join(argv)}` exited {result.returncode}:\n{result.stderr[-2000:]}"
             assert "Traceback" not in result.stderr, where

@@ -16,6 +16,7 @@ from rocelab.model.scenario import HOST_COMMANDS
 from rocelab.nodecli.host import COMMANDS
 from rocelab.nodecli.node import HostNode, read_events
 from rocelab.qos.nic import read_mlnx_qos, read_nic_sysfs
+from rocelab.reporting import nic_cli
 from rocelab.roce import Nic, dilate
 from rocelab.roce.config import roce_config
 from rocelab.roce.wire import PauseFrame
@@ -36,6 +37,8 @@ class Agent:
     def __call__(self, op: str, **fields) -> dict:
         if op == "nic":
             return {"settings": self.settings, "port_rate_bps": RATE_BPS}
+        if op == "counters":
+            return {"counters": self.nic.counters(), "tdf": TDF}
         assert op == "set_nic"
         merged = {**self.settings, **fields["settings"]}
         self.nic.reconfigure(dilate(roce_config(merged), TDF))
@@ -200,3 +203,38 @@ def test_perftest_latency_block_in_production_microseconds():
     assert out[0].split()[:4] == ["#bytes", "#iterations", "t_min[usec]", "t_max[usec]"]
     assert out[1].split()[:5] == ["2", "4", "1.00", "4.00", "1.50"]  # t_typical: the median
     assert "to within 0.33 usec" in out[3]
+
+
+def test_ethtool_s_counts_pause_per_pfc_priority_in_production_microseconds(node, agent):
+    quanta = 0xFFFF
+    agent.nic._on_pause(PauseFrame(tuple(quanta if p == 3 else None for p in range(8))), 0.0)
+    agent.nic._on_pause(PauseFrame(tuple(0 if p == 3 else None for p in range(8))), 0.002)  # XON 2 ms later
+    out = type_(node, "ethtool -S eth1")
+    assert out.exit_code == 0, out.output
+    lines = out.stdout.splitlines()
+    stats = dict(line.strip().split(": ") for line in lines[1:])
+    assert lines[0] == "NIC statistics:" and all(line.startswith("     ") for line in lines[1:])
+    assert (stats["rx_prio3_pause"], stats["rx_prio3_pause_transition"], stats["tx_prio3_pause"]) == ("2", "1", "0")
+    # 2 ms emulated at TDF 1000: 2 µs, as the production NIC would have counted it
+    assert stats["rx_prio3_pause_duration"] == "2"
+    assert "rx_prio4_pause" not in stats  # PFC is off on 4: mlx5 lists the enabled priorities
+    type_(node, "mlnx_qos -i eth1 --pfc 0,0,0,1,1,0,0,0")
+    assert "rx_prio4_pause" in type_(node, "ethtool -S eth1").stdout
+    assert type_(node, "ethtool eth1").stdout.splitlines()[1] == "\tSpeed: 100000Mb/s"
+    wrong = type_(node, "ethtool -S eth2")
+    assert wrong.exit_code == 1 and "eth2: no such RoCE interface on h1" in wrong.output
+
+
+def test_the_ports_hw_counters_are_nicds_under_connectx_names_and_read_only(node):
+    counters = {ours: 10 + i for i, ours in enumerate(nic_cli.HW_COUNTERS.values())}
+    files = nic_cli.hw_counters(counters)
+    base = "/sys/class/infiniband/mlx5_0/ports/1/hw_counters"
+    assert files[f"{base}/np_cnp_sent"] == str(counters["cnps_sent"])
+    assert files[f"{base}/rp_cnp_handled"] == str(counters["cnps_received"])
+    assert files[f"{base}/np_ecn_marked_roce_packets"] == str(counters["ce_received"])
+    assert files[f"{base}/local_ack_timeout_err"] == str(counters["timeouts"])
+    listed = type_(node, f"sysfs {base}")
+    assert listed.exit_code == 0 and f"{base}/out_of_sequence=0" in listed.stdout.splitlines()
+    assert type_(node, f"sysfs {base}/np_cnp_sent").stdout == "0\n"
+    refused = type_(node, f"sysfs {base}/np_cnp_sent 5")
+    assert refused.exit_code == 1 and "read-only" in refused.output

@@ -1,5 +1,5 @@
 """A host's NIC commands, shaped as NVIDIA's and perftest's: `mlnx_qos`, `cma_roce_tos`,
-`show_gids`, the ConnectX sysfs knobs (`sysfs`), and perftest's `ib_write_bw` and `ib_write_lat`
+`show_gids`, `ethtool [-S]`, the ConnectX sysfs knobs and RoCE counters (`sysfs`), and perftest's `ib_write_bw` and `ib_write_lat`
 (server and client).
 
 Every command is a small function over the host node (rocelab.nodecli.node.HostNode, click's
@@ -172,19 +172,42 @@ def _write_knob(node: HostNode, current: HostNicConfig, path: str, value: str) -
 @pass_host
 def sysfs(node: HostNode, path, value):
     """Read or write the NIC's sysfs and configfs knobs: DCQCN's roce_np/roce_rp files and their
-    enable/P, and rdma_cm's default_roce_tos.
+    enable/P, and rdma_cm's default_roce_tos; read the port's RoCE hw_counters.
 
     sysfs [PATH]: every file under PATH as PATH=VALUE, as docs/hosts.md's collection loop prints
     them; sysfs FILE VALUE: write (echo VALUE > FILE)."""
     current = node.running()
     files = nic_cli.sysfs_files(current, node.iface)
+    # The counters only when asked for by path: `sysfs` alone is the collection loop of docs/hosts.md.
+    counters = nic_cli.hw_counters(node.counters()["counters"]) if path.startswith("/sys/class/infiniband") else {}
     if value is None:
+        files |= counters
         under = {p: v for p, v in files.items() if p == path or p.startswith(path.rstrip("/") + "/")}
         if not under:
             raise click.ClickException(f"{path}: no such file or directory")
         click.echo(files[path] if path in files else "\n".join(f"{p}={v}" for p, v in under.items()))
         return
+    if path in counters:
+        raise click.ClickException(f"{path}: read-only (a counter of the NIC)")
     _commit(node, _write_knob(node, current, path, value))
+
+
+# --- ethtool
+
+
+@click.command(name="ethtool")
+@click.option("-S", "--statistics", "statistics", is_flag=True, help="Show adapter statistics")
+@click.argument("devname")
+@pass_host
+def ethtool(node: HostNode, statistics, devname):
+    """The RoCE port's settings, or with -S its NIC statistics (mlx5's names, for what nicd
+    counts). The veth under it: `ip -s link`."""
+    _interface(node, devname)
+    if statistics:
+        reply = node.counters()
+        click.echo(nic_cli.ethtool_stats(reply["counters"], reply["tdf"], node.running().pfc_priorities or frozenset()))
+        return
+    click.echo(nic_cli.ethtool_settings(devname, node.port_rate_bps()))
 
 
 # --- show_gids
@@ -310,5 +333,5 @@ def _alive(pid: int) -> bool:
     return True
 
 
-COMMANDS = {"mlnx_qos": mlnx_qos, "cma_roce_tos": cma_roce_tos, "sysfs": sysfs, "show_gids": show_gids,
+COMMANDS = {"mlnx_qos": mlnx_qos, "cma_roce_tos": cma_roce_tos, "sysfs": sysfs, "show_gids": show_gids, "ethtool": ethtool,
             "ib_write_bw": ib_write_bw, "ib_write_lat": ib_write_lat}

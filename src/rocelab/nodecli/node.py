@@ -179,6 +179,14 @@ class HostNode:
     def pmtu_bytes(self) -> int:
         return roce_config(self._settings()["settings"]).pmtu_bytes
 
+    def port_rate_bps(self) -> int:
+        """The port's production rate."""
+        return int(self._settings()["port_rate_bps"])
+
+    def counters(self) -> dict:
+        """nicd's `counters` reply: the NIC's counters (emulated time) and the lab's TDF."""
+        return self.agent("counters")
+
     def host_at(self, address: str) -> str | None:
         return self.hosts.get(address)
 

@@ -45,6 +45,46 @@ def sysfs_files(c: HostNicConfig, iface: str, device: str = DEVICE) -> dict[str,
     return files
 
 
+# ConnectX's RoCE counters (the mlx5 driver's port hw_counters) for what nicd counts, by nicd's
+# name. Only these: a file for something nicd does not do (READs, atomics, ODP) would read 0 for
+# the wrong reason.
+HW_COUNTERS = {"np_cnp_sent": "cnps_sent", "np_ecn_marked_roce_packets": "ce_received",
+               "rp_cnp_handled": "cnps_received", "out_of_sequence": "ooo_received",
+               "packet_seq_err": "naks_received", "local_ack_timeout_err": "timeouts",
+               "duplicate_request": "duplicates_received", "rnr_nak_retry_err": "rnr_naks_received"}
+
+
+def hw_counters(counters: dict, device: str = DEVICE) -> dict[str, str]:
+    """The port's hw_counters files (sysfs, read-only) from nicd's `counters`."""
+    base = f"/sys/class/infiniband/{device}/ports/1/hw_counters"
+    return {f"{base}/{name}": str(counters[ours]) for name, ours in sorted(HW_COUNTERS.items())}
+
+
+def ethtool_stats(counters: dict, tdf: int, pfc_priorities: frozenset[int]) -> str:
+    """`ethtool -S IFACE` as mlx5 prints it, for what nicd counts: the RDMA vport packets and
+    bytes, and per PFC-enabled priority the PFC frames received (XOFF and XON; the XONs are the
+    transitions back to sending) and the time paused in production-equivalent microseconds, as the NIC would count it. nicd
+    never sends pause (it has no receive buffer to protect): its tx_prio pause counters are 0."""
+    pfc = counters["pfc"]
+    rows = [("rx_vport_rdma_unicast_packets", counters["rx_packets"]),
+            ("rx_vport_rdma_unicast_bytes", counters["rx_bytes"]),
+            ("tx_vport_rdma_unicast_packets", counters["tx_packets"]),
+            ("tx_vport_rdma_unicast_bytes", counters["tx_bytes"])]
+    for p in sorted(pfc_priorities):
+        rows += [(f"rx_prio{p}_pause", pfc["rx_pause_frames"][p] + pfc["rx_xon_frames"][p]),
+                 (f"rx_prio{p}_pause_duration", round(pfc["paused_time_s"][p] / tdf * 1e6)),
+                 (f"tx_prio{p}_pause", 0), (f"tx_prio{p}_pause_duration", 0),
+                 (f"rx_prio{p}_pause_transition", pfc["rx_xon_frames"][p])]
+    return "\n".join(["NIC statistics:", *(f"     {name}: {value}" for name, value in rows)])
+
+
+def ethtool_settings(iface: str, rate_bps: int) -> str:
+    """`ethtool IFACE` for the emulated port: its production speed. Its link state is the
+    veth's (`ip link`), not printed here."""
+    return "\n".join([f"Settings for {iface}:", f"\tSpeed: {rate_bps // 10**6}Mb/s", "\tDuplex: Full",
+                      "\tAuto-negotiation: off"])
+
+
 def show_gids(iface: str, mac: str, address: str, device: str = DEVICE) -> str:
     """The GID table of the emulated port: RoCE v2 only (nicd speaks no v1), its link-local GID
     (EUI-64 of the MAC) and its IPv4 address's."""
