@@ -516,8 +516,7 @@ def test(c, k=None, unit=False):
     codes = []
     for step in ("not timing", "timing"):
         argv = [sys.executable, "-m", "pytest", str(paths.project_root() / "tests"),
-                "-m", f"({step}) and not root" if unit else step,
-                "--durations=25"]  # where the suite's time went, in every log (CI keeps a failed run's)
+                "-m", f"({step}) and not root" if unit else step]
         if k:
             argv += ["-k", k]
         code = subprocess.call(argv, cwd=paths.project_root())
