@@ -226,11 +226,13 @@ def test_ethtool_s_counts_pause_per_pfc_priority_in_production_microseconds(node
 
 
 def test_the_ports_hw_counters_are_nicds_under_connectx_names_and_read_only(node):
-    counters = {ours: 10 + i for i, ours in enumerate(nic_cli.HW_COUNTERS.values())}
-    files = nic_cli.hw_counters(counters)
+    counters = {ours: 10 + i for i, ours in enumerate([*nic_cli.HW_COUNTERS.values(), "cnps_received"])}
+    files = nic_cli.hw_counters(counters, dcqcn=True)
     base = "/sys/class/infiniband/mlx5_0/ports/1/hw_counters"
     assert files[f"{base}/np_cnp_sent"] == str(counters["cnps_sent"])
-    assert files[f"{base}/rp_cnp_handled"] == str(counters["cnps_received"])
+    assert (files[f"{base}/rp_cnp_handled"], files[f"{base}/rp_cnp_ignored"]) == (str(counters["cnps_received"]), "0")
+    without = nic_cli.hw_counters(counters, dcqcn=False)  # no reaction point: the CNPs are ignored
+    assert (without[f"{base}/rp_cnp_handled"], without[f"{base}/rp_cnp_ignored"]) == ("0", str(counters["cnps_received"]))
     assert files[f"{base}/np_ecn_marked_roce_packets"] == str(counters["ce_received"])
     assert files[f"{base}/local_ack_timeout_err"] == str(counters["timeouts"])
     listed = type_(node, f"sysfs {base}")

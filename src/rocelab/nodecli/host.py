@@ -179,7 +179,8 @@ def sysfs(node: HostNode, path, value):
     current = node.running()
     files = nic_cli.sysfs_files(current, node.iface)
     # The counters only when asked for by path: `sysfs` alone is the collection loop of docs/hosts.md.
-    counters = nic_cli.hw_counters(node.counters()["counters"]) if path.startswith("/sys/class/infiniband") else {}
+    counters = (nic_cli.hw_counters(node.counters()["counters"], node.runs_dcqcn())
+                if path.startswith("/sys/class/infiniband") else {})
     if value is None:
         files |= counters
         under = {p: v for p, v in files.items() if p == path or p.startswith(path.rstrip("/") + "/")}

@@ -183,6 +183,9 @@ class HostNode:
         """The port's production rate."""
         return int(self._settings()["port_rate_bps"])
 
+    def runs_dcqcn(self) -> bool:
+        return roce_config(self._settings()["settings"]).cc_algorithm == "dcqcn"
+
     def counters(self) -> dict:
         """nicd's `counters` reply: the NIC's counters (emulated time) and the lab's TDF."""
         return self.agent("counters")

@@ -49,15 +49,20 @@ def sysfs_files(c: HostNicConfig, iface: str, device: str = DEVICE) -> dict[str,
 # name. Only these: a file for something nicd does not do (READs, atomics, ODP) would read 0 for
 # the wrong reason.
 HW_COUNTERS = {"np_cnp_sent": "cnps_sent", "np_ecn_marked_roce_packets": "ce_received",
-               "rp_cnp_handled": "cnps_received", "out_of_sequence": "ooo_received",
-               "packet_seq_err": "naks_received", "local_ack_timeout_err": "timeouts",
-               "duplicate_request": "duplicates_received", "rnr_nak_retry_err": "rnr_naks_received"}
+               "out_of_sequence": "ooo_received", "packet_seq_err": "naks_received",
+               "local_ack_timeout_err": "timeouts", "duplicate_request": "duplicates_received",
+               "rnr_nak_retry_err": "rnr_naks_received"}
 
 
-def hw_counters(counters: dict, device: str = DEVICE) -> dict[str, str]:
-    """The port's hw_counters files (sysfs, read-only) from nicd's `counters`."""
+def hw_counters(counters: dict, dcqcn: bool, device: str = DEVICE) -> dict[str, str]:
+    """The port's hw_counters files (sysfs, read-only) from nicd's `counters`. A CNP received
+    is `rp_cnp_handled` where the NIC runs DCQCN (its reaction point acts on it), else
+    `rp_cnp_ignored`: `dcqcn` is the NIC's congestion control now, not per QP."""
     base = f"/sys/class/infiniband/{device}/ports/1/hw_counters"
-    return {f"{base}/{name}": str(counters[ours]) for name, ours in sorted(HW_COUNTERS.items())}
+    cnps = counters["cnps_received"]
+    files = {name: counters[ours] for name, ours in HW_COUNTERS.items()}
+    files |= {"rp_cnp_handled": cnps if dcqcn else 0, "rp_cnp_ignored": 0 if dcqcn else cnps}
+    return {f"{base}/{name}": str(value) for name, value in sorted(files.items())}
 
 
 def ethtool_stats(counters: dict, tdf: int, pfc_priorities: frozenset[int]) -> str:
