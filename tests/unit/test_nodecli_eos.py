@@ -125,3 +125,14 @@ def test_lines_are_indented_by_the_mode_they_are_typed_in():
                      "   tx-queue 6", "priority strict"]) == [
         "interface Ethernet1", "   tx-queue 3", "      random-detect ecn count", "   priority-flow-control on",
         "qos map dscp 26 to traffic-class 3", "qos profile P", "   tx-queue 6", "      priority strict"]
+
+
+def test_shutdown_no_shutdown_and_mtu_in_a_session_act_on_the_link(node):
+    out = type_(node, "configure session down", "interface Ethernet3\nshutdown\nmtu 4200\nexit\ncommit\n")
+    assert out.exit_code == 0, out.output
+    assert "Ethernet8: link admin down" in out.output and node.agent.admin["eth3"] == "down"
+    assert ("port", {"port": "eth3", "admin": "down", "mtu": 4200}) in node.agent.requests
+    assert node.agent.admin["eth2"] == "up"  # the other ports keep their state
+    type_(node, "configure session up", "interface Ethernet3\nno shutdown\nexit\ncommit\n")
+    assert node.agent.admin["eth3"] == "up"
+    assert "   no shutdown" in type_(node, "show running-config").output

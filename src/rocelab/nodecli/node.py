@@ -29,7 +29,7 @@ from rocelab.model.hostnics import HostNic, nic_view, nicd_roce
 from rocelab.qos.nic import HostNicConfig, nic_from_json, nic_to_json
 from rocelab.roce.config import roce_config
 from rocelab.qos import configdb
-from rocelab.qos.eos import lab_to_eos
+from rocelab.qos.eos import EosConfig, lab_to_eos
 from rocelab.qos.model import QosProfile
 from rocelab.qos.ports import lab_to_sonic
 from rocelab.qos.sonic import dump_config_db, read_config_db
@@ -260,8 +260,11 @@ class EosNode(SwitchNode):
         return self._read(self.eos_text())
 
     def _read(self, text: str) -> QosProfile:
+        return self._config(text)[1]
+
+    def _config(self, text: str) -> tuple[EosConfig, QosProfile]:
         try:
-            return self.device.eos.profile(text, f"{self.name} running-config")[1]
+            return self.device.eos.profile(text, f"{self.name} running-config")
         except InputError as exc:
             raise configdb.ConfigError(str(exc)) from None
 
@@ -272,8 +275,16 @@ class EosNode(SwitchNode):
     def commit_eos(self, text: str) -> list[str]:
         """Make `text` the running-config; what changed on the switch, in words. ConfigError, and
         nothing changes, when it does not read or makes no valid switch."""
-        doc = json.loads(dump_config_db(self._read(text)))
+        config, profile = self._config(text)
+        doc = json.loads(dump_config_db(profile))
+        # The ports keep their running state except what the text sets: an interface's `mtu`,
+        # `shutdown` and `no shutdown` (the last such line of the interface wins).
         doc["PORT"] = self.running().get("PORT", {})
+        for port, fields in doc["PORT"].items():
+            if port in config.mtu_bytes:
+                fields["mtu"] = str(config.mtu_bytes[port])
+            if port in config.admin_up:
+                fields["admin_status"] = "up" if config.admin_up[port] else "down"
         lines = self.commit(doc)
         self.config_path.write_text(text)
         return lines

@@ -132,7 +132,7 @@ class _Queue:
 # Scalar settings: an interface's value wins over its port-channel's, which wins over a
 # qos profile's.
 _SCALARS = ("pfc_on", "trust", "cos", "watchdog", "action", "timeout_ms", "recovery_ms",
-            "policy", "mtu", "l2_mtu", "speed_bps", "routed", "shape_bps")
+            "policy", "mtu", "l2_mtu", "speed_bps", "routed", "shape_bps", "admin_up")
 
 
 @dataclass
@@ -151,6 +151,7 @@ class _Settings:
     speed_bps: int | None = None
     routed: bool | None = None
     shape_bps: int | None = None
+    admin_up: bool | None = None  # `shutdown` / `no shutdown`
     queues: dict[int, _Queue] = field(default_factory=dict)
     lines: dict[tuple[object, ...], int] = field(default_factory=dict)
 
@@ -466,6 +467,10 @@ class _Reader:
                 case ("l2", "mtu", value) if interface:
                     out.l2_mtu = self.integer(s, value, 68, 65535, "an MTU in bytes")
                     out.lines[("mtu",)] = s.line
+                case ("shutdown",) if interface:
+                    out.admin_up = False
+                case ("no", "shutdown") if interface:
+                    out.admin_up = True
                 case ("speed", *words) if interface:
                     out.speed_bps = self.speed(s, words)
                 case ("no", "switchport") if interface:

@@ -51,6 +51,7 @@ class EosConfig:
     warnings: tuple[str, ...] = ()
     # SONiC port name → DSCP → why its class there is not what the profile says for sure
     uncertain: Mapping[str, Mapping[int, str]] = field(default_factory=dict)
+    admin_up: Mapping[str, bool] = field(default_factory=dict)  # SONiC port name → `[no] shutdown`
 
     def line(self, *key: object) -> int | None:
         return self.lines.get(key)
@@ -269,7 +270,7 @@ class _Resolver:
 
     def config(self, source: str, platform: str | None) -> EosConfig:
         lines: dict[tuple[object, ...], int] = dict(self.glob.lines)
-        ports, mtus, names, uncertain = {}, {}, {}, {}
+        ports, mtus, names, uncertain, admin = {}, {}, {}, {}, {}
         lab_names = eos_lab_names([i.name for i in self.interfaces])
         for interface in self.interfaces:
             lab = lab_names[interface.name]
@@ -289,6 +290,8 @@ class _Resolver:
             names[port] = interface.name
             if (mtu := self.mtu(settings)) is not None:
                 mtus[port] = mtu
+            if settings.admin_up is not None:
+                admin[port] = settings.admin_up
             lines[("interface", port)] = interface.line
             for key, line in settings.lines.items():
                 lines[(key[0], port, *key[1:])] = line
@@ -312,7 +315,7 @@ class _Resolver:
                                             notes=warnings + tuple(self.notes)),
                          mtu_bytes=mtus, default_port=default_port, lines=lines,
                          default_mtu_bytes=self.glob.default_mtu or EOS_DEFAULT_MTU_BYTES,
-                         eos_names=names, warnings=warnings, uncertain=uncertain)
+                         eos_names=names, warnings=warnings, uncertain=uncertain, admin_up=admin)
 
 
 def parse_eos_config(text: str, source: str, *, segment_bytes: int | None = None,
