@@ -66,15 +66,15 @@ def hw_counters(counters: dict, dcqcn: bool, device: str = DEVICE) -> dict[str, 
 
 
 def ethtool_stats(counters: dict, tdf: int, pfc_priorities: frozenset[int]) -> str:
-    """`ethtool -S IFACE` as mlx5 prints it, for what nicd counts: the RDMA vport packets and
-    bytes, and per PFC-enabled priority the PFC frames received (XOFF and XON; the XONs are the
+    """`ethtool -S IFACE` as mlx5 prints it, for what nicd counts: the physical port's packets
+    and bytes (every frame, PFC frames included), and per PFC-enabled priority the PFC frames received (XOFF and XON; the XONs are the
     transitions back to sending) and the time paused in production-equivalent microseconds, as the NIC would count it. nicd
     never sends pause (it has no receive buffer to protect): its tx_prio pause counters are 0."""
     pfc = counters["pfc"]
-    rows = [("rx_vport_rdma_unicast_packets", counters["rx_packets"]),
-            ("rx_vport_rdma_unicast_bytes", counters["rx_bytes"]),
-            ("tx_vport_rdma_unicast_packets", counters["tx_packets"]),
-            ("tx_vport_rdma_unicast_bytes", counters["tx_bytes"])]
+    rows = [("rx_packets_phy", counters["rx_packets"]),
+            ("rx_bytes_phy", counters["rx_bytes"]),
+            ("tx_packets_phy", counters["tx_packets"]),
+            ("tx_bytes_phy", counters["tx_bytes"])]
     for p in sorted(pfc_priorities):
         rows += [(f"rx_prio{p}_pause", pfc["rx_pause_frames"][p] + pfc["rx_xon_frames"][p]),
                  (f"rx_prio{p}_pause_duration", round(pfc["paused_time_s"][p] / tdf * 1e6)),
