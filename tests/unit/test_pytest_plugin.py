@@ -45,7 +45,7 @@ def test_good_fabric_passes(pytester: pytest.Pytester, fabrics: Path) -> None:
     result.stdout.fnmatch_lines([
         "rocelab fabric: fabric-good from fabric-good/fabric.yml: spine1 (eos), spine2 (sonic), "
         "leaf1 (sonic), leaf2 (sonic)",
-        "collecting ... collected 79 items / 7 deselected / 72 selected",
+        "collecting ... collected 80 items / 8 deselected / 72 selected",
     ])
     assert "fabric-good/fabric.yml::buffer-pool[spine1] PASSED" in result.stdout.str()
     assert "fabric-good/fabric.yml::nic-trust[leaf1] PASSED" in result.stdout.str()
@@ -256,15 +256,15 @@ def test_junit_xml_carries_every_item(pytester: pytest.Pytester, fabrics: Path) 
 
 def test_markers_select_static_checks(pytester: pytest.Pytester, fabrics: Path) -> None:
     result = pytester.runpytest("--fabric", "fabric-good", "-m", "rocelab_static")
-    result.assert_outcomes(passed=PASSING, skipped=NOT_APPLICABLE, deselected=7)
+    result.assert_outcomes(passed=PASSING, skipped=NOT_APPLICABLE, deselected=8)
     result = pytester.runpytest("--fabric", "fabric-good", "-m", "rocelab_dynamic", "--collect-only", "-q")
     assert [line for line in result.outlines if "::" in line] == [
         f"fabric-good/fabric.yml::{name}" for name in
         ("pfc-threshold[spine1:p3]", "pfc-threshold[spine2:p3]", "pfc-threshold[leaf1:p3]",
-         "pfc-threshold[leaf2:p3]", "incast-lossless", "ecn-before-pfc", "allreduce-budget")]
+         "pfc-threshold[leaf2:p3]", "incast-lossless", "ecn-before-pfc", "allreduce-budget", "ecmp-width")]
     result = pytester.runpytest("--fabric", "fabric-good", "-m", "rocelab_static", "-k", "headroom")
     # headroom[SWITCH] and nic-headroom[SWITCH], the latter not applicable on the spines
-    result.assert_outcomes(passed=6, skipped=2, deselected=71)
+    result.assert_outcomes(passed=6, skipped=2, deselected=72)
     result = pytester.runpytest("--markers")
     result.stdout.fnmatch_lines(["@pytest.mark.rocelab_static:*", "@pytest.mark.rocelab_dynamic:*"])
 
