@@ -22,8 +22,8 @@ In `labs/<lab>/lab.yml`:
           traffic: elephant              # when the case's job ends (traffic into a stormed host)
           with: {hosts: [h1, h4]}
         probes: [leaf1:eth1]             # scapy probes attached while the traffic runs
-        commands:                        # a switch's own commands, typed at a time of the job
-          - {at: 2s, node: leaf1, run: "config interface shutdown Ethernet8"}
+        steps:                           # a node's own commands, typed at a time of the job
+          - {at: 2ms, on: leaf1, do: "config interface shutdown Ethernet8"}
       - case: no-pfc
         profile: lossy
         traffic: incast-4to1
@@ -37,6 +37,9 @@ with OP one of == != < <= > >=. Observations are listed in OBSERVATIONS; probes 
 `probe.NODE:IFACE.{pfc_xoff_frames,pfc_xon_frames,ce_packets,cnps,rewinds,psn_gaps}`, and
 every switch port gives `port_tx_bytes.NODE:PORT` and `port_tx_util.NODE:PORT` (PORT_OBSERVATIONS).
 Every case starts from cleared counters, so watermarks and totals are the case's own.
+A step's `at` is production-equivalent time from the job's start, placed on the dilated time
+line as every case time is (typed at.s × TDF of wall time after the job starts); it runs
+through the node's own command, as a learner types it in `invoke shell NODE`.
 A case's job that moves no byte for its stall_timeout is `stalled` (1): a failed case, unless
 a check names that case's `stalled`, for a lab where stalling is the lesson.
 """
@@ -66,11 +69,11 @@ from rocelab.yamlfile import YamlDoc
 from rocelab.yamlfile import at as _at
 
 # A switch's own commands (rocelab.nodecli.sonic.COMMANDS) and a host's that change or show its
-# NIC (rocelab.nodecli.host.COMMANDS, less perftest), which a case's `commands:` may run.
+# NIC (rocelab.nodecli.host.COMMANDS, less perftest), which a case's `steps:` may run.
 SWITCH_COMMANDS = ("show", "config", "ecnconfig", "pfcwd", "sonic-clear")
 HOST_COMMANDS = ("mlnx_qos", "cma_roce_tos", "sysfs", "show_gids")
 CASE_KEYS = ("case", "title", "profile", "traffic", "with", "train", "cc", "dcqcn", "load_balancing", "receive_order",
-             "impair", "storm", "background", "probes", "commands")
+             "impair", "storm", "background", "probes", "steps")
 WITH_KEYS = ("hosts", "size", "iterations", "compute_gap", "qps", "message_size", "verb", "options", "stall_timeout")
 # Drops of traffic that the fabric was asked to carry (not frames a router ignores anyway).
 FABRIC_DROP_REASONS = ("tail_drop", "headroom_exceeded", "wred_drop", "pfcwd_drop", "impairment_loss", "no_route",
@@ -147,8 +150,9 @@ class Storm:
 
 
 @dataclass(frozen=True)
-class CaseCommand:
-    """A command a user would type on a switch, `at_s` wall-clock seconds after the case's job starts."""
+class CaseStep:
+    """A command a user would type on a node, `at_s` production-equivalent seconds after the case's
+    job starts (at_s × TDF of wall time on the lab)."""
 
     at_s: float
     node: str
@@ -168,7 +172,7 @@ class Case:
     background: JobSpec | None = None
     training: TrainSpec | None = None  # a PyTorch DDP job instead of a traffic pattern
     dcqcn: str | None = None  # DCQCN's parameter set (roce.dcqcn.DCQCN_SETS); None: the lab's
-    commands: tuple[CaseCommand, ...] = ()
+    steps: tuple[CaseStep, ...] = ()
     load_balancing: Mapping | None = None  # every switch's, for this case; None: the lab's
     receive_order: str | None = None  # every NIC's receiver, for this case; None: the lab's
 
@@ -356,25 +360,33 @@ def load_scenario(doc: YamlDoc, lab_dir: Path, hosts: set[str], switch_ports: se
                 problems.add(_at(doc, "scenario", i, "probes", j), f"{item!r} is not NODE:IFACE of this lab")
             else:
                 probes.append((node, port))
-        commands = []
+        steps = []
         switches = {node for node, _ in switch_ports}
-        for j, item in enumerate(raw.get("commands") or []):
-            here = _at(doc, "scenario", i, "commands", j)
-            known = SWITCH_COMMANDS if isinstance(item, dict) and item.get("node") in switches else HOST_COMMANDS
-            if not isinstance(item, dict) or set(item) != {"at", "node", "run"} \
-                    or item["node"] not in switches | set(hosts) or str(item["run"]).split(" ", 1)[0] not in known:
-                problems.add(here, f"{item!r} is not a command on a switch or host",
-                             f'write {{at: 2s, node: SWITCH, run: "config interface shutdown Ethernet8"}}; '
+        raw_steps = raw.get("steps") or []
+        if not isinstance(raw_steps, list):
+            problems.add(_at(doc, "scenario", i, "steps"), "is not a list of steps",
+                         '[{at: 2ms, on: SWITCH, do: "config interface shutdown Ethernet8"}]')
+            raw_steps = []
+        for j, item in enumerate(raw_steps):
+            here = _at(doc, "scenario", i, "steps", j)
+            if isinstance(item, dict) and True in item and "on" not in item:
+                item = {("on" if key is True else key): value for key, value in item.items()}  # YAML 1.1 reads `on:` as true
+            known = SWITCH_COMMANDS if isinstance(item, dict) and item.get("on") in switches else HOST_COMMANDS
+            if not isinstance(item, dict) or set(item) != {"at", "on", "do"} \
+                    or item["on"] not in switches | set(hosts) or str(item["do"]).split(" ", 1)[0] not in known:
+                problems.add(here, f"{item!r} is not a step on a switch or host",
+                             f'write {{at: 2ms, on: SWITCH, do: "config interface shutdown Ethernet8"}}; '
                              f"switches: {', '.join(sorted(switches))}, commands: {', '.join(SWITCH_COMMANDS)}; "
                              f"hosts: {', '.join(sorted(hosts))}, commands: {', '.join(HOST_COMMANDS)}")
                 continue
             try:
-                commands.append(CaseCommand(parse_delay(item["at"]), item["node"], tuple(shlex.split(str(item["run"])))))
+                steps.append(CaseStep(parse_delay(item["at"]), item["on"], tuple(shlex.split(str(item["do"])))))
             except ValueError as exc:
-                problems.add(here, str(exc), "at: a time after the job starts, like 500ms or 2s")
+                problems.add(_at(doc, "scenario", i, "steps", j, "at"), str(exc),
+                             "a production-equivalent time after the job starts, like 500us or 2ms")
         if spec is not None or training is not None:
             cases.append(Case(name, str(raw.get("title", name)), spec, profile, cc, tuple(impair), storm, tuple(probes),
-                              background, training, dcqcn, tuple(sorted(commands, key=lambda c: c.at_s)),
+                              background, training, dcqcn, tuple(sorted(steps, key=lambda c: c.at_s)),
                               load_balancing, receive_order))
     checks = []
     names = {c.name for c in cases}
