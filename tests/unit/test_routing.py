@@ -293,3 +293,13 @@ def test_a_fib_change_is_programmed_after_its_routes_time_dilated_and_in_order()
     assert programming.due(10.5) == back and not programming.pending
     # A change that changes no route takes no time.
     assert programming.submit(back, now=11.0) == 11.0
+
+
+def test_a_down_link_leaves_every_route_and_ecmp_group_at_once():
+    from rocelab.switch.fib import without_ports
+
+    spine1, spine2 = NextHop("eth3", "02:00:00:00:00:01"), NextHop("eth4", "02:00:00:00:00:02")
+    fib = Fib({"198.19.3.0/24": [spine1, spine2], "198.18.0.1/32": [spine1]}, frozenset({"198.18.0.0"}))
+    pruned = without_ports(fib, frozenset({"eth3"}))
+    assert pruned.routes == {"198.19.3.0/24": [spine2]} and pruned.local == fib.local
+    assert without_ports(fib, frozenset()) is fib

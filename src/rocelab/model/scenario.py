@@ -47,6 +47,7 @@ a check names that case's `stalled`, for a lab where stalling is the lesson.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import operator
 import re
 import shlex
@@ -122,12 +123,19 @@ OBSERVATIONS = {
 PORT_OBSERVATIONS = {
     "port_tx_bytes": "bytes the switch port sent",
     "port_tx_util": "the port's tx bytes over what its line rate carries in job_wall_s",
+    "port_tx_after_steps": "bytes the switch port sent after the case's last step, once the frames queued out of "
+                           "it then had left (N/A in a case with no step)",
+}
+# Per switch and prefix, named `fib_next_hops.NODE:PREFIX`, e.g. fib_next_hops.leaf2:198.19.1.0/24.
+FIB_OBSERVATIONS = {
+    "fib_next_hops": "next hops of the prefix in the switch's forwarding table as programmed, at the case's end "
+                     "(0: no route)",
 }
 PROBE_FIELDS = ("pfc_xoff_frames", "pfc_xon_frames", "ce_packets", "cnps", "rewinds", "psn_gaps")
 OPS: dict[str, Callable[[float, float], bool]] = {
     "==": operator.eq, "!=": operator.ne, "<=": operator.le, ">=": operator.ge, "<": operator.lt, ">": operator.gt}
 _NAME = r"[a-z][a-z0-9_-]*"
-_OBS = r"[a-z_][a-z0-9_.:-]*"
+_OBS = r"[a-z_][a-z0-9_.:/-]*"
 _CHECK = re.compile(rf"^\s*({_NAME})\s*:\s*({_OBS})\s*(==|!=|<=|>=|<|>)\s*(.+?)\s*$")
 _RHS_CASE = re.compile(rf"^(?:(\d+(?:\.\d+)?)\s*\*\s*)?({_NAME})\s*:\s*({_OBS})$")
 _NUMBER = re.compile(r"^-?\d+(?:\.\d+)?(?:e-?\d+)?$")
@@ -209,8 +217,15 @@ def _port_observation(name: str) -> tuple[str, str] | None:
     return (node, port) if kind in PORT_OBSERVATIONS and node and port else None
 
 
+def _fib_observation(name: str) -> tuple[str, str] | None:
+    """(node, prefix) of `fib_next_hops.NODE:PREFIX`, else None."""
+    kind, _, where = name.partition(".")
+    node, _, prefix = where.partition(":")
+    return (node, prefix) if kind in FIB_OBSERVATIONS and node and prefix else None
+
+
 def _known_observation(name: str) -> bool:
-    if name in OBSERVATIONS or _port_observation(name) is not None:
+    if name in OBSERVATIONS or _port_observation(name) is not None or _fib_observation(name) is not None:
         return True
     parts = name.split(".")
     return len(parts) == 3 and parts[0] == "probe" and ":" in parts[1] and parts[2] in PROBE_FIELDS
@@ -404,10 +419,15 @@ def load_scenario(doc: YamlDoc, lab_dir: Path, hosts: set[str], switch_ports: se
             if obs is not None and not _known_observation(obs):
                 problems.add(where, f"{text!r}: {obs!r} is not an observation",
                              f"observations: {', '.join(OBSERVATIONS)}, probe.NODE:IFACE.{{{','.join(PROBE_FIELDS)}}}, "
-                             f"{{{','.join(PORT_OBSERVATIONS)}}}.NODE:PORT")
+                             f"{{{','.join(PORT_OBSERVATIONS)}}}.NODE:PORT, "
+                             f"{{{','.join(FIB_OBSERVATIONS)}}}.NODE:PREFIX")
             elif obs is not None and (port := _port_observation(obs)) is not None and port not in switch_ports:
                 problems.add(where, f"{text!r}: {obs!r} names no switch port of this lab",
                              "write e.g. port_tx_util.leaf1:eth3")
+            elif obs is not None and (route := _fib_observation(obs)) is not None and (
+                    route[0] not in {node for node, _ in switch_ports} or not _is_prefix(route[1])):
+                problems.add(where, f"{text!r}: {obs!r} names no switch and IPv4 prefix of this lab",
+                             "write e.g. fib_next_hops.leaf2:198.19.1.0/24")
         checks.append(check)
     problems.raise_if_any()
     return Scenario(tuple(cases), tuple(checks))
@@ -487,10 +507,28 @@ def ecmp_observations(groups: Mapping[str, Mapping]) -> dict[str, float]:
             "flowset_collisions": float(sum(g["collisions"] for g in every))}
 
 
+def _is_prefix(text: str) -> bool:
+    try:
+        ipaddress.IPv4Network(text)
+    except ValueError:
+        return False
+    return True
+
+
+def fib_observations(routes: Mapping[str, Mapping[str, Sequence]]) -> dict[str, float]:
+    """From every switch's programmed routes (switchd's `fib`, by switch): each switch's next hops
+    to every prefix any switch routes, 0 where it has no route."""
+    prefixes = {prefix for by_prefix in routes.values() for prefix in by_prefix}
+    return {f"fib_next_hops.{node}:{prefix}": float(len(by_prefix.get(prefix, ())))
+            for node, by_prefix in routes.items() for prefix in prefixes}
+
+
 def port_observations(counters: Mapping[str, dict], rates_bps: Mapping[tuple[str, str], float],
-                      uplinks: set[tuple[str, str]], wall_s: float) -> dict[str, float]:
+                      uplinks: set[tuple[str, str]], wall_s: float,
+                      tx_at_last_step: Mapping[tuple[str, str], float] | None = None) -> dict[str, float]:
     """Per switch port and over the uplinks, from each switch's counters (since the case's clear),
-    each port's line rate and the job's wall time, both production-equivalent."""
+    each port's line rate and the job's wall time, both production-equivalent; and each port's tx
+    bytes since the case's last step (tx_at_last_step: its tx bytes then; None: no step ran)."""
     obs: dict[str, float] = {}
     by_leaf: dict[str, list[float]] = {}
     uplink_util = []
@@ -500,6 +538,8 @@ def port_observations(counters: Mapping[str, dict], rates_bps: Mapping[tuple[str
             util = sent * 8 / (rates_bps[(node, name)] * wall_s) if wall_s > 0 else float("nan")
             obs[f"port_tx_bytes.{node}:{name}"] = sent
             obs[f"port_tx_util.{node}:{name}"] = util
+            obs[f"port_tx_after_steps.{node}:{name}"] = (
+                sent - tx_at_last_step[(node, name)] if tx_at_last_step is not None else float("nan"))
             if (node, name) in uplinks:
                 by_leaf.setdefault(node, []).append(sent)
                 uplink_util.append(util)

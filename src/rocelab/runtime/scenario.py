@@ -16,8 +16,9 @@ from typing import Callable, Mapping
 from rocelab.engines.state import LabState
 from rocelab.kernel import control
 from rocelab.kernel.loop import REALTIME
-from rocelab.model.scenario import (Case, CaseStep, CheckResult, Scenario, ecmp_observations, evaluate, job_observations,
-                                    nic_observations, port_observations, probe_observations, switch_observations)
+from rocelab.model.scenario import (Case, CaseStep, CheckResult, Scenario, ecmp_observations, evaluate, fib_observations,
+                                    job_observations, nic_observations, port_observations, probe_observations,
+                                    switch_observations)
 from rocelab.probes import Probe
 from rocelab.probes.storm import hold_pfc_pause
 from rocelab.qos.sonic import load_config_db
@@ -29,6 +30,10 @@ from rocelab.train.runner import run_training
 from rocelab.traffic.job import JobFailed, JobStalled, run_job
 from rocelab.traffic.runner import counter_snapshot
 from rocelab.traffic.spec import JobSpec
+
+
+# How long a step waits, in wall time, for the frames queued out of a link it shut to leave.
+DRAIN_TIMEOUT_S = 5.0
 
 
 def agent_sockets(record: LabState, what: str) -> dict[str, Path]:
@@ -110,21 +115,38 @@ class StepResult:
     step: CaseStep
     typed_s: float
     status: int
+    # Every switch port's tx bytes once the step had taken effect (tx_after_step), for port_tx_after_steps.
+    tx_bytes: Mapping[tuple[str, str], float] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {"at_s": self.step.at_s, "typed_s": self.typed_s, "node": self.step.node,
                 "command": shlex.join(self.step.argv), "status": self.status}
 
 
+def tx_after_step(switches: Mapping[str, Path], timeout_s: float = DRAIN_TIMEOUT_S) -> dict[tuple[str, str], float]:
+    """Every switch port's tx bytes once the frames queued out of a port whose link is down have
+    left it (what a step that shut a link found queued there), or after `timeout_s` of wall time."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        counters = {n: read_counters(s)["counters"] for n, s in switches.items()}
+        down = {(n, port) for n, s in switches.items()
+                for port, link in control.request(s, "links")["links"].items() if link["oper"] != "up"}
+        queued = [1 for n, port in down for q in counters[n]["ports"][port]["queues"] if q["depth_bytes"]]
+        if not queued or time.monotonic() > deadline:
+            return {(n, port): c["tx_bytes"] for n, by_port in counters.items() for port, c in by_port["ports"].items()}
+        time.sleep(0.02)
+
+
 def _typed_at_times(case: Case, run_step, started: float, stop: threading.Event, tdf: int,
-                    ran: list[StepResult]) -> None:
+                    ran: list[StepResult], snapshot: Callable[[], Mapping] = dict) -> None:
     """A case's `steps:`, each at its time on the dilated time line (at × TDF of wall time after the
-    job started), until the job ends; what each did goes to `ran`."""
+    job started), until the job ends; what each did, and `snapshot()` after it, go to `ran`."""
     for step in case.steps:
         if stop.wait(max(0.0, started + step.at_s * tdf - time.monotonic())):
             return
         typed_s = (time.monotonic() - started) / tdf
-        ran.append(StepResult(step, typed_s, run_step(case, step)))
+        status = run_step(case, step)
+        ran.append(StepResult(step, typed_s, status, snapshot()))
 
 
 def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
@@ -167,8 +189,9 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
     sampler = Sampler(record, interval_s=sample_interval_s).start()
     typing, ran = None, []
     if case.steps and run_step is not None:
-        typing = threading.Thread(target=_typed_at_times,
-                                  args=(case, run_step, time.monotonic(), job_done, record.tdf, ran), daemon=True)
+        typing = threading.Thread(target=_typed_at_times, daemon=True,
+                                  args=(case, run_step, time.monotonic(), job_done, record.tdf, ran,
+                                        lambda: tx_after_step(switches)))
         typing.start()
     try:
         if case.training is not None:
@@ -193,6 +216,7 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
     counters = read_restored(switches, case.profile or lab_profile)
     groups = {node: control.request(sock, "counters", packed=True).get("ecmp_groups", {})
               for node, sock in switches.items()}
+    routes = {node: control.request(sock, "fib")["routes"] for node, sock in switches.items()}
     job_nics = [control.request(nics[h], "counters")["counters"] for h in (spec and spec.hosts) or nics if h in nics]
     host_facing = {(s.name, p.name) for s in fabric.switches for p in s.ports if fabric.node(p.peer_node).role == "host"}
     obs = switch_observations(counters, host_facing)
@@ -206,7 +230,7 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
                 ("cnps_sent", "cnps_received", "retransmitted_packets", "retransmitted_bytes", "timeouts")}
         obs |= {"host_pause_frames": float(sum(c["pfc_pause_frames"] for c in nic)),
                 "host_paused_s": sum(c["pfc_paused_s"] for c in nic) / record.tdf}
-    obs |= nic_observations(job_nics) | ecmp_observations(groups)
+    obs |= nic_observations(job_nics) | ecmp_observations(groups) | fib_observations(routes)
     obs["stalled"] = float(stalled)
     obs["retransmitted_bytes_per_drop"] = obs["retransmitted_bytes"] / obs["drops"] if obs["drops"] else 0.0
     obs |= probe_observations(probe_reports)
@@ -218,7 +242,7 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
         report = training.to_json()
     # A training job's wall time is emulated time (links at rate/TDF): ÷ TDF for utilisation.
     wall_s = obs["job_wall_s"] if training is None else training.train_time_s / record.tdf
-    obs |= port_observations(counters, rates_bps, uplinks, wall_s)
+    obs |= port_observations(counters, rates_bps, uplinks, wall_s, ran[-1].tx_bytes if ran else None)
     return CaseResult(case, obs, report, error, probe_reports, series, fidelity, ran)
 
 
