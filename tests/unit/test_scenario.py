@@ -14,7 +14,8 @@ from scapy.layers.l2 import Ether
 from rocelab.errors import InputError
 from rocelab.qos.model import PfcWatchdog
 from rocelab.model.scenario import (
-    Case, evaluate, load_scenario, only_cases, parse_check, port_observations, switch_observations,
+    Case, evaluate, fib_observations, load_scenario, only_cases, parse_check, port_observations, queued_bytes,
+    switch_observations,
 )
 from rocelab.runtime.scenario import CaseResult, ScenarioRun, stormed_queues
 from rocelab.switch import Fib, NextHop
@@ -130,7 +131,8 @@ def load(tmp_path, observation: str):
 
 
 @pytest.mark.parametrize("observation", ["port_tx_util.leaf1:eth3", "port_tx_bytes.leaf1:eth1",
-                                         "uplink_imbalance", "uplink_max_util"])
+                                         "uplink_imbalance", "uplink_max_util", "port_queued_after_steps.leaf1:eth3",
+                                         "fib_next_hops.leaf1:198.19.1.0/24"])
 def test_checks_may_name_port_and_uplink_observations(tmp_path, observation):
     (check,) = load(tmp_path, observation).checks
     assert check.observation == observation
@@ -138,6 +140,8 @@ def test_checks_may_name_port_and_uplink_observations(tmp_path, observation):
 
 @pytest.mark.parametrize("observation, message", [
     ("port_tx_util.leaf1:eth9", "names no switch port of this lab"),
+    ("fib_next_hops.spine9:198.19.1.0/24", "names no switch and IPv4 prefix of this lab"),
+    ("fib_next_hops.leaf1:198.19.1.0", "names no switch and IPv4 prefix of this lab"),
     ("port_tx_util.h1:eth1", "names no switch port of this lab"),
     ("port_rx_util.leaf1:eth3", "is not an observation"),
 ])
@@ -323,3 +327,18 @@ def test_the_run_says_which_figures_are_emulated_time_and_which_frrs_wall_clock(
     static = SimpleNamespace(tdf=1000, routing={"mode": "static"})
     assert "FRR" not in run.time_note(static)
     assert ScenarioRun("lab-pfc", [CaseResult(case.case, {})], []).time_note(static) == ""
+
+
+def test_bytes_queued_out_of_a_port_after_the_last_step_and_next_hops_per_prefix():
+    counters, _ = leaf([49152 + i for i in range(30)], 5)
+    now = queued_bytes({"leaf1": counters})
+    at_step = {key: value - 100 if key == ("leaf1", "eth3") else value for key, value in now.items()}
+    obs = port_observations({"leaf1": counters}, RATE, uplinks_of("leaf1"), 0.002, at_step)
+    assert obs["port_queued_after_steps.leaf1:eth3"] == 100 and obs["port_queued_after_steps.leaf1:eth4"] == 0
+    assert math.isnan(port_observations({"leaf1": counters}, RATE, set(), 0.002)["port_queued_after_steps.leaf1:eth3"])
+    hop = ["eth4", "02:00:00:00:00:07"]
+    routes = {"leaf2": {"198.19.1.0/24": [hop], "198.19.2.0/24": [hop, hop]}, "spine1": {"198.19.3.0/24": [hop]}}
+    assert fib_observations(routes) == {
+        "fib_next_hops.leaf2:198.19.1.0/24": 1, "fib_next_hops.leaf2:198.19.2.0/24": 2,
+        "fib_next_hops.leaf2:198.19.3.0/24": 0, "fib_next_hops.spine1:198.19.1.0/24": 0,
+        "fib_next_hops.spine1:198.19.2.0/24": 0, "fib_next_hops.spine1:198.19.3.0/24": 1}

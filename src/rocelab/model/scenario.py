@@ -123,8 +123,9 @@ OBSERVATIONS = {
 PORT_OBSERVATIONS = {
     "port_tx_bytes": "bytes the switch port sent",
     "port_tx_util": "the port's tx bytes over what its line rate carries in job_wall_s",
-    "port_tx_after_steps": "bytes the switch port sent after the case's last step, once the frames queued out of "
-                           "it then had left (N/A in a case with no step)",
+    "port_queued_after_steps": "bytes the switch took into the port's egress queues after the case's last step "
+                               "took effect (every switch had seen the links it shut go down); N/A in a case with "
+                               "no step",
 }
 # Per switch and prefix, named `fib_next_hops.NODE:PREFIX`, e.g. fib_next_hops.leaf2:198.19.1.0/24.
 FIB_OBSERVATIONS = {
@@ -508,11 +509,20 @@ def ecmp_observations(groups: Mapping[str, Mapping]) -> dict[str, float]:
 
 
 def _is_prefix(text: str) -> bool:
+    """A.B.C.D/LEN, as switchd's FIB names its routes."""
+    if "/" not in text:
+        return False
     try:
         ipaddress.IPv4Network(text)
     except ValueError:
         return False
     return True
+
+
+def queued_bytes(counters: Mapping[str, dict]) -> dict[tuple[str, str], float]:
+    """Every switch port's bytes taken into its egress queues since the clear: sent, or still queued."""
+    return {(node, name): port["tx_bytes"] + sum(q["depth_bytes"] for q in port["queues"])
+            for node, c in counters.items() for name, port in c["ports"].items()}
 
 
 def fib_observations(routes: Mapping[str, Mapping[str, Sequence]]) -> dict[str, float]:
@@ -525,10 +535,11 @@ def fib_observations(routes: Mapping[str, Mapping[str, Sequence]]) -> dict[str, 
 
 def port_observations(counters: Mapping[str, dict], rates_bps: Mapping[tuple[str, str], float],
                       uplinks: set[tuple[str, str]], wall_s: float,
-                      tx_at_last_step: Mapping[tuple[str, str], float] | None = None) -> dict[str, float]:
+                      queued_at_last_step: Mapping[tuple[str, str], float] | None = None) -> dict[str, float]:
     """Per switch port and over the uplinks, from each switch's counters (since the case's clear),
-    each port's line rate and the job's wall time, both production-equivalent; and each port's tx
-    bytes since the case's last step (tx_at_last_step: its tx bytes then; None: no step ran)."""
+    each port's line rate and the job's wall time, both production-equivalent; and the bytes each
+    port's queues took after the case's last step (queued_bytes then; None: no step ran)."""
+    queued = queued_bytes(counters)
     obs: dict[str, float] = {}
     by_leaf: dict[str, list[float]] = {}
     uplink_util = []
@@ -538,8 +549,9 @@ def port_observations(counters: Mapping[str, dict], rates_bps: Mapping[tuple[str
             util = sent * 8 / (rates_bps[(node, name)] * wall_s) if wall_s > 0 else float("nan")
             obs[f"port_tx_bytes.{node}:{name}"] = sent
             obs[f"port_tx_util.{node}:{name}"] = util
-            obs[f"port_tx_after_steps.{node}:{name}"] = (
-                sent - tx_at_last_step[(node, name)] if tx_at_last_step is not None else float("nan"))
+            obs[f"port_queued_after_steps.{node}:{name}"] = (
+                queued[(node, name)] - queued_at_last_step[(node, name)] if queued_at_last_step is not None
+                else float("nan"))
             if (node, name) in uplinks:
                 by_leaf.setdefault(node, []).append(sent)
                 uplink_util.append(util)

@@ -18,7 +18,7 @@ from rocelab.kernel import control
 from rocelab.kernel.loop import REALTIME
 from rocelab.model.scenario import (Case, CaseStep, CheckResult, Scenario, ecmp_observations, evaluate, fib_observations,
                                     job_observations, nic_observations, port_observations, probe_observations,
-                                    switch_observations)
+                                    queued_bytes, switch_observations)
 from rocelab.probes import Probe
 from rocelab.probes.storm import hold_pfc_pause
 from rocelab.qos.sonic import load_config_db
@@ -32,8 +32,8 @@ from rocelab.traffic.runner import counter_snapshot
 from rocelab.traffic.spec import JobSpec
 
 
-# How long a step waits, in wall time, for the frames queued out of a link it shut to leave.
-DRAIN_TIMEOUT_S = 5.0
+# How long a step waits, in wall time, for the switches to see the links it shut go down.
+SEEN_TIMEOUT_S = 5.0
 
 
 def agent_sockets(record: LabState, what: str) -> dict[str, Path]:
@@ -115,26 +115,27 @@ class StepResult:
     step: CaseStep
     typed_s: float
     status: int
-    # Every switch port's tx bytes once the step had taken effect (tx_after_step), for port_tx_after_steps.
-    tx_bytes: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    # Every switch port's bytes sent or queued once the step had taken effect (queued_at_step),
+    # for port_queued_after_steps.
+    queued_bytes: Mapping[tuple[str, str], float] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {"at_s": self.step.at_s, "typed_s": self.typed_s, "node": self.step.node,
                 "command": shlex.join(self.step.argv), "status": self.status}
 
 
-def tx_after_step(switches: Mapping[str, Path], timeout_s: float = DRAIN_TIMEOUT_S) -> dict[tuple[str, str], float]:
-    """Every switch port's tx bytes once the frames queued out of a port whose link is down have
-    left it (what a step that shut a link found queued there), or after `timeout_s` of wall time."""
+def queued_at_step(switches: Mapping[str, Path], timeout_s: float = SEEN_TIMEOUT_S) -> dict[tuple[str, str], float]:
+    """queued_bytes once every switch has seen its links that are down go down (a step that shut a
+    link: both ends), or after `timeout_s` of wall time."""
     deadline = time.monotonic() + timeout_s
-    while True:
-        counters = {n: read_counters(s)["counters"] for n, s in switches.items()}
-        down = {(n, port) for n, s in switches.items()
-                for port, link in control.request(s, "links")["links"].items() if link["oper"] != "up"}
-        queued = [1 for n, port in down for q in counters[n]["ports"][port]["queues"] if q["depth_bytes"]]
-        if not queued or time.monotonic() > deadline:
-            return {(n, port): c["tx_bytes"] for n, by_port in counters.items() for port, c in by_port["ports"].items()}
-        time.sleep(0.02)
+    while time.monotonic() < deadline:
+        unseen = [1 for s in switches.values()
+                  if {p for p, link in control.request(s, "links")["links"].items() if link["oper"] != "up"}
+                  - set(control.request(s, "fib")["down"])]
+        if not unseen:
+            break
+        time.sleep(0.005)
+    return queued_bytes({n: read_counters(s)["counters"] for n, s in switches.items()})
 
 
 def _typed_at_times(case: Case, run_step, started: float, stop: threading.Event, tdf: int,
@@ -191,7 +192,7 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
     if case.steps and run_step is not None:
         typing = threading.Thread(target=_typed_at_times, daemon=True,
                                   args=(case, run_step, time.monotonic(), job_done, record.tdf, ran,
-                                        lambda: tx_after_step(switches)))
+                                        lambda: queued_at_step(switches)))
         typing.start()
     try:
         if case.training is not None:
@@ -242,7 +243,7 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
         report = training.to_json()
     # A training job's wall time is emulated time (links at rate/TDF): ÷ TDF for utilisation.
     wall_s = obs["job_wall_s"] if training is None else training.train_time_s / record.tdf
-    obs |= port_observations(counters, rates_bps, uplinks, wall_s, ran[-1].tx_bytes if ran else None)
+    obs |= port_observations(counters, rates_bps, uplinks, wall_s, ran[-1].queued_bytes if ran else None)
     return CaseResult(case, obs, report, error, probe_reports, series, fidelity, ran)
 
 
