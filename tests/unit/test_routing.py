@@ -263,6 +263,10 @@ def test_status_says_how_each_switch_routes():
                       'spine1: BGP_NEIGHBOR."fc00::2": ignored (IPv6)']
     assert routing_lines({"mode": "static", "switches": {}, "fib_routes_per_s": 10500.0})[1] == \
         "FIB changes programmed at 10,500 routes/s of production time"
+    narrower = routing_lines({"mode": "bgp", "switches": {"leaf1": {"how": "from leaf1.json", "notes": []}},
+                              "narrower": ["leaf1 198.19.3.0/24 (1 of 2 next hops)"]})
+    assert narrower[1] == ("BGP settled on fewer next hops than the fabric's equal-cost paths: "
+                           "leaf1 198.19.3.0/24 (1 of 2 next hops)")
 
 
 # --- the ASIC's FIB programming time, in emulated time
