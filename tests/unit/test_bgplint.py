@@ -122,3 +122,25 @@ def test_a_bad_constants_file_is_an_input_error_naming_file_and_field(fabric: Pa
     with pytest.raises(InputError) as e:
         load_fabric_spec(Path("fabric-bgp"))
     assert "fabric-bgp/constants.yml: constants.bgp.maximum_paths.ipv4: 'many' is not a number of paths" in str(e.value)
+
+
+def test_the_dynamic_checks_run_a_description_on_frr_only_where_every_switch_gives_its_bgp(fabric: Path, tmp_path: Path):
+    from rocelab.fabric.lab import lab_from_spec, without_bgp
+    from rocelab.routing.design import lab_bgp
+
+    spec = load_fabric_spec(Path("fabric-bgp"))
+    lab = lab_from_spec(spec, "fab1", tmp_path / "work")
+    assert (lab.routing, without_bgp(spec)) == ("bgp", None)
+    # FRR runs the description's own BGP, not rocelab's generated design
+    assert {name: (config.asn, how) for name, (config, how) in lab_bgp(lab).items()} == {
+        "spine1": (65201, "from fabric-bgp/spine1/config_db.json"),
+        "spine2": (65202, "from fabric-bgp/spine2/config_db.json"),
+        "leaf1": (65101, "from fabric-bgp/leaf1/config_db.json"),
+        "leaf2": (65102, "from fabric-bgp/leaf2/config_db.json")}
+
+    edit_config_db(fabric, "spine1", lambda doc: doc.pop("BGP_NEIGHBOR"))
+    spec = load_fabric_spec(Path("fabric-bgp"))
+    lab = lab_from_spec(spec, "fab1", tmp_path / "work")
+    assert (lab.routing, lab.node_bgp) == ("static", {})
+    assert without_bgp(spec) == ("fabric-bgp/spine1/config_db.json gives no BGP (DEVICE_METADATA.localhost.bgp_asn "
+                                 "with BGP_NEIGHBOR or BGP_PEER_RANGE)")
