@@ -671,21 +671,25 @@ def run(c, lab, json=False, report=True, case=None):
     slowdown = ("Training: total time and slowdown against the first case (wall-clock on this machine)",
                 list(train.SLOWDOWN_COLUMNS), train.slowdown_rows(trained))
     report_path = None
+    time_note = result.time_note(record)
     if report:
         run_dir = runreport.default_run_dir(spec.name)
         snapshot = dashboard_serving.save_snapshot(run_dir / runreport.DASHBOARD_NAME)
         tables = [("Observations", ["observation", *(c.case.name for c in result.cases)], result.rows()),
-                  ("Checks", ["result", "check", "left", "right"], result.check_rows())] + ([slowdown] if trained else []) \
-            + ([(scenario_run.STEPS_TITLE, list(scenario_run.STEP_COLUMNS), result.step_rows())] if result.step_rows() else [])
+                  ("Checks", ["result", "check", "left", "right"], result.check_rows())] + ([slowdown] if trained else [])
+        if result.step_rows():
+            tables.append((scenario_run.STEPS_TITLE, list(scenario_run.STEP_COLUMNS), result.step_rows()))
+        if time_note:
+            tables.append(("Time", ["which figures run on which clock"], [[time_note]]))
         for case in result.cases:
             runreport.write_report(run_dir / case.case.name, record, case.series, tables,
                                    f"{verdict} (case {case.case.name}: {case.case.title})",
                                    f"{spec.name}: {case.case.title}", snapshot)
-        (run_dir / "run.json").write_text(jsonlib.dumps({**result.to_json(), "time": result.time_note(record)},
+        (run_dir / "run.json").write_text(jsonlib.dumps({**result.to_json(), "time": time_note},
                                                         indent=1, default=str))
         report_path = run_dir
     if json:
-        print(jsonlib.dumps({**result.to_json(), "time": result.time_note(record),
+        print(jsonlib.dumps({**result.to_json(), "time": time_note,
                              "run_dir": str(report_path) if report_path else None},
                             indent=1, default=str))
     else:
@@ -727,9 +731,8 @@ def run(c, lab, json=False, report=True, case=None):
             for row in result.step_rows():
                 steps.add_row(*row)
             console.print(steps)
-        note = result.time_note(record)
-        if note:
-            console.print(note, highlight=False)
+        if time_note:
+            console.print(time_note, highlight=False)
         if report_path:
             console.print(f"run report: {report_path}/<case>/report.html")
         console.print(f"verdict: [{ {'passed': 'green', 'inconclusive': 'yellow'}.get(verdict, 'red') }]{verdict}[/]")
