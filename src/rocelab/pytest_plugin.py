@@ -6,7 +6,7 @@ rocelab has it. It does nothing until given a fabric description (`rocelab.fabri
     pytest --fabric examples/fabric-good            # a directory holding fabric.yml
     pytest --fabric fabric.yml --junitxml=qos.xml   # or the YAML file itself
 
-- Static checks (`rocelab.fabric.lint`): one test item per check and switch, named like
+- Static checks (`rocelab.fabric.lint`, BGP's in `rocelab.fabric.bgplint`): one test item per check and switch, named like
   `fabric.yml::headroom[leaf1]` and marked `rocelab_static`, collected whenever --fabric is
   given: no test files are needed. A failing item lists its findings (device, port,
   priority, configured and required values, file and table/key or line), without a
@@ -16,6 +16,9 @@ rocelab has it. It does nothing until given a fabric description (`rocelab.fabri
   description's RoCE settings): `pfc-threshold[SWITCH:pN]` per lossless priority, `incast-lossless`,
   `ecn-before-pfc`, `allreduce-budget`; marked `rocelab_dynamic`, so
   `-m "not rocelab_dynamic"` keeps a CI job without root static. Without root they skip.
+  Where every switch's file gives its BGP (rocelab.fabric.bgplint), the lab routes on FRR
+  configured from those files, and `ecmp-width` asks that every leaf reach every other rack's
+  hosts over one next hop per spine; elsewhere it is not applicable.
 - Fixtures for users' own tests: `fabric_spec` (session scope), the loaded FabricSpec; it
   skips a test when --fabric is not given. Fixtures that need a running lab build on it, in
   this order: fabric_spec → fabric (a lab up from the description, torn down at the end) →
@@ -126,6 +129,9 @@ class FabricDescription(pytest.File):
         if spec.budgets.allreduce_step_time_s is not None:
             yield DynamicCheck.from_parent(self, name="allreduce-budget", target=None, run=fabric_lab.allreduce_budget,
                                            summary="a ring AllReduce step fits the description's budget")
+        yield DynamicCheck.from_parent(self, name="ecmp-width", target=None, run=fabric_lab.ecmp_width,
+                                       summary="on FRR, every leaf reaches every other rack over one next hop per spine",
+                                       not_applicable=fabric_lab.without_bgp)
 
 
 class DynamicFailed(Exception):
@@ -165,16 +171,20 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 class DynamicCheck(pytest.Item):
-    def __init__(self, *, target: str | None, run, summary: str, **kwargs):
+    def __init__(self, *, target: str | None, run, summary: str, not_applicable=lambda spec: None, **kwargs):
         super().__init__(**kwargs)
         self.run = run
         self.summary = summary
+        self.not_applicable = not_applicable  # spec → why there is nothing to run, or None
         self.add_marker(pytest.mark.rocelab_dynamic)
         self.user_properties += [("check", self.name.split("[")[0])] + ([("device", target)] if target else [])
 
     def runtest(self) -> None:
         import os
 
+        reason = self.not_applicable(self.config.stash[FABRIC_SPEC])
+        if reason:
+            pytest.skip(f"not applicable: {reason}")
         if os.geteuid() != 0:
             pytest.skip("needs root: the dynamic checks run the fabric in network namespaces")
         failures = self.run(self.config.stash[FABRIC_SPEC], _running_lab(self.config))

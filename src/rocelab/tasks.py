@@ -648,20 +648,21 @@ def run(c, lab, json=False, report=True, case=None):
         dashboard_serving.publish_job(spec.name, case=started.name, title=started.title,
                                       pattern=started.traffic.pattern if started.traffic else "training")
 
-    def run_command(case, command) -> None:
+    def run_step(case, step) -> int:
         from rocelab import nodecli
 
-        err_console.print(f"case {case.name} at {command.at_s:g} s: {command.node}$ {shlex.join(command.argv)}",
-                          highlight=False)
+        err_console.print(f"case {case.name} at {step.at_s * 1e3:g} ms ({step.at_s * record.tdf:g} s on the lab): "
+                          f"{step.node}$ {shlex.join(step.argv)}", highlight=False)
         with contextlib.redirect_stdout(sys.stderr):  # stdout is the report's (--json)
-            status = nodecli.run(record, command.node, list(command.argv))
+            status = nodecli.run(record, step.node, list(step.argv))
         if status:
-            err_console.print(f"[red]case {case.name}: `{shlex.join(command.argv)}` on {command.node} "
+            err_console.print(f"[red]case {case.name}: `{shlex.join(step.argv)}` on {step.node} "
                               f"exited {status}[/red]", highlight=False)
+        return status
 
     with _job_progress(spec.name, spec.name) as on_progress:
         result = scenario_run.run(record, chosen, spec.profile, spec.fabric,
-                                  on_case=on_case, run_command=run_command,
+                                  on_case=on_case, run_step=run_step,
                               on_progress=on_progress,
                               on_step=lambda step, workers: err_console.print(train.step_text(step, workers),
                                                                               highlight=False))
@@ -670,19 +671,26 @@ def run(c, lab, json=False, report=True, case=None):
     slowdown = ("Training: total time and slowdown against the first case (wall-clock on this machine)",
                 list(train.SLOWDOWN_COLUMNS), train.slowdown_rows(trained))
     report_path = None
+    time_note = result.time_note(record)
     if report:
         run_dir = runreport.default_run_dir(spec.name)
         snapshot = dashboard_serving.save_snapshot(run_dir / runreport.DASHBOARD_NAME)
         tables = [("Observations", ["observation", *(c.case.name for c in result.cases)], result.rows()),
                   ("Checks", ["result", "check", "left", "right"], result.check_rows())] + ([slowdown] if trained else [])
+        if result.step_rows():
+            tables.append((scenario_run.STEPS_TITLE, list(scenario_run.STEP_COLUMNS), result.step_rows()))
+        if time_note:
+            tables.append(("Time", ["which figures run on which clock"], [[time_note]]))
         for case in result.cases:
             runreport.write_report(run_dir / case.case.name, record, case.series, tables,
                                    f"{verdict} (case {case.case.name}: {case.case.title})",
                                    f"{spec.name}: {case.case.title}", snapshot)
-        (run_dir / "run.json").write_text(jsonlib.dumps(result.to_json(), indent=1, default=str))
+        (run_dir / "run.json").write_text(jsonlib.dumps({**result.to_json(), "time": time_note},
+                                                        indent=1, default=str))
         report_path = run_dir
     if json:
-        print(jsonlib.dumps({**result.to_json(), "run_dir": str(report_path) if report_path else None},
+        print(jsonlib.dumps({**result.to_json(), "time": time_note,
+                             "run_dir": str(report_path) if report_path else None},
                             indent=1, default=str))
     else:
         # A training job's times are wall-clock: its compute and the hosts' TCP are not dilated.
@@ -716,6 +724,15 @@ def run(c, lab, json=False, report=True, case=None):
                 console.print(f"case {case.case.name} stalled, as its checks expect: {case.error}")
             elif case.error:
                 console.print(f"[red]case {case.case.name} did not finish:[/red] {case.error}")
+        if result.step_rows():
+            steps = Table(title=scenario_run.STEPS_TITLE, title_justify="left")
+            for column in scenario_run.STEP_COLUMNS:
+                steps.add_column(column)
+            for row in result.step_rows():
+                steps.add_row(*row)
+            console.print(steps)
+        if time_note:
+            console.print(time_note, highlight=False)
         if report_path:
             console.print(f"run report: {report_path}/<case>/report.html")
         console.print(f"verdict: [{ {'passed': 'green', 'inconclusive': 'yellow'}.get(verdict, 'red') }]{verdict}[/]")

@@ -15,8 +15,9 @@ pytestmark = pytest.mark.root
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 DYNAMIC = ("pfc-threshold[spine1:p3]", "pfc-threshold[spine2:p3]", "pfc-threshold[leaf1:p3]", "pfc-threshold[leaf2:p3]",
            "incast-lossless", "ecn-before-pfc", "allreduce-budget")
+NOT_APPLICABLE = ("ecmp-width",)  # fabric-good's files give no BGP
 STATIC = len(builtin_checks().names()) * 4  # each static check on each of the examples' four switches
-NOT_PFC_THRESHOLD = STATIC + len(DYNAMIC) - 4  # what `-k pfc-threshold` deselects
+NOT_PFC_THRESHOLD = STATIC + len(DYNAMIC) + len(NOT_APPLICABLE) - 4  # what `-k pfc-threshold` deselects
 
 
 @pytest.fixture
@@ -28,7 +29,7 @@ def fabrics(pytester: pytest.Pytester) -> Path:
 
 def test_the_good_fabric_passes_every_dynamic_check(pytester: pytest.Pytester, fabrics: Path):
     result = pytester.runpytest_subprocess("--fabric", "fabric-good", "-m", "rocelab_dynamic", "-v")
-    result.assert_outcomes(passed=len(DYNAMIC), deselected=STATIC)
+    result.assert_outcomes(passed=len(DYNAMIC), skipped=len(NOT_APPLICABLE), deselected=STATIC)
     for name in DYNAMIC:
         assert f"::{name} PASSED" in result.stdout.str()
 
@@ -54,7 +55,7 @@ def test_users_own_tests_get_a_running_fabric(pytester: pytest.Pytester, fabrics
         """)
     result = pytester.runpytest_subprocess("--fabric", "fabric-good", "-m", "not rocelab_static and not rocelab_dynamic",
                                            "test_mine.py")
-    result.assert_outcomes(passed=1, deselected=STATIC + len(DYNAMIC))
+    result.assert_outcomes(passed=1, deselected=STATIC + len(DYNAMIC) + len(NOT_APPLICABLE))
 
 
 def test_a_spine_that_pauses_the_wrong_queue_fails_its_probe(pytester: pytest.Pytester, fabrics: Path):
@@ -80,3 +81,25 @@ def test_cumulus_leaves_run_the_profile_nvue_derives(pytester: pytest.Pytester):
     result.assert_outcomes(passed=2, deselected=NOT_PFC_THRESHOLD + 2)
     for leaf in ("leaf1", "leaf2"):
         assert f"::pfc-threshold[{leaf}:p3] PASSED" in result.stdout.str()
+
+
+def test_ecmp_width_on_frr_passes_the_bgp_fabric_and_fails_a_leaf_without_multipath_relax(pytester: pytest.Pytester):
+    # examples/fabric-bgp runs on FRR configured from its own config_dbs: a private AS per spine,
+    # so leaf1's two paths to leaf2's racks differ in AS path and need multipath-relax.
+    shutil.copytree(EXAMPLES / "fabric-bgp", pytester.path / "fabric-bgp")
+    result = pytester.runpytest_subprocess("--fabric", "fabric-bgp", "-v", "-k", "ecmp-width")
+    everything_else = STATIC + len(DYNAMIC) - 1  # fabric-bgp sets no allreduce budget
+    result.assert_outcomes(passed=1, deselected=everything_else)
+    assert "::ecmp-width PASSED" in result.stdout.str()
+
+    fabric = pytester.path / "fabric-bgp"
+    constants = (fabric / "constants.yml").read_text()
+    (fabric / "leaf1.constants.yml").write_text(constants.replace("    multipath_relax:\n      enabled: true\n", ""))
+    fabric_yml = fabric / "fabric.yml"
+    fabric_yml.write_text(fabric_yml.read_text().replace("leaf1/config_db.json, constants: constants.yml",
+                                                         "leaf1/config_db.json, constants: leaf1.constants.yml"))
+    result = pytester.runpytest_subprocess("--fabric", "fabric-bgp", "-k", "ecmp-width")
+    result.assert_outcomes(failed=1, deselected=everything_else)
+    result.stdout.fnmatch_lines(["leaf1: 198.19.3.0/24 (leaf2's rack) over 1 next hop, expected 2 (one per spine: "
+                                 "spine1, spine2)"])
+    assert "leaf2:" not in result.stdout.str()  # leaf2 keeps its multipath-relax

@@ -17,11 +17,13 @@ FULL_CONFIG_DB = ROOT / "tests" / "data" / "sonic" / "config_db_full.json"
 SWITCH_CHECKS = ("buffer-pool", "cnp-strict", "dscp-maps", "ecn-before-pfc", "headroom", "mtu",
                  "pfc-watchdog", "roce-lossless")
 HOST_CHECKS = ("nic-cnp", "nic-dcqcn", "nic-headroom", "nic-mtu", "nic-pfc", "nic-trust")
-CHECKS = tuple(sorted(SWITCH_CHECKS + HOST_CHECKS))
+# Not applicable on the examples here: their files give no BGP (test_bgplint.py: examples/fabric-bgp)
+BGP_CHECKS = ("bgp-asn", "bgp-bfd", "bgp-maximum-paths", "bgp-multipath")
+CHECKS = tuple(sorted(SWITCH_CHECKS + HOST_CHECKS + BGP_CHECKS))
 SWITCHES = ("spine1", "spine2", "leaf1", "leaf2")
 LEAVES = ("leaf1", "leaf2")  # the switches cabled to hosts: the host checks apply to them alone
 PASSING = len(SWITCH_CHECKS) * len(SWITCHES) + len(HOST_CHECKS) * len(LEAVES)
-NOT_APPLICABLE = len(HOST_CHECKS) * (len(SWITCHES) - len(LEAVES))
+NOT_APPLICABLE = len(HOST_CHECKS) * (len(SWITCHES) - len(LEAVES)) + len(BGP_CHECKS) * len(SWITCHES)
 
 
 @pytest.fixture
@@ -43,7 +45,7 @@ def test_good_fabric_passes(pytester: pytest.Pytester, fabrics: Path) -> None:
     result.stdout.fnmatch_lines([
         "rocelab fabric: fabric-good from fabric-good/fabric.yml: spine1 (eos), spine2 (sonic), "
         "leaf1 (sonic), leaf2 (sonic)",
-        "collecting ... collected 63 items / 7 deselected / 56 selected",
+        "collecting ... collected 80 items / 8 deselected / 72 selected",
     ])
     assert "fabric-good/fabric.yml::buffer-pool[spine1] PASSED" in result.stdout.str()
     assert "fabric-good/fabric.yml::nic-trust[leaf1] PASSED" in result.stdout.str()
@@ -182,11 +184,13 @@ def test_a_whole_config_db_with_unrelated_tables_loads(pytester: pytest.Pytester
     result = pytester.runpytest("--fabric", "fabric.yml", "-m", "rocelab_static")
     # SONiC's AZURE defaults, as exported: lossless and watchdogged as they should be, but
     # CNPs (DSCP 48 → TC 6) share a DWRR queue, and Kmin (1 MiB) sits above the PFC trigger
-    # of its dynamic_th −3 PGs once the switch is busy.
+    # of its dynamic_th −3 PGs once the switch is busy. Its BGP_NEIGHBOR names a spine this
+    # one-leaf topology does not have.
     assert _failed(result) == {"fabric.yml::cnp-strict[leaf1]",
-                               "fabric.yml::ecn-before-pfc[leaf1]"}
-    result.assert_outcomes(failed=2, passed=6, skipped=len(HOST_CHECKS))  # no hosts.nics
+                               "fabric.yml::ecn-before-pfc[leaf1]", "fabric.yml::bgp-asn[leaf1]"}
+    result.assert_outcomes(failed=3, passed=6 + len(BGP_CHECKS) - 1, skipped=len(HOST_CHECKS))  # no hosts.nics
     result.stdout.fnmatch_lines(["*configured Kmin 1,048,576 B; required Kmin < 875,061 B*"])
+    result.stdout.fnmatch_lines(["leaf1: neighbor 10.0.0.0 is the address of no switch cabled to leaf1*"])
 
 
 def _corrupt(path: str, old: str, new: str) -> Callable[[Path], None]:
@@ -252,15 +256,15 @@ def test_junit_xml_carries_every_item(pytester: pytest.Pytester, fabrics: Path) 
 
 def test_markers_select_static_checks(pytester: pytest.Pytester, fabrics: Path) -> None:
     result = pytester.runpytest("--fabric", "fabric-good", "-m", "rocelab_static")
-    result.assert_outcomes(passed=PASSING, skipped=NOT_APPLICABLE, deselected=7)
+    result.assert_outcomes(passed=PASSING, skipped=NOT_APPLICABLE, deselected=8)
     result = pytester.runpytest("--fabric", "fabric-good", "-m", "rocelab_dynamic", "--collect-only", "-q")
     assert [line for line in result.outlines if "::" in line] == [
         f"fabric-good/fabric.yml::{name}" for name in
         ("pfc-threshold[spine1:p3]", "pfc-threshold[spine2:p3]", "pfc-threshold[leaf1:p3]",
-         "pfc-threshold[leaf2:p3]", "incast-lossless", "ecn-before-pfc", "allreduce-budget")]
+         "pfc-threshold[leaf2:p3]", "incast-lossless", "ecn-before-pfc", "allreduce-budget", "ecmp-width")]
     result = pytester.runpytest("--fabric", "fabric-good", "-m", "rocelab_static", "-k", "headroom")
     # headroom[SWITCH] and nic-headroom[SWITCH], the latter not applicable on the spines
-    result.assert_outcomes(passed=6, skipped=2, deselected=55)
+    result.assert_outcomes(passed=6, skipped=2, deselected=72)
     result = pytester.runpytest("--markers")
     result.stdout.fnmatch_lines(["@pytest.mark.rocelab_static:*", "@pytest.mark.rocelab_dynamic:*"])
 

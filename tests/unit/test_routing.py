@@ -263,6 +263,10 @@ def test_status_says_how_each_switch_routes():
                       'spine1: BGP_NEIGHBOR."fc00::2": ignored (IPv6)']
     assert routing_lines({"mode": "static", "switches": {}, "fib_routes_per_s": 10500.0})[1] == \
         "FIB changes programmed at 10,500 routes/s of production time"
+    narrower = routing_lines({"mode": "bgp", "switches": {"leaf1": {"how": "from leaf1.json", "notes": []}},
+                              "narrower": ["leaf1 198.19.3.0/24 (1 of 2 next hops)"]})
+    assert narrower[1] == ("BGP settled on fewer next hops than the fabric's equal-cost paths: "
+                           "leaf1 198.19.3.0/24 (1 of 2 next hops)")
 
 
 # --- the ASIC's FIB programming time, in emulated time
@@ -293,3 +297,13 @@ def test_a_fib_change_is_programmed_after_its_routes_time_dilated_and_in_order()
     assert programming.due(10.5) == back and not programming.pending
     # A change that changes no route takes no time.
     assert programming.submit(back, now=11.0) == 11.0
+
+
+def test_a_down_link_leaves_every_route_and_ecmp_group_at_once():
+    from rocelab.switch.fib import without_ports
+
+    spine1, spine2 = NextHop("eth3", "02:00:00:00:00:01"), NextHop("eth4", "02:00:00:00:00:02")
+    fib = Fib({"198.19.3.0/24": [spine1, spine2], "198.18.0.1/32": [spine1]}, frozenset({"198.18.0.0"}))
+    pruned = without_ports(fib, frozenset({"eth3"}))
+    assert pruned.routes == {"198.19.3.0/24": [spine2]} and pruned.local == fib.local
+    assert without_ports(fib, frozenset()) is fib

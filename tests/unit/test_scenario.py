@@ -14,7 +14,8 @@ from scapy.layers.l2 import Ether
 from rocelab.errors import InputError
 from rocelab.qos.model import PfcWatchdog
 from rocelab.model.scenario import (
-    Case, evaluate, load_scenario, only_cases, parse_check, port_observations, switch_observations,
+    Case, evaluate, fib_observations, load_scenario, only_cases, parse_check, port_observations, queued_bytes,
+    switch_observations,
 )
 from rocelab.runtime.scenario import CaseResult, ScenarioRun, stormed_queues
 from rocelab.switch import Fib, NextHop
@@ -130,7 +131,8 @@ def load(tmp_path, observation: str):
 
 
 @pytest.mark.parametrize("observation", ["port_tx_util.leaf1:eth3", "port_tx_bytes.leaf1:eth1",
-                                         "uplink_imbalance", "uplink_max_util"])
+                                         "uplink_imbalance", "uplink_max_util", "port_queued_after_steps.leaf1:eth3",
+                                         "fib_next_hops.leaf1:198.19.1.0/24"])
 def test_checks_may_name_port_and_uplink_observations(tmp_path, observation):
     (check,) = load(tmp_path, observation).checks
     assert check.observation == observation
@@ -138,6 +140,8 @@ def test_checks_may_name_port_and_uplink_observations(tmp_path, observation):
 
 @pytest.mark.parametrize("observation, message", [
     ("port_tx_util.leaf1:eth9", "names no switch port of this lab"),
+    ("fib_next_hops.spine9:198.19.1.0/24", "names no switch and IPv4 prefix of this lab"),
+    ("fib_next_hops.leaf1:198.19.1.0", "names no switch and IPv4 prefix of this lab"),
     ("port_tx_util.h1:eth1", "names no switch port of this lab"),
     ("port_rx_util.leaf1:eth3", "is not an observation"),
 ])
@@ -238,62 +242,103 @@ def test_a_run_of_some_cases_keeps_only_the_checks_it_can_decide(tmp_path):
     assert "has no case 'storm'" in str(exc.value) and "cases: a, b, c" in str(exc.value)
 
 
-COMMANDS_LAB = """\
+STEPS_LAB = """\
 scenario:
   - case: shut
     traffic: elephant
     with: {{hosts: [h1, h2]}}
-    commands: {commands}
+    steps: {steps}
 """
 
 
-def test_a_case_types_switch_commands_in_time_order(tmp_path):
-    (case,) = load_text(tmp_path, COMMANDS_LAB.format(commands=(
-        '[{at: 2s, node: leaf1, run: "config interface startup Ethernet4"}, '
-        '{at: 500ms, node: leaf1, run: "config interface shutdown Ethernet4"}]'))).cases
-    assert [(c.at_s, c.node, c.argv) for c in case.commands] == [
-        (0.5, "leaf1", ("config", "interface", "shutdown", "Ethernet4")),
-        (2.0, "leaf1", ("config", "interface", "startup", "Ethernet4"))]
+def test_a_case_types_switch_steps_in_time_order(tmp_path):
+    (case,) = load_text(tmp_path, STEPS_LAB.format(steps=(
+        '[{at: 2ms, on: leaf1, do: "config interface startup Ethernet4"}, '
+        '{at: 500us, on: leaf1, do: "config interface shutdown Ethernet4"}]'))).cases
+    assert [(c.at_s, c.node, c.argv) for c in case.steps] == [
+        (0.0005, "leaf1", ("config", "interface", "shutdown", "Ethernet4")),
+        (0.002, "leaf1", ("config", "interface", "startup", "Ethernet4"))]
 
 
 def test_a_case_types_a_hosts_nic_commands(tmp_path):
-    (case,) = load_text(tmp_path, COMMANDS_LAB.format(commands=(
-        '[{at: 1s, node: h2, run: "mlnx_qos -i eth1 --trust pcp"}]'))).cases
-    assert [(c.node, c.argv[0]) for c in case.commands] == [("h2", "mlnx_qos")]
+    (case,) = load_text(tmp_path, STEPS_LAB.format(steps=(
+        '[{at: 1ms, on: h2, do: "mlnx_qos -i eth1 --trust pcp"}]'))).cases
+    assert [(c.node, c.argv[0]) for c in case.steps] == [("h2", "mlnx_qos")]
 
 
-@pytest.mark.parametrize("commands, message", [
-    ('[{at: 1s, node: h1, run: "show pfc counters"}]', "is not a command on a switch"),
-    ('[{at: 1s, node: h1, run: "ib_write_bw 198.19.2.2"}]', "hosts: h1, h2, commands: mlnx_qos"),
-    ('[{at: 1s, node: leaf1, run: "mlnx_qos -i eth1"}]', "commands: show, config, ecnconfig, pfcwd, sonic-clear; hosts"),
-    ('[{at: 1s, node: leaf1, run: "reboot"}]', "commands: show, config"),
-    ('[{at: soon, node: leaf1, run: "show pfc counters"}]', "is not a delay"),
-    ('[{at: 1s, node: leaf1}]', "is not a command on a switch"),
+@pytest.mark.parametrize("steps, path, message", [
+    ('[{at: 1ms, on: h1, do: "show pfc counters"}]', "steps[0]", "is not a step on a switch"),
+    ('[{at: 1ms, on: h1, do: "ib_write_bw 198.19.2.2"}]', "steps[0]", "hosts: h1, h2, commands: mlnx_qos"),
+    ('[{at: 1ms, on: leaf1, do: "mlnx_qos -i eth1"}]', "steps[0]",
+     "commands: show, config, ecnconfig, pfcwd, sonic-clear; hosts"),
+    ('[{at: 1ms, on: leaf1, do: "reboot"}]', "steps[0]", "commands: show, config"),
+    ('[{at: soon, on: leaf1, do: "show pfc counters"}]', "steps[0].at", "is not a delay"),
+    ('[{at: 1ms, on: leaf1}]', "steps[0]", 'write {at: 2ms, on: SWITCH, do: "config interface shutdown Ethernet8"}'),
+    ('{at: 1ms, on: leaf1, do: "show pfc counters"}', "steps", "is not a list of steps"),
 ])
-def test_a_bad_case_command_names_the_case_and_the_entry(tmp_path, commands, message):
+def test_a_bad_case_step_names_the_file_the_case_and_the_entry(tmp_path, steps, path, message):
     with pytest.raises(InputError) as exc:
-        load_text(tmp_path, COMMANDS_LAB.format(commands=commands))
+        load_text(tmp_path, STEPS_LAB.format(steps=steps))
     (problem,) = exc.value.problems
-    assert problem.path.startswith("scenario[0].commands[0]") and message in str(problem)
+    assert problem.path.startswith(f"scenario[0].{path} (line 5)") and message in str(problem)
+    assert str(problem).startswith(problem.file) and problem.file.endswith("lab.yml")
 
 
-def test_a_case_types_its_commands_at_their_times_until_the_job_ends():
+def test_a_case_types_its_steps_on_the_dilated_time_line_until_the_job_ends():
     import threading
     import time
 
-    from rocelab.model.scenario import CaseCommand
+    from rocelab.model.scenario import CaseStep
     from rocelab.runtime.scenario import _typed_at_times
 
-    case = Case("shut", "shut", JobSpec(pattern="elephant"), commands=(
-        CaseCommand(0.05, "leaf1", ("config", "interface", "shutdown", "Ethernet4")),
-        CaseCommand(0.2, "leaf1", ("config", "interface", "startup", "Ethernet4"))))
-    typed, started = [], time.monotonic()
-    _typed_at_times(case, lambda c, command: typed.append((command.argv[2], time.monotonic() - started)),
-                    started, threading.Event())
+    case = Case("shut", "shut", JobSpec(pattern="elephant"), steps=(
+        CaseStep(0.05e-3, "leaf1", ("config", "interface", "shutdown", "Ethernet4")),
+        CaseStep(0.2e-3, "leaf1", ("config", "interface", "startup", "Ethernet4"))))
+    typed, ran, started = [], [], time.monotonic()
+    # At TDF 1000, 0.05 ms and 0.2 ms of production time are 50 ms and 200 ms on the lab.
+    _typed_at_times(case, lambda c, step: typed.append((step.argv[2], time.monotonic() - started)) or 0,
+                    started, threading.Event(), 1000, ran)
     assert [what for what, _ in typed] == ["shutdown", "startup"]
     assert typed[0][1] >= 0.05 and typed[1][1] >= 0.2
+    assert [(r.step.argv[2], r.status) for r in ran] == [("shutdown", 0), ("startup", 0)]
+    assert ran[0].typed_s >= 0.05e-3 and ran[1].typed_s >= 0.2e-3  # reported production-equivalent
     ended = threading.Event()
-    ended.set()  # the job ended before the first command's time: nothing is typed
+    ended.set()  # the job ended before the first step's time: nothing is typed
     typed.clear()
-    _typed_at_times(case, lambda c, command: typed.append(command), time.monotonic(), ended)
+    _typed_at_times(case, lambda c, step: typed.append(step), time.monotonic(), ended, 1000, [])
     assert typed == []
+
+
+def test_the_run_says_which_figures_are_emulated_time_and_which_frrs_wall_clock():
+    from types import SimpleNamespace
+
+    from rocelab.model.scenario import CaseStep
+    from rocelab.runtime.scenario import CaseResult, ScenarioRun, StepResult
+
+    step = CaseStep(0.002, "leaf1", ("config", "interface", "shutdown", "Ethernet8"))
+    case = CaseResult(Case("shut", "shut", JobSpec(pattern="ring")), {}, steps=[StepResult(step, 0.0021, 0)])
+    run = ScenarioRun("lab-link-failure", [case], [])
+    assert run.step_rows() == [["shut", "2 ms", "2.1 ms", "leaf1", "config interface shutdown Ethernet8", "0"]]
+    bgp = SimpleNamespace(tdf=1000, routing={"mode": "bgp", "fib_routes_per_s": 10500})
+    note = run.time_note(bgp)
+    assert "emulated time, shown production-equivalent (the lab's wall time ÷ TDF 1,000)" in note
+    assert "FIB programming (10,500 routes/s)" in note
+    assert "FRR runs on the wall clock" in note and "BFD's 900 ms reads as 900 µs" in note
+    static = SimpleNamespace(tdf=1000, routing={"mode": "static"})
+    assert "FRR" not in run.time_note(static)
+    assert ScenarioRun("lab-pfc", [CaseResult(case.case, {})], []).time_note(static) == ""
+
+
+def test_bytes_queued_out_of_a_port_after_the_last_step_and_next_hops_per_prefix():
+    counters, _ = leaf([49152 + i for i in range(30)], 5)
+    now = queued_bytes({"leaf1": counters})
+    at_step = {key: value - 100 if key == ("leaf1", "eth3") else value for key, value in now.items()}
+    obs = port_observations({"leaf1": counters}, RATE, uplinks_of("leaf1"), 0.002, at_step)
+    assert obs["port_queued_after_steps.leaf1:eth3"] == 100 and obs["port_queued_after_steps.leaf1:eth4"] == 0
+    assert math.isnan(port_observations({"leaf1": counters}, RATE, set(), 0.002)["port_queued_after_steps.leaf1:eth3"])
+    hop = ["eth4", "02:00:00:00:00:07"]
+    routes = {"leaf2": {"198.19.1.0/24": [hop], "198.19.2.0/24": [hop, hop]}, "spine1": {"198.19.3.0/24": [hop]}}
+    assert fib_observations(routes) == {
+        "fib_next_hops.leaf2:198.19.1.0/24": 1, "fib_next_hops.leaf2:198.19.2.0/24": 2,
+        "fib_next_hops.leaf2:198.19.3.0/24": 0, "fib_next_hops.spine1:198.19.1.0/24": 0,
+        "fib_next_hops.spine1:198.19.2.0/24": 0, "fib_next_hops.spine1:198.19.3.0/24": 1}

@@ -10,6 +10,7 @@ folder is theirs. TCP vty ports are off (`-P 0`): vtysh reaches a daemon by its 
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import shutil
@@ -29,6 +30,7 @@ FRR_USER = "frr"
 FRR_PACKAGE_HINT = "install Debian's frr package (apt-get install frr), or run the lab with --routing static"
 ZEBRA_START_TIMEOUT_S = 10.0
 LOG_TAIL_CHARS = 2000
+VTYSH_TIMEOUT_S = 10.0
 
 
 class FrrFailed(RuntimeError):
@@ -102,6 +104,18 @@ def _wait_for(sock: Path, proc: subprocess.Popen, node: str) -> None:
         if proc.poll() is not None or time.monotonic() > deadline:
             raise FrrFailed(f"zebra on {node} did not start (exit {proc.poll()}); its log:\n{log_tail(sock.parent)}")
         time.sleep(0.01)
+
+
+def sessions_not_established(lab: str, node: str) -> list[str]:
+    """The switch's BGP peers whose session is not Established, as bgpd reports them."""
+    shown = subprocess.run(["vtysh", "--vty_socket", str(folder(lab, node)), "-c", "show bgp summary json"],
+                           capture_output=True, text=True, timeout=VTYSH_TIMEOUT_S)
+    try:
+        peers = json.loads(shown.stdout).get("ipv4Unicast", {}).get("peers", {})
+    except json.JSONDecodeError:
+        return [f"{node}: bgpd does not answer ({shown.stderr.strip() or shown.stdout.strip()})"]
+    return [f"{node} → {address} ({peer.get('state')})" for address, peer in peers.items()
+            if peer.get("state") != "Established"]
 
 
 def log_tail(where: Path) -> str:

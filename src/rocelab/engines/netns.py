@@ -62,6 +62,7 @@ CRASHED_UP_SWEEPS = 5
 # FRR's first sessions come up in about a second; a session whose first connect met a peer not yet
 # listening retries after `timers connect` (10 s).
 BGP_CONVERGE_TIMEOUT_S = 45.0
+BGP_SETTLE_S = 5.0  # no route change for this long, every session up: BGP has chosen all it will
 RTPROT_BGP = 186
 SWEEP_INTERVAL_S = 0.2
 
@@ -214,17 +215,28 @@ def converged(lab: Lab, record: LabState) -> list[str]:
     return missing
 
 
-def wait_converged(lab: Lab, record: LabState) -> None:
+def wait_converged(lab: Lab, record: LabState) -> list[str]:
     """Until every switch forwards to every host over all its equal-cost paths, as the static
-    routes would; FRR's logs if it does not within BGP_CONVERGE_TIMEOUT_S."""
+    routes would; FRR's logs if it does not within BGP_CONVERGE_TIMEOUT_S. A fabric whose own BGP
+    keeps fewer paths (no multipath-relax, a small maximum-paths) settles narrower: once every host
+    is reachable from every switch, every session is Established and nothing has changed for
+    BGP_SETTLE_S, that is its converged state, returned (the plugin's ecmp-width check reports it)."""
     deadline = time.monotonic() + BGP_CONVERGE_TIMEOUT_S
+    last, since = None, time.monotonic()
     while missing := converged(lab, record):
-        if time.monotonic() > deadline:
+        now = time.monotonic()
+        if missing != last:
+            last, since = missing, now
+        elif (now - since >= BGP_SETTLE_S and not any(" (0 of " in m for m in missing)
+              and not [s for n in record.routing["switches"] for s in frr.sessions_not_established(lab.name, n)]):
+            return missing
+        if now > deadline:
             first = missing[0].split()[0]
             raise frr.FrrFailed(f"BGP did not converge in {BGP_CONVERGE_TIMEOUT_S:.0f} s; missing: "
                                 f"{', '.join(missing[:6])}; FRR's logs on {first}:\n"
                                 f"{frr.log_tail(frr.folder(lab.name, first))}")
         time.sleep(0.05)
+    return []
 
 
 class NetnsEngine:
@@ -310,7 +322,9 @@ class NetnsEngine:
                 wait_ready(lab.name, node.name, agent.module, proc)
         if bgp:
             start = time.monotonic()
-            wait_converged(lab, record)
+            narrower = wait_converged(lab, record)
+            if narrower:
+                record.routing["narrower"] = narrower  # than the fabric's equal-cost paths: status says so
             record.routing["converged_s"] = round(time.monotonic() - start, 2)  # after every agent was ready
         rate = fib_routes_per_s(lab)
         record.routing["fib_routes_per_s"] = rate  # None: FIB changes reach the forwarding table at once

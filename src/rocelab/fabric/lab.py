@@ -81,8 +81,40 @@ def lab_from_spec(spec: FabricSpec, name: str, workdir: Path) -> Lab:
     host_roce, notes, invalid = nicd_settings(h.nics, roce)
     if invalid:
         raise InputError([Problem(spec.source, "hosts.nics", why) for why in invalid])
+    # Where every switch's file gives its BGP, the fabric routes as it would in production: FRR
+    # on each, configured from those files (a mix with rocelab's generated design would not peer).
+    bgp = {d.name: d.bgp for d in spec.devices.values() if d.bgp is not None}
+    routing = "bgp" if bgp and len(bgp) == len(spec.devices) else "static"
     return Lab(name, spec.source, spec.fabric, "switchd", None, None, "emulated", roce, None, profiles,
-               tdf_floor=FABRIC_TDF, host_roce=host_roce, host_notes=tuple(notes))
+               tdf_floor=FABRIC_TDF, host_roce=host_roce, host_notes=tuple(notes), routing=routing,
+               node_bgp=bgp if routing == "bgp" else {})
+
+
+def without_bgp(spec: FabricSpec) -> str | None:
+    """Why the description cannot run on FRR (lab_from_spec routes it statically); None: it does."""
+    absent = [d.bgp_absent for d in spec.devices.values() if d.bgp is None]
+    return "; ".join(absent) or None
+
+
+def ecmp_width(spec: FabricSpec, record: LabState) -> list[str]:
+    """Every leaf forwards to every host subnet of another leaf over as many next hops as it has
+    spines, in the table its switchd has programmed from what FRR chose."""
+    failures = []
+    for leaf in (n for n in spec.fabric.switches if n.role == "leaf"):
+        spines = sorted({spec.fabric.peer(p).node for p in leaf.ports
+                         if spec.fabric.node(spec.fabric.peer(p).node).role == "spine"})
+        routes = control.request(control.socket_path(record.name, leaf.name), "fib")["routes"]
+        for other in (n for n in spec.fabric.switches if n.role == "leaf" and n is not leaf):
+            for port in other.ports:
+                if spec.fabric.node(port.peer_node).role != "host":
+                    continue
+                prefix = str(port.address.network)
+                hops = routes.get(prefix, [])
+                if len(hops) < len(spines):
+                    failures.append(f"{leaf.name}: {prefix} ({other.name}'s rack) over {len(hops)} next hop"
+                                    f"{'s' if len(hops) != 1 else ''}, expected {len(spines)} (one per spine: "
+                                    f"{', '.join(spines)})")
+    return failures
 
 
 def _switch_counters(record: LabState) -> dict[str, dict]:

@@ -36,7 +36,8 @@ config_db table/key or running-config line. Checks (REFERENCE.md for the why):
   priorities.
 
 The host checks (nic-trust, nic-pfc, nic-cnp, nic-dcqcn, nic-mtu, nic-headroom) hold each
-NIC's own configuration against the switch port it is cabled to: rocelab.fabric.hostlint.
+NIC's own configuration against the switch port it is cabled to: rocelab.fabric.hostlint. The
+BGP checks (bgp-multipath, bgp-maximum-paths, bgp-bfd, bgp-asn): rocelab.fabric.bgplint.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from rocelab.fabric.finding import (
     port_number,
     priorities_text,
 )
+from rocelab.fabric.bgplint import BGP_CHECKS
 from rocelab.fabric.hostlint import HOST_CHECKS
 from rocelab.fabric.spec import Device, FabricSpec
 from rocelab.qos.headroom import ROCE_IP_OVERHEAD_BYTES, headroom, pg_trigger_bytes
@@ -448,6 +450,7 @@ def builtin_checks() -> Registry[Check]:
         Check("pfc-watchdog", "a PFC watchdog guards every lossless priority", check_pfc_watchdog,
               _no_lossless),
         *HOST_CHECKS,
+        *BGP_CHECKS,
     ):
         checks.register(check.name, check)
     return checks

@@ -16,6 +16,8 @@ A description is a directory holding `fabric.yml`, or a YAML file of that form:
         ports: {Ethernet0: eth1, Ethernet4: eth2}  # optional: SONiC port → rocelab interface,
                                   #   every cabled one; default: the PORT table's order
         voq_host: lc1|asic0       # optional: a VOQ chassis line card whose keys are this device's
+        constants: leaf2/constants.yml  # optional: the image's /etc/sonic/constants.yml, for
+                                  #   BGP's multipath-relax and maximum-paths (default: SONiC's own)
       leaf3:
         cumulus: leaf3.nvue.yml   # NVIDIA Cumulus Linux: `nv config show` (YAML), `nv config show
                                   #   -o commands` lines, or a directory holding the rendered
@@ -57,7 +59,12 @@ what rocelab cannot evaluate (an ACL match, a DSCP rewrite) is an error naming t
 
 `hosts.nics` names, per host or glob of host names, the saved output of `mlnx_qos -i IFACE`
 (`mlnx_qos`) and of docs/hosts.md's collection command (`sysfs`), at least one of them;
-`{host}` in a path stands for the host's name. Each host matches at most one entry (a name
+`{host}` in a path stands for the host's name.
+
+A SONiC device whose config_db sets DEVICE_METADATA.localhost.bgp_asn and has BGP_NEIGHBOR or
+BGP_PEER_RANGE entries carries its BGP configuration as sonic-bgpcfgd reads it
+(rocelab.routing.bgp), checked by rocelab.fabric.bgplint and run by FRR in the dynamic checks.
+EOS and Cumulus devices' `router bgp` is not read yet (Device.bgp_absent says so). Each host matches at most one entry (a name
 beats a glob); a host no entry matches has no NIC config, and the host checks
 (rocelab.fabric.hostlint) do not apply to it.
 
@@ -90,6 +97,7 @@ from rocelab.qos.nic import IB_MTUS
 from rocelab.model.hostnics import HostNic, NicEntry, nic_entries, read_host_nics
 from rocelab.qos.model import BufferPool, BufferProfile, PortQos, QosProfile
 from rocelab.qos.ports import LAB_PORT, lab_to_sonic, port_number, sonic_to_lab
+from rocelab.routing.bgp import BgpConfig, has_bgp, read_bgp, read_constants
 from rocelab.qos.sonic import profile_from_config_db, read_config_db, switch_facts, voq_hosts
 from rocelab.model.topology import SAFE_NAME, SAFE_NAME_HINT, Fabric, Node, load_topology, resolve, validate
 from rocelab.units import parse_bytes, parse_delay
@@ -106,7 +114,7 @@ PLATFORM_PG_PROFILE = "platform_lossless_pg"
 _TOP_KEYS = ("name", "description", "topology", "devices", "hosts", "budgets")
 _HOST_KEYS = ("roce_dscp", "roce_priority", "cnp_dscp", "roce_mtu", "nics")
 _BUDGET_KEYS = ("allreduce_step_time_s", "allreduce_size")
-_SONIC_KEYS = ("pg_profile_lookup", "default_pfcwd_status", "ports", "voq_host")
+_SONIC_KEYS = ("pg_profile_lookup", "default_pfcwd_status", "ports", "voq_host", "constants")
 _BUFFER_KEYS = ("pool_size_bytes", "shared_headroom_bytes", "pg_size_bytes", "dynamic_th",
                 "static_th_bytes", "xoff_bytes", "xon_bytes", "xon_offset_bytes")
 # BUFFER_PROFILE / BUFFER_POOL field → the `buffer` key that stands for it on an EOS device
@@ -178,6 +186,8 @@ class Device:
     # Why lossless PGs the switch creates at run time are missing from the profile; None: none are.
     unsized_pgs: str | None = None
     eos: EosOptions | None = None  # an EOS device: how its running-config becomes a profile again
+    bgp: BgpConfig | None = None  # its BGP configuration, where its file gives one
+    bgp_absent: str = ""  # why it has none (bgp None)
 
     def port(self, lab_port: str) -> PortQos:
         sonic = self.profile.sonic_name(lab_port)
@@ -450,6 +460,7 @@ class _DeviceEntry:
     default_pfcwd_status: str | None = None  # overrides DEVICE_METADATA's
     ports: Mapping[str, str] | None = None  # SONiC port → rocelab interface; None: PORT's order
     voq_host: str | None = None
+    constants: Path | None = None  # the image's constants.yml
     section: str = "devices"  # the key of the YAML file the entry is under (lab.yml: profiles)
 
 
@@ -602,9 +613,14 @@ def _device_entries(reader: _Reader, raw: Any, base: Path, section: str = "devic
                        'the "<host>|<asic>" its VOQ keys start with, like "lc1|asic0"')
             voq_host = None
         ports = _port_map(reader, spec["ports"], (*path, "ports")) if "ports" in spec else None
+        constants = spec.get("constants")
+        if constants is not None and (not isinstance(constants, str) or not (base / constants).is_file()):
+            reader.bad((*path, "constants"), f"{constants!r} is not a file", f"paths are relative to {display(base)}/")
+            constants = None
         entries.append(_DeviceEntry(str(name), fmt, base / file,
                                     segment_bytes, buffer, lines,
-                                    base / lookup if lookup else None, pfcwd, ports, voq_host, section))
+                                    base / lookup if lookup else None, pfcwd, ports, voq_host,
+                                    base / constants if constants else None, section))
     return entries
 
 
@@ -704,8 +720,21 @@ def _load_sonic(entry: _DeviceEntry, reader: _Reader, cabled: list[str] | None) 
         profile = derive_default_pfcwd(profile, facts, neighbours)
         guarded = default_pfcwd_ports(facts, neighbours) & set(profile.ports)
     origin = SonicOrigin(source, mtus, origins, unsized, why, guarded)
+    bgp, absent = _sonic_bgp(entry, doc, source)
     return Device(entry.name, "sonic", source, profile, origin, mtus, SONIC_DEFAULT_MTU_BYTES,
-                  PortQos(port=""), facts=facts, unsized_pgs=unsized)
+                  PortQos(port=""), facts=facts, unsized_pgs=unsized, bgp=bgp, bgp_absent=absent)
+
+
+def _sonic_bgp(entry: _DeviceEntry, doc: Mapping, source: str) -> tuple[BgpConfig | None, str]:
+    """The switch's BGP as bgpcfgd renders it (with the image's constants.yml where the entry
+    names one), or None and why."""
+    if not (has_bgp(doc) and (doc.get("BGP_NEIGHBOR") or doc.get("BGP_PEER_RANGE"))):
+        return None, f"{source} gives no BGP (DEVICE_METADATA.localhost.bgp_asn with BGP_NEIGHBOR or BGP_PEER_RANGE)"
+    if entry.constants is None:
+        return read_bgp(doc, source, entry.name), ""
+    constants_source = display(entry.constants)
+    constants = read_constants(load_yaml(entry.constants).data, constants_source)
+    return read_bgp(doc, source, entry.name, constants, constants_source), ""
 
 
 def _switch(fabric: Fabric | None, name: str) -> Node | None:
@@ -757,7 +786,8 @@ def _load_cumulus(entry: _DeviceEntry, reader: _Reader, cabled: list[str]) -> De
         config.at("cable", key) or "").removeprefix(f"{file}: ")) for name, (metres, key) in cables.items()})
     origin = CumulusOrigin(file, config, entry.name, reader.doc.name, entry.buffer_lines)
     return Device(entry.name, "cumulus", file, profile, origin, config.mtu_bytes, _CUMULUS_MTU,
-                  unlisted, config.cumulus_names, facts=facts, unsized_pgs=unsized)
+                  unlisted, config.cumulus_names, facts=facts, unsized_pgs=unsized,
+                  bgp_absent=f"{file}: rocelab does not read a Cumulus device's `router bgp` yet")
 
 
 def _load_device(entry: _DeviceEntry, reader: _Reader, fabric: Fabric | None) -> Device:
@@ -772,7 +802,8 @@ def _load_device(entry: _DeviceEntry, reader: _Reader, fabric: Fabric | None) ->
     config, profile = options.profile(read_text(source), source)
     origin = EosOrigin(source, config, entry.name, reader.doc.name, entry.buffer_lines)
     return Device(entry.name, "eos", source, profile, origin, config.mtu_bytes,
-                  config.default_mtu_bytes, config.default_port, config.eos_names, eos=options)
+                  config.default_mtu_bytes, config.default_port, config.eos_names, eos=options,
+                  bgp_absent=f"{source}: rocelab does not read an EOS device's `router bgp` yet")
 
 
 def _unevaluable_classes(hosts: HostSide, fabric: Fabric, device: Device) -> list[Problem]:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Mapping
 
 from rocelab import paths
+from rocelab.routing.bgp import BgpConfig
 from rocelab.errors import InputError, Problem, Problems
 from rocelab.roce.config import roce_config
 from rocelab.model.kinds import builtin_dataplanes, builtin_nic_backends
@@ -76,6 +77,9 @@ class Lab:
     # a second (emulated time: switchd dilates it); 0: at once. None: SONiC's figure where FRR
     # routes (rocelab.switch.fib.SONIC_FIB_ROUTES_PER_S), at once on static routes.
     fib_routes_per_s: float | None = None
+    # A switch's BGP as its own files give it (a fabric description's config_db and constants.yml),
+    # over rocelab.routing.design's choice: what FRR runs there when routing is bgp.
+    node_bgp: Mapping[str, BgpConfig] = field(default_factory=dict)
 
     def roce_of(self, host: str) -> dict:
         """The `roce:` settings of one host's NIC."""

@@ -22,8 +22,8 @@ In `labs/<lab>/lab.yml`:
           traffic: elephant              # when the case's job ends (traffic into a stormed host)
           with: {hosts: [h1, h4]}
         probes: [leaf1:eth1]             # scapy probes attached while the traffic runs
-        commands:                        # a switch's own commands, typed at a time of the job
-          - {at: 2s, node: leaf1, run: "config interface shutdown Ethernet8"}
+        steps:                           # a node's own commands, typed at a time of the job
+          - {at: 2ms, on: leaf1, do: "config interface shutdown Ethernet8"}
       - case: no-pfc
         profile: lossy
         traffic: incast-4to1
@@ -37,6 +37,9 @@ with OP one of == != < <= > >=. Observations are listed in OBSERVATIONS; probes 
 `probe.NODE:IFACE.{pfc_xoff_frames,pfc_xon_frames,ce_packets,cnps,rewinds,psn_gaps}`, and
 every switch port gives `port_tx_bytes.NODE:PORT` and `port_tx_util.NODE:PORT` (PORT_OBSERVATIONS).
 Every case starts from cleared counters, so watermarks and totals are the case's own.
+A step's `at` is production-equivalent time from the job's start, placed on the dilated time
+line as every case time is (typed at.s × TDF of wall time after the job starts); it runs
+through the node's own command, as a learner types it in `invoke shell NODE`.
 A case's job that moves no byte for its stall_timeout is `stalled` (1): a failed case, unless
 a check names that case's `stalled`, for a lab where stalling is the lesson.
 """
@@ -44,6 +47,7 @@ a check names that case's `stalled`, for a lab where stalling is the lesson.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import operator
 import re
 import shlex
@@ -66,11 +70,11 @@ from rocelab.yamlfile import YamlDoc
 from rocelab.yamlfile import at as _at
 
 # A switch's own commands (rocelab.nodecli.sonic.COMMANDS) and a host's that change or show its
-# NIC (rocelab.nodecli.host.COMMANDS, less perftest), which a case's `commands:` may run.
+# NIC (rocelab.nodecli.host.COMMANDS, less perftest), which a case's `steps:` may run.
 SWITCH_COMMANDS = ("show", "config", "ecnconfig", "pfcwd", "sonic-clear")
 HOST_COMMANDS = ("mlnx_qos", "cma_roce_tos", "sysfs", "show_gids")
 CASE_KEYS = ("case", "title", "profile", "traffic", "with", "train", "cc", "dcqcn", "load_balancing", "receive_order",
-             "impair", "storm", "background", "probes", "commands")
+             "impair", "storm", "background", "probes", "steps")
 WITH_KEYS = ("hosts", "size", "iterations", "compute_gap", "qps", "message_size", "verb", "options", "stall_timeout")
 # Drops of traffic that the fabric was asked to carry (not frames a router ignores anyway).
 FABRIC_DROP_REASONS = ("tail_drop", "headroom_exceeded", "wred_drop", "pfcwd_drop", "impairment_loss", "no_route",
@@ -119,12 +123,20 @@ OBSERVATIONS = {
 PORT_OBSERVATIONS = {
     "port_tx_bytes": "bytes the switch port sent",
     "port_tx_util": "the port's tx bytes over what its line rate carries in job_wall_s",
+    "port_queued_after_steps": "bytes the switch took into the port's egress queues after the case's last step "
+                               "took effect (every switch had seen the links it shut go down); N/A in a case with "
+                               "no step",
+}
+# Per switch and prefix, named `fib_next_hops.NODE:PREFIX`, e.g. fib_next_hops.leaf2:198.19.1.0/24.
+FIB_OBSERVATIONS = {
+    "fib_next_hops": "next hops of the prefix in the switch's forwarding table as programmed, at the case's end "
+                     "(0: no route)",
 }
 PROBE_FIELDS = ("pfc_xoff_frames", "pfc_xon_frames", "ce_packets", "cnps", "rewinds", "psn_gaps")
 OPS: dict[str, Callable[[float, float], bool]] = {
     "==": operator.eq, "!=": operator.ne, "<=": operator.le, ">=": operator.ge, "<": operator.lt, ">": operator.gt}
 _NAME = r"[a-z][a-z0-9_-]*"
-_OBS = r"[a-z_][a-z0-9_.:-]*"
+_OBS = r"[a-z_][a-z0-9_.:/-]*"
 _CHECK = re.compile(rf"^\s*({_NAME})\s*:\s*({_OBS})\s*(==|!=|<=|>=|<|>)\s*(.+?)\s*$")
 _RHS_CASE = re.compile(rf"^(?:(\d+(?:\.\d+)?)\s*\*\s*)?({_NAME})\s*:\s*({_OBS})$")
 _NUMBER = re.compile(r"^-?\d+(?:\.\d+)?(?:e-?\d+)?$")
@@ -147,8 +159,9 @@ class Storm:
 
 
 @dataclass(frozen=True)
-class CaseCommand:
-    """A command a user would type on a switch, `at_s` wall-clock seconds after the case's job starts."""
+class CaseStep:
+    """A command a user would type on a node, `at_s` production-equivalent seconds after the case's
+    job starts (at_s × TDF of wall time on the lab)."""
 
     at_s: float
     node: str
@@ -168,7 +181,7 @@ class Case:
     background: JobSpec | None = None
     training: TrainSpec | None = None  # a PyTorch DDP job instead of a traffic pattern
     dcqcn: str | None = None  # DCQCN's parameter set (roce.dcqcn.DCQCN_SETS); None: the lab's
-    commands: tuple[CaseCommand, ...] = ()
+    steps: tuple[CaseStep, ...] = ()
     load_balancing: Mapping | None = None  # every switch's, for this case; None: the lab's
     receive_order: str | None = None  # every NIC's receiver, for this case; None: the lab's
 
@@ -205,8 +218,15 @@ def _port_observation(name: str) -> tuple[str, str] | None:
     return (node, port) if kind in PORT_OBSERVATIONS and node and port else None
 
 
+def _fib_observation(name: str) -> tuple[str, str] | None:
+    """(node, prefix) of `fib_next_hops.NODE:PREFIX`, else None."""
+    kind, _, where = name.partition(".")
+    node, _, prefix = where.partition(":")
+    return (node, prefix) if kind in FIB_OBSERVATIONS and node and prefix else None
+
+
 def _known_observation(name: str) -> bool:
-    if name in OBSERVATIONS or _port_observation(name) is not None:
+    if name in OBSERVATIONS or _port_observation(name) is not None or _fib_observation(name) is not None:
         return True
     parts = name.split(".")
     return len(parts) == 3 and parts[0] == "probe" and ":" in parts[1] and parts[2] in PROBE_FIELDS
@@ -356,25 +376,33 @@ def load_scenario(doc: YamlDoc, lab_dir: Path, hosts: set[str], switch_ports: se
                 problems.add(_at(doc, "scenario", i, "probes", j), f"{item!r} is not NODE:IFACE of this lab")
             else:
                 probes.append((node, port))
-        commands = []
+        steps = []
         switches = {node for node, _ in switch_ports}
-        for j, item in enumerate(raw.get("commands") or []):
-            here = _at(doc, "scenario", i, "commands", j)
-            known = SWITCH_COMMANDS if isinstance(item, dict) and item.get("node") in switches else HOST_COMMANDS
-            if not isinstance(item, dict) or set(item) != {"at", "node", "run"} \
-                    or item["node"] not in switches | set(hosts) or str(item["run"]).split(" ", 1)[0] not in known:
-                problems.add(here, f"{item!r} is not a command on a switch or host",
-                             f'write {{at: 2s, node: SWITCH, run: "config interface shutdown Ethernet8"}}; '
+        raw_steps = raw.get("steps") or []
+        if not isinstance(raw_steps, list):
+            problems.add(_at(doc, "scenario", i, "steps"), "is not a list of steps",
+                         '[{at: 2ms, on: SWITCH, do: "config interface shutdown Ethernet8"}]')
+            raw_steps = []
+        for j, item in enumerate(raw_steps):
+            here = _at(doc, "scenario", i, "steps", j)
+            if isinstance(item, dict) and True in item and "on" not in item:
+                item = {("on" if key is True else key): value for key, value in item.items()}  # YAML 1.1 reads `on:` as true
+            known = SWITCH_COMMANDS if isinstance(item, dict) and item.get("on") in switches else HOST_COMMANDS
+            if not isinstance(item, dict) or set(item) != {"at", "on", "do"} \
+                    or item["on"] not in switches | set(hosts) or str(item["do"]).split(" ", 1)[0] not in known:
+                problems.add(here, f"{item!r} is not a step on a switch or host",
+                             f'write {{at: 2ms, on: SWITCH, do: "config interface shutdown Ethernet8"}}; '
                              f"switches: {', '.join(sorted(switches))}, commands: {', '.join(SWITCH_COMMANDS)}; "
                              f"hosts: {', '.join(sorted(hosts))}, commands: {', '.join(HOST_COMMANDS)}")
                 continue
             try:
-                commands.append(CaseCommand(parse_delay(item["at"]), item["node"], tuple(shlex.split(str(item["run"])))))
+                steps.append(CaseStep(parse_delay(item["at"]), item["on"], tuple(shlex.split(str(item["do"])))))
             except ValueError as exc:
-                problems.add(here, str(exc), "at: a time after the job starts, like 500ms or 2s")
+                problems.add(_at(doc, "scenario", i, "steps", j, "at"), str(exc),
+                             "a production-equivalent time after the job starts, like 500us or 2ms")
         if spec is not None or training is not None:
             cases.append(Case(name, str(raw.get("title", name)), spec, profile, cc, tuple(impair), storm, tuple(probes),
-                              background, training, dcqcn, tuple(sorted(commands, key=lambda c: c.at_s)),
+                              background, training, dcqcn, tuple(sorted(steps, key=lambda c: c.at_s)),
                               load_balancing, receive_order))
     checks = []
     names = {c.name for c in cases}
@@ -392,10 +420,15 @@ def load_scenario(doc: YamlDoc, lab_dir: Path, hosts: set[str], switch_ports: se
             if obs is not None and not _known_observation(obs):
                 problems.add(where, f"{text!r}: {obs!r} is not an observation",
                              f"observations: {', '.join(OBSERVATIONS)}, probe.NODE:IFACE.{{{','.join(PROBE_FIELDS)}}}, "
-                             f"{{{','.join(PORT_OBSERVATIONS)}}}.NODE:PORT")
+                             f"{{{','.join(PORT_OBSERVATIONS)}}}.NODE:PORT, "
+                             f"{{{','.join(FIB_OBSERVATIONS)}}}.NODE:PREFIX")
             elif obs is not None and (port := _port_observation(obs)) is not None and port not in switch_ports:
                 problems.add(where, f"{text!r}: {obs!r} names no switch port of this lab",
                              "write e.g. port_tx_util.leaf1:eth3")
+            elif obs is not None and (route := _fib_observation(obs)) is not None and (
+                    route[0] not in {node for node, _ in switch_ports} or not _is_prefix(route[1])):
+                problems.add(where, f"{text!r}: {obs!r} names no switch and IPv4 prefix of this lab",
+                             "write e.g. fib_next_hops.leaf2:198.19.1.0/24")
         checks.append(check)
     problems.raise_if_any()
     return Scenario(tuple(cases), tuple(checks))
@@ -475,10 +508,38 @@ def ecmp_observations(groups: Mapping[str, Mapping]) -> dict[str, float]:
             "flowset_collisions": float(sum(g["collisions"] for g in every))}
 
 
+def _is_prefix(text: str) -> bool:
+    """A.B.C.D/LEN, as switchd's FIB names its routes."""
+    if "/" not in text:
+        return False
+    try:
+        ipaddress.IPv4Network(text)
+    except ValueError:
+        return False
+    return True
+
+
+def queued_bytes(counters: Mapping[str, dict]) -> dict[tuple[str, str], float]:
+    """Every switch port's bytes taken into its egress queues since the clear: sent, or still queued."""
+    return {(node, name): port["tx_bytes"] + sum(q["depth_bytes"] for q in port["queues"])
+            for node, c in counters.items() for name, port in c["ports"].items()}
+
+
+def fib_observations(routes: Mapping[str, Mapping[str, Sequence]]) -> dict[str, float]:
+    """From every switch's programmed routes (switchd's `fib`, by switch): each switch's next hops
+    to every prefix any switch routes, 0 where it has no route."""
+    prefixes = {prefix for by_prefix in routes.values() for prefix in by_prefix}
+    return {f"fib_next_hops.{node}:{prefix}": float(len(by_prefix.get(prefix, ())))
+            for node, by_prefix in routes.items() for prefix in prefixes}
+
+
 def port_observations(counters: Mapping[str, dict], rates_bps: Mapping[tuple[str, str], float],
-                      uplinks: set[tuple[str, str]], wall_s: float) -> dict[str, float]:
+                      uplinks: set[tuple[str, str]], wall_s: float,
+                      queued_at_last_step: Mapping[tuple[str, str], float] | None = None) -> dict[str, float]:
     """Per switch port and over the uplinks, from each switch's counters (since the case's clear),
-    each port's line rate and the job's wall time, both production-equivalent."""
+    each port's line rate and the job's wall time, both production-equivalent; and the bytes each
+    port's queues took after the case's last step (queued_bytes then; None: no step ran)."""
+    queued = queued_bytes(counters)
     obs: dict[str, float] = {}
     by_leaf: dict[str, list[float]] = {}
     uplink_util = []
@@ -488,6 +549,9 @@ def port_observations(counters: Mapping[str, dict], rates_bps: Mapping[tuple[str
             util = sent * 8 / (rates_bps[(node, name)] * wall_s) if wall_s > 0 else float("nan")
             obs[f"port_tx_bytes.{node}:{name}"] = sent
             obs[f"port_tx_util.{node}:{name}"] = util
+            obs[f"port_queued_after_steps.{node}:{name}"] = (
+                queued[(node, name)] - queued_at_last_step[(node, name)] if queued_at_last_step is not None
+                else float("nan"))
             if (node, name) in uplinks:
                 by_leaf.setdefault(node, []).append(sent)
                 uplink_util.append(util)

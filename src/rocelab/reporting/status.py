@@ -64,6 +64,8 @@ def routing_lines(routing: dict) -> list[str]:
     for name, switch in routing["switches"].items():
         by_how.setdefault(switch["how"], []).append(name)
     lines = [f"routing: bgp (FRR) on {', '.join(names)}: {how}" for how, names in by_how.items()]
+    lines += [f"BGP settled on fewer next hops than the fabric's equal-cost paths: {', '.join(routing['narrower'])}"
+              ] if routing.get("narrower") else []
     return lines + programming + [f"{name}: {note}" for name, switch in routing["switches"].items()
                                   for note in switch["notes"]]
 

@@ -19,6 +19,7 @@ from rocelab.errors import Problems
 # sonic-buildimage files/image_config/constants/constants.yml: bgp.multipath_relax.enabled,
 # bgp.maximum_paths.ipv4 (bgpd.main.conf.j2 falls back to 64 where the constant is absent).
 SONIC_CONSTANTS = {"multipath_relax": True, "maximum_paths": 514}
+SHIPPED_CONSTANTS = "SONiC's shipped constants.yml"
 # The `general` template writes `timers` only where a session's differ from BGP's defaults.
 DEFAULT_KEEPALIVE_S, DEFAULT_HOLDTIME_S = 60, 180
 CONNECT_RETRY_S = 10  # the `general` template's `timers connect 10`
@@ -71,9 +72,11 @@ class BgpConfig:
     neighbors: tuple[Neighbor, ...]
     peer_ranges: tuple[PeerRange, ...] = ()
     multipath_relax: bool = True
-    maximum_paths: int = SONIC_CONSTANTS["maximum_paths"]
+    maximum_paths: int | None = SONIC_CONSTANTS["maximum_paths"]  # None: not rendered (bgpd's own default)
     loopback: str | None = None  # Loopback0's IPv4 interface, which the engine puts on `lo`
     notes: tuple[str, ...] = field(default=(), compare=False)  # what was warned or ignored, for the user
+    # Where multipath-relax and maximum-paths come from: the image's constants.yml, or SONiC's shipped one.
+    constants_source: str = field(default=SHIPPED_CONSTANTS, compare=False)
 
 
 def has_bgp(doc: Mapping) -> bool:
@@ -145,9 +148,49 @@ def _neighbor_key(key: str) -> str:
     return key.rpartition("|")[2]
 
 
-def read_bgp(doc: Mapping, source: str, hostname: str = "", constants: Mapping = SONIC_CONSTANTS) -> BgpConfig:
+def read_constants(doc: Any, source: str) -> dict:
+    """An image's constants.yml (`/etc/sonic/constants.yml` on the switch) → the two constants
+    bgpd.main.conf.j2 reads, as read_bgp takes them: multipath-relax where
+    constants.bgp.multipath_relax.enabled is true, maximum-paths constants.bgp.maximum_paths.ipv4
+    (64 when absent) where constants.bgp.maximum_paths.enabled is true, else None (not rendered).
+    An InputError naming the file and field for a value of the wrong kind."""
+    problems = Problems(source)
+    top = doc.get("constants") if isinstance(doc, Mapping) else None
+    bgp = top.get("bgp", {}) if isinstance(top, Mapping) else None
+    if not isinstance(bgp, Mapping):
+        problems.add("constants.bgp", "is not a mapping", "SONiC's constants.yml: constants: {bgp: {...}}")
+        problems.raise_if_any()
+
+    def section(name: str) -> Mapping:
+        value = bgp.get(name, {})
+        if not isinstance(value, Mapping):
+            problems.add(f"constants.bgp.{name}", "is not a mapping", "e.g. {enabled: true}")
+            return {}
+        return value
+
+    def enabled(name: str, fields: Mapping) -> bool:
+        value = fields.get("enabled", False)
+        if not isinstance(value, bool):
+            problems.add(f"constants.bgp.{name}.enabled", f"{value!r} is not true or false", "true or false")
+            return False
+        return value
+
+    relax, paths = section("multipath_relax"), section("maximum_paths")
+    maximum = None
+    if enabled("maximum_paths", paths):
+        maximum = paths.get("ipv4", 64)
+        if isinstance(maximum, bool) or not isinstance(maximum, int) or maximum < 1:
+            problems.add("constants.bgp.maximum_paths.ipv4", f"{maximum!r} is not a number of paths", "e.g. 64")
+            maximum = None
+    problems.raise_if_any()
+    return {"multipath_relax": enabled("multipath_relax", relax), "maximum_paths": maximum}
+
+
+def read_bgp(doc: Mapping, source: str, hostname: str = "", constants: Mapping = SONIC_CONSTANTS,
+             constants_source: str = SHIPPED_CONSTANTS) -> BgpConfig:
     """The BGP configuration a config_db gives, or an InputError naming every bad field.
-    `hostname` is used where DEVICE_METADATA gives none; `constants` are constants.yml's."""
+    `hostname` is used where DEVICE_METADATA gives none; `constants` are constants.yml's
+    (read_constants), from `constants_source`."""
     problems = Problems(source)
     notes: list[str] = []
     localhost = _localhost(doc)
@@ -267,7 +310,8 @@ def read_bgp(doc: Mapping, source: str, hostname: str = "", constants: Mapping =
                  if table == "VLAN_INTERFACE" or not any(p in net for p in peers)]
     return BgpConfig(source, asn, str(localhost.get("hostname") or hostname), router_id, tuple(networks),
                      tuple(neighbors), tuple(peer_ranges), bool(constants.get("multipath_relax", True)),
-                     int(constants.get("maximum_paths", 64)), str(loopback) if loopback else None, tuple(notes))
+                     constants.get("maximum_paths", 64), str(loopback) if loopback else None, tuple(notes),
+                     constants_source)
 
 
 def _is_network(text: str) -> bool:

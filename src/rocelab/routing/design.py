@@ -79,12 +79,16 @@ def generated(fabric: Fabric, node: Node) -> dict:
 def lab_bgp(lab: Lab) -> dict[str, tuple[BgpConfig, str]]:
     """Every switch's BGP configuration and where it comes from: the switch's config_db where
     it sets bgp_asn and has sessions (a lab.yml `profiles:` entry is read for its QoS only),
-    else the generated design. An InputError for a profile's bad BGP fields, before anything is built."""
+    or the lab's own (Lab.node_bgp: a fabric description's), else the generated design. An InputError for a profile's bad BGP fields, before anything is built."""
     if len(lab.fabric.switches) > MAX_SWITCHES:
         raise InputError([Problem(lab.source, "routing", f"has {len(lab.fabric.switches)} switches; "
                                   f"the generated Loopback0s in {LOOPBACKS} fit {MAX_SWITCHES}", "routing: static")])
     out = {}
     for node in lab.fabric.switches:
+        if node.name in lab.node_bgp:
+            config = lab.node_bgp[node.name]
+            out[node.name] = (config, f"from {config.source}")
+            continue
         path = None if node.name in lab.node_qos else lab.node_profiles.get(node.name) or lab.profile
         doc = read_config_db(path) if path else {}
         # An AS number with no session (a QoS dump, whose BGP_NEIGHBOR lives elsewhere) would

@@ -81,7 +81,9 @@ def render_bgpd(config: BgpConfig) -> str:
     if config.router_id:
         lines.append(f"  bgp router-id {config.router_id}")
     lines += [f"  network {prefix}" for prefix in config.networks]
-    lines += ["  address-family ipv4", f"    maximum-paths {min(config.maximum_paths, FRR_MULTIPATH_NUM)}", "  exit-address-family", "!"]
+    if config.maximum_paths is not None:
+        lines += ["  address-family ipv4", f"    maximum-paths {min(config.maximum_paths, FRR_MULTIPATH_NUM)}",
+                  "  exit-address-family", "!"]
     lines += [f"  neighbor {PEER_GROUP} peer-group", "  address-family ipv4",
               f"    neighbor {PEER_GROUP} soft-reconfiguration inbound",
               f"    neighbor {PEER_GROUP} route-map FROM_BGP_PEER_V4 in",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import shlex
 import threading
 import time
 from dataclasses import dataclass, field
@@ -15,8 +16,9 @@ from typing import Callable, Mapping
 from rocelab.engines.state import LabState
 from rocelab.kernel import control
 from rocelab.kernel.loop import REALTIME
-from rocelab.model.scenario import (Case, CheckResult, Scenario, ecmp_observations, evaluate, job_observations,
-                                    nic_observations, port_observations, probe_observations, switch_observations)
+from rocelab.model.scenario import (Case, CaseStep, CheckResult, Scenario, ecmp_observations, evaluate, fib_observations,
+                                    job_observations, nic_observations, port_observations, probe_observations,
+                                    queued_bytes, switch_observations)
 from rocelab.probes import Probe
 from rocelab.probes.storm import hold_pfc_pause
 from rocelab.qos.sonic import load_config_db
@@ -28,6 +30,10 @@ from rocelab.train.runner import run_training
 from rocelab.traffic.job import JobFailed, JobStalled, run_job
 from rocelab.traffic.runner import counter_snapshot
 from rocelab.traffic.spec import JobSpec
+
+
+# How long a step waits, in wall time, for the switches to see the links it shut go down.
+SEEN_TIMEOUT_S = 5.0
 
 
 def agent_sockets(record: LabState, what: str) -> dict[str, Path]:
@@ -94,24 +100,60 @@ class CaseResult:
     probes: dict[str, dict] = field(default_factory=dict)
     series: object = None
     fidelity: Fidelity | None = None  # did the agents keep the emulated schedule through the case
+    steps: list[StepResult] = field(default_factory=list)  # the case's steps as they ran
 
     @property
     def behind(self) -> bool:
         return self.fidelity is not None and not self.fidelity.kept_up
 
 
-def _typed_at_times(case: Case, run_command, started: float, stop: threading.Event) -> None:
-    """A case's `commands:`, each at its time after the job started (until the job ends)."""
-    for command in case.commands:
-        if stop.wait(max(0.0, started + command.at_s - time.monotonic())):
+@dataclass(frozen=True)
+class StepResult:
+    """A step as it ran: when it was asked for and when it was typed (production-equivalent
+    seconds from the job's start: wall time on the lab ÷ TDF), and its exit status."""
+
+    step: CaseStep
+    typed_s: float
+    status: int
+    # Every switch port's bytes sent or queued once the step had taken effect (queued_at_step),
+    # for port_queued_after_steps.
+    queued_bytes: Mapping[tuple[str, str], float] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"at_s": self.step.at_s, "typed_s": self.typed_s, "node": self.step.node,
+                "command": shlex.join(self.step.argv), "status": self.status}
+
+
+def queued_at_step(switches: Mapping[str, Path], timeout_s: float = SEEN_TIMEOUT_S) -> dict[tuple[str, str], float]:
+    """queued_bytes once every switch has seen its links that are down go down (a step that shut a
+    link: both ends), or after `timeout_s` of wall time."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        unseen = [1 for s in switches.values()
+                  if {p for p, link in control.request(s, "links")["links"].items() if link["oper"] != "up"}
+                  - set(control.request(s, "fib")["down"])]
+        if not unseen:
+            break
+        time.sleep(0.005)
+    return queued_bytes({n: read_counters(s)["counters"] for n, s in switches.items()})
+
+
+def _typed_at_times(case: Case, run_step, started: float, stop: threading.Event, tdf: int,
+                    ran: list[StepResult], snapshot: Callable[[], Mapping] = dict) -> None:
+    """A case's `steps:`, each at its time on the dilated time line (at × TDF of wall time after the
+    job started), until the job ends; what each did, and `snapshot()` after it, go to `ran`."""
+    for step in case.steps:
+        if stop.wait(max(0.0, started + step.at_s * tdf - time.monotonic())):
             return
-        run_command(case, command)
+        typed_s = (time.monotonic() - started) / tdf
+        status = run_step(case, step)
+        ran.append(StepResult(step, typed_s, status, snapshot()))
 
 
 def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
-             on_progress=None, on_step=None, sample_interval_s: float = 0.05, run_command=None,
+             on_progress=None, on_step=None, sample_interval_s: float = 0.05, run_step=None,
              reload: bool = True) -> CaseResult:
-    """`run_command(case, command)` types a case's commands (the front door's node CLI);
+    """`run_step(case, step)` types a case's step (the front door's node CLI) and returns its exit status;
     `reload=False` keeps the switches' running configs (a challenge's grader)."""
     switches = agent_sockets(record, "switchd")
     nics = agent_sockets(record, "nicd")
@@ -146,10 +188,11 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
     report = error = training = None
     stalled = False
     sampler = Sampler(record, interval_s=sample_interval_s).start()
-    typing = None
-    if case.commands and run_command is not None:
-        typing = threading.Thread(target=_typed_at_times, args=(case, run_command, time.monotonic(), job_done),
-                                  daemon=True)
+    typing, ran = None, []
+    if case.steps and run_step is not None:
+        typing = threading.Thread(target=_typed_at_times, daemon=True,
+                                  args=(case, run_step, time.monotonic(), job_done, record.tdf, ran,
+                                        lambda: queued_at_step(switches)))
         typing.start()
     try:
         if case.training is not None:
@@ -174,6 +217,7 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
     counters = read_restored(switches, case.profile or lab_profile)
     groups = {node: control.request(sock, "counters", packed=True).get("ecmp_groups", {})
               for node, sock in switches.items()}
+    routes = {node: control.request(sock, "fib")["routes"] for node, sock in switches.items()}
     job_nics = [control.request(nics[h], "counters")["counters"] for h in (spec and spec.hosts) or nics if h in nics]
     host_facing = {(s.name, p.name) for s in fabric.switches for p in s.ports if fabric.node(p.peer_node).role == "host"}
     obs = switch_observations(counters, host_facing)
@@ -187,7 +231,7 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
                 ("cnps_sent", "cnps_received", "retransmitted_packets", "retransmitted_bytes", "timeouts")}
         obs |= {"host_pause_frames": float(sum(c["pfc_pause_frames"] for c in nic)),
                 "host_paused_s": sum(c["pfc_paused_s"] for c in nic) / record.tdf}
-    obs |= nic_observations(job_nics) | ecmp_observations(groups)
+    obs |= nic_observations(job_nics) | ecmp_observations(groups) | fib_observations(routes)
     obs["stalled"] = float(stalled)
     obs["retransmitted_bytes_per_drop"] = obs["retransmitted_bytes"] / obs["drops"] if obs["drops"] else 0.0
     obs |= probe_observations(probe_reports)
@@ -199,8 +243,8 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
         report = training.to_json()
     # A training job's wall time is emulated time (links at rate/TDF): ÷ TDF for utilisation.
     wall_s = obs["job_wall_s"] if training is None else training.train_time_s / record.tdf
-    obs |= port_observations(counters, rates_bps, uplinks, wall_s)
-    return CaseResult(case, obs, report, error, probe_reports, series, fidelity)
+    obs |= port_observations(counters, rates_bps, uplinks, wall_s, ran[-1].queued_bytes if ran else None)
+    return CaseResult(case, obs, report, error, probe_reports, series, fidelity, ran)
 
 
 def _run_background(record: LabState, spec: JobSpec, done: threading.Event) -> None:
@@ -217,6 +261,10 @@ def wait_quiet(seconds: float = 0.2) -> None:
 HEADLINE = ("job_time_s", "busbw_gbps", "fct_max_s", "flow_jain", "drops", "pfc_tx_frames", "pfc_tx_frames_to_switches",
             "ecn_marked_packets", "cnps_received", "retransmitted_packets", "max_queue_depth_bytes",
             "host_paused_s")
+
+
+STEPS_TITLE = "Steps (at: asked for, typed: when it ran; production-equivalent time from the job's start)"
+STEP_COLUMNS = ("case", "at", "typed", "node", "command", "exit")
 
 
 @dataclass
@@ -268,11 +316,35 @@ class ScenarioRun:
                  _fmt(r.left, r.check.observation), _fmt(r.right, r.check.other_observation or "")]
                 for r in self.checks]
 
+    def time_note(self, record: LabState) -> str:
+        """Which figures are emulated time and which FRR's wall clock, where a case typed steps or
+        the lab routes on FRR; empty elsewhere."""
+        bgp = record.routing.get("mode") == "bgp"
+        if not bgp and not self.step_rows():
+            return ""
+        tdf = record.tdf
+        note = (f"Time: the observations and the steps' times are emulated time, shown production-equivalent "
+                f"(the lab's wall time ÷ TDF {tdf:,})")
+        if not bgp:
+            return note + "."
+        rate = record.routing.get("fib_routes_per_s")
+        note += f", as is each switch's FIB programming ({rate:,.0f} routes/s)" if rate else ""
+        bfd_s = 3 * 0.3
+        return note + (f". FRR runs on the wall clock: BGP's reaction to a link going down, BFD's detection "
+                       f"(3 × 300 ms) and hold timers take that long in wall time, {tdf:,} times less in "
+                       f"production-equivalent time (BFD's {bfd_s * 1e3:g} ms reads as {bfd_s / tdf * 1e6:g} µs). "
+                       "A shut link's far end loses carrier at once: loss-of-signal detection is not emulated.")
+
+    def step_rows(self) -> list[list[str]]:
+        return [[c.case.name, _fmt(s.step.at_s, "at_s"), _fmt(s.typed_s, "typed_s"), s.step.node,
+                 shlex.join(s.step.argv), str(s.status)] for c in self.cases for s in c.steps]
+
     def to_json(self) -> dict:
         return {
             "lab": self.lab, "passed": self.passed, "verdict": self.verdict,
             "cases": [{"case": c.case.name, "title": c.case.title, "error": c.error, "observations": c.observations,
-                       "job": c.job, "probes": c.probes, "fidelity": c.fidelity.to_json() if c.fidelity else None}
+                       "job": c.job, "probes": c.probes, "fidelity": c.fidelity.to_json() if c.fidelity else None,
+                       "steps": [s.to_json() for s in c.steps]}
                       for c in self.cases],
             "checks": [{"check": r.check.text, "passed": r.passed, "inconclusive": self.inconclusive(r),
                         "left": r.left, "right": r.right} for r in self.checks],
@@ -294,15 +366,15 @@ def _fmt(value: float, name: str) -> str:
 
 def run(record: LabState, scenario: Scenario, lab_profile: Path | None, fabric, *,
         on_case: Callable[[Case], object] | None = None, on_progress=None, on_step=None,
-        run_command=None) -> ScenarioRun:
+        run_step=None) -> ScenarioRun:
     """`on_progress` hears traffic jobs' progress; `on_step(step, workers)` each step of a training job;
-    `run_command(case, command)` types a case's `commands:` on its switch."""
+    `run_step(case, step)` types a case's `steps:` on their nodes."""
     results = []
     for case in scenario.cases:
         if on_case is not None:
             on_case(case)
         results.append(run_case(record, case, lab_profile, fabric, on_progress=on_progress, on_step=on_step,
-                                run_command=run_command))
+                                run_step=run_step))
         wait_quiet()
     observed = {r.case.name: r.observations for r in results}
     return ScenarioRun(record.name, results, evaluate(scenario.checks, observed))

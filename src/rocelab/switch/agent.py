@@ -27,12 +27,15 @@ profile from a SONiC config_db.json, and a control socket:
     impair {"port", "delay_s", "jitter_s", "loss_pct", "rate_pct"}  → link impairment out of a
                                              port, on top of the cable's own (dilated) delay, and
                                              its rate as a share of the link's (default 100)
-    fib                                    → the forwarding table as programmed, and how many
-                                             kernel FIB changes are still being programmed
+    fib                                    → the forwarding table as programmed, how many kernel
+                                             FIB changes are still being programmed, and the ports
+                                             it has seen go down (in no route)
     fib_programming {"routes_per_s": N|null} → from now on, program kernel FIB changes at N
                                              production routes a second; null: at once
 
-A change of the kernel's FIB (FRR's, or a port going down) reaches the forwarding table after the
+A port whose link goes down (shut here, or its far end's carrier lost) leaves every route and ECMP
+group at once, as an ASIC takes a dead link's next hops out of its groups in hardware; any other
+change of the kernel's FIB (FRR's routes, a link coming back) reaches the forwarding table after the
 ASIC's programming time in emulated time, once the engine has asked for it (`fib_programming`,
 after the lab's routing has converged: a switch's boot-time FIB load is not what a lab studies;
 rocelab.switch.fib.FibProgramming); until then, at once.
@@ -63,7 +66,7 @@ from rocelab.qos.model import QosProfile
 from rocelab.qos.sonic import QOS_TABLES, profile_from_config_db, read_config_db
 from rocelab.switch.balance import Balance, balance_config, balance_from_config_db, dilate
 from rocelab.switch.counters import carry_counters
-from rocelab.switch.fib import Fib, FibProgramming
+from rocelab.switch.fib import Fib, FibProgramming, without_ports
 from rocelab.switch.fastpath import choose_pipeline, make_switch
 from rocelab.switch.pipeline import PortSpec, Switch
 
@@ -182,6 +185,7 @@ class Switchd:
         # A shut port's neighbours and routes, which the kernel drops with the link, for startup.
         self.parked: dict[str, kernel_fib.PortState] = {}
         self.events = kernel_fib.watch()
+        self.down: frozenset[str] = frozenset()  # ports whose link is down: in no route
         self.programming: FibProgramming | None = None
         # A timer thread writes here when a FIB change comes due; the loop wakes and programs it.
         self.programmed_r, self.programmed_w = os.pipe()
@@ -195,6 +199,11 @@ class Switchd:
         """The kernel's routes changed: into the forwarding table at once, or after the ASIC's
         programming time once the engine asked for it (fib_programming)."""
         self.events.get()
+        down = kernel_fib.down_ports(self.ipr, self.names)
+        if down - self.down:
+            self.down = down
+            self.install_fib(self.fib)
+        self.down = down
         fib = kernel_fib.read_fib(self.ipr, self.names)
         if self.programming is None:
             self.install_fib(fib)
@@ -212,7 +221,8 @@ class Switchd:
     def install_fib(self, fib: Fib) -> None:
         """A FIB that needs a feature the running pipeline lacks (an ECMP group under a mode the
         C core does not declare, on a switch that had none), or no longer needs one, rebuilds
-        the pipeline; otherwise the running one takes it."""
+        the pipeline; otherwise the running one takes it. No route leaves by a port whose link is down."""
+        fib = without_ports(fib, self.down)
         self.fib = fib
         if choose_pipeline(self.profile, self.specs, fib, self.balance).pipeline != self.pipeline.pipeline:
             self.rebuild(time.monotonic())
@@ -298,7 +308,8 @@ class Switchd:
         if op == "fib":
             return {"routes": {prefix: [[h.port, h.mac] for h in hops] for prefix, hops in self.fib.routes.items()},
                     "local": sorted(self.fib.local),
-                    "pending": len(self.programming.pending) if self.programming else 0}
+                    "pending": len(self.programming.pending) if self.programming else 0,
+                    "down": sorted(self.down)}
         raise ValueError(f"unknown op {op!r}; ops: ping, counters, clear, reload, impair, port, links, fib, "
                          "fib_programming")
 

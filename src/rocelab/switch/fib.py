@@ -32,6 +32,14 @@ class Fib:
     local: frozenset[str] = field(default_factory=frozenset)
 
 
+def without_ports(fib: Fib, ports: frozenset[str]) -> Fib:
+    """The FIB with no next hop out of `ports` (links that are down), and no route left without one."""
+    if not ports:
+        return fib
+    routes = {prefix: [h for h in hops if h.port not in ports] for prefix, hops in fib.routes.items()}
+    return Fib({prefix: hops for prefix, hops in routes.items() if hops}, fib.local)
+
+
 # src, dst, protocol, source port, destination port: RoCE's entropy is the UDP source port.
 _FIVE_TUPLE = struct.Struct("!IIBHH")
 

@@ -55,6 +55,12 @@ def read_fib(ipr: IPRoute, ports: list[str]) -> Fib:
     return Fib(routes, local)
 
 
+def down_ports(ipr: IPRoute, ports: list[str]) -> frozenset[str]:
+    """The ports whose link is not up (shut here, or the far end's carrier lost)."""
+    return frozenset(link.get_attr("IFLA_IFNAME") for link in ipr.get_links()
+                     if link.get_attr("IFLA_IFNAME") in ports and link.get_attr("IFLA_OPERSTATE") != "UP")
+
+
 @dataclass(frozen=True)
 class PortState:
     """What the kernel forgets when a port is set down: its static neighbours (the engine's,

@@ -1,0 +1,158 @@
+"""Static checks of a fabric description's BGP: pure functions of a FabricSpec, no root, no lab.
+
+They read each switch's BGP as sonic-bgpcfgd renders it (Device.bgp: rocelab.routing.bgp) and
+hold it against the design a leaf-spine AI fabric needs (RFC 7938's eBGP Clos, as SONiC, EOS
+and Cumulus deployments run it), so that every leaf spreads its traffic over every spine:
+
+- bgp-multipath: `bgp bestpath as-path multipath-relax` on every leaf and spine. With a private
+  AS number per spine (or per leaf, seen from a spine), a route's paths through different
+  spines differ in AS path, and bgpd installs only one of them without it.
+- bgp-maximum-paths: maximum-paths at least the fabric's spine count (one next hop per spine).
+- bgp-bfd: BFD on every session toward a cabled switch: a silent failure (frames lost, link
+  up) is otherwise noticed only when the hold timer expires.
+- bgp-asn: the AS numbers make an eBGP fabric: a session on every cabled link to a switch,
+  each neighbor's asn the far end's own bgp_asn, no iBGP on a fabric link, and every leaf its
+  own AS number (bgpd drops a route whose AS path holds its own AS, so leaves sharing one
+  would not reach each other without allowas-in, which rocelab does not render).
+
+A switch whose file gives no BGP (an EOS or Cumulus device, whose `router bgp` is not read
+yet, or a config_db with no session) is not applicable, with the reason.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from rocelab.fabric.finding import Check, Finding, cabled
+from rocelab.fabric.spec import Device, FabricSpec
+from rocelab.routing.bgp import Neighbor
+
+
+def _spines(spec: FabricSpec) -> list[str]:
+    return [n.name for n in spec.fabric.switches if n.role == "spine"]
+
+
+def _neighbor_field(device: Device, neighbor: Neighbor, name: str) -> str:
+    return f'{device.file}: BGP_NEIGHBOR."{neighbor.address}".{name}'
+
+
+def _asn_field(device: Device) -> str:
+    return f"{device.file}: DEVICE_METADATA.localhost.bgp_asn"
+
+
+def check_multipath(spec: FabricSpec, device: Device) -> list[Finding]:
+    bgp = device.bgp
+    if bgp.multipath_relax:
+        return []
+    spines = _spines(spec)
+    return [Finding(
+        "bgp-multipath", device.name, None, None,
+        "bgpd keeps one path where the paths through different spines differ in AS path",
+        "no `bgp bestpath as-path multipath-relax`",
+        f"`bgp bestpath as-path multipath-relax` (ECMP over {len(spines)} spines: {', '.join(spines)})",
+        f"{bgp.constants_source}: constants.bgp.multipath_relax.enabled")]
+
+
+def check_maximum_paths(spec: FabricSpec, device: Device) -> list[Finding]:
+    bgp = device.bgp
+    spines = _spines(spec)
+    if bgp.maximum_paths is not None and bgp.maximum_paths >= len(spines):
+        return []
+    configured = (f"maximum-paths {bgp.maximum_paths}" if bgp.maximum_paths is not None
+                  else "no maximum-paths (constants.bgp.maximum_paths not enabled: bgpd's built-in default)")
+    field = "ipv4" if bgp.maximum_paths is not None else "enabled"
+    return [Finding(
+        "bgp-maximum-paths", device.name, None, None,
+        "fewer next hops per route than there are spines: traffic leaves on a subset of the uplinks",
+        configured, f"maximum-paths ≥ {len(spines)} (the spines: {', '.join(spines)})",
+        f"{bgp.constants_source}: constants.bgp.maximum_paths.{field}")]
+
+
+def _fabric_neighbors(spec: FabricSpec, device: Device) -> list[tuple[str, Neighbor]]:
+    """(the port's label, neighbor) of every session toward a switch cabled to this one."""
+    by_address = {n.address: n for n in device.bgp.neighbors}
+    out = []
+    for port in cabled(spec, device):
+        peer = spec.fabric.peer(port)
+        if spec.fabric.node(peer.node).is_switch and str(peer.address.ip) in by_address:
+            out.append((device.label(port.name), by_address[str(peer.address.ip)]))
+    return out
+
+
+def check_bfd(spec: FabricSpec, device: Device) -> list[Finding]:
+    return [Finding(
+        "bgp-bfd", device.name, label, None,
+        f"the session to {n.name or n.address} has no BFD: a silent failure (frames lost, link up) "
+        f"goes unnoticed until its {n.holdtime_s} s hold timer expires",
+        "bfd off", "bfd true", _neighbor_field(device, n, "bfd"))
+        for label, n in _fabric_neighbors(spec, device) if n.bfd is None]
+
+
+def check_asn(spec: FabricSpec, device: Device) -> list[Finding]:
+    bgp, fabric = device.bgp, spec.fabric
+    findings = []
+    addresses = {str(p.address.ip): p for n in fabric.switches for p in n.ports}
+    neighbors = {n.address: n for n in bgp.neighbors}
+    for port in cabled(spec, device):
+        peer = fabric.peer(port)
+        if fabric.node(peer.node).is_switch and str(peer.address.ip) not in neighbors:
+            findings.append(Finding(
+                "bgp-asn", device.name, device.label(port.name), None,
+                f"no BGP session to {peer.node} over this link: no route is learnt across it",
+                "no BGP_NEIGHBOR entry", f'BGP_NEIGHBOR."{peer.address.ip}" (the far end\'s address)',
+                f"{device.file}: BGP_NEIGHBOR"))
+    for n in bgp.neighbors:
+        far_port = addresses.get(n.address)
+        if far_port is None or fabric.peer(far_port).node != device.name:
+            findings.append(Finding(
+                "bgp-asn", device.name, None, None,
+                f"neighbor {n.address} is the address of no switch cabled to {device.name}",
+                f"neighbor {n.address}", "the far end's address on a link of this switch",
+                f'{device.file}: BGP_NEIGHBOR."{n.address}"'))
+            continue
+        label = device.label(fabric.peer(far_port).name)
+        if n.asn == bgp.asn:
+            findings.append(Finding(
+                "bgp-asn", device.name, label, None,
+                f"the session to {far_port.node} is iBGP (both ends in AS {bgp.asn}): an eBGP fabric "
+                "needs a different AS on each side of a link",
+                f"asn {n.asn}", f"an AS other than {bgp.asn}", _neighbor_field(device, n, "asn")))
+            continue
+        far = spec.devices.get(far_port.node)
+        if far is not None and far.bgp is not None and far.bgp.asn != n.asn:
+            findings.append(Finding(
+                "bgp-asn", device.name, label, None,
+                f"the session to {far_port.node} expects AS {n.asn}, but {far_port.node} is AS {far.bgp.asn}: "
+                "the session never comes up",
+                f"asn {n.asn}", f"asn {far.bgp.asn} ({far_port.node}'s bgp_asn)",
+                f"{_neighbor_field(device, n, 'asn')}; {_asn_field(far)}"))
+    if fabric.node(device.name).role == "leaf":
+        for other in spec.devices.values():
+            if (other.name != device.name and other.bgp is not None and other.bgp.asn == bgp.asn
+                    and fabric.node(other.name).role == "leaf"):
+                findings.append(Finding(
+                    "bgp-asn", device.name, None, None,
+                    f"{other.name} is a leaf in the same AS {bgp.asn}: each drops the other's routes "
+                    "(its own AS in the path), and rocelab renders no allowas-in",
+                    f"bgp_asn {bgp.asn}", f"an AS number of its own (not {other.name}'s)",
+                    f"{_asn_field(device)}; {_asn_field(other)}"))
+    return findings
+
+
+def _no_bgp(spec: FabricSpec, device: Device) -> str | None:
+    return device.bgp_absent if device.bgp is None else None
+
+
+def _on_bgp(run: Callable[[FabricSpec, Device], list[Finding]]) -> Callable[[FabricSpec, Device], list[Finding]]:
+    """A check that finds nothing on a switch without BGP (lint() runs every check everywhere)."""
+    return lambda spec, device: run(spec, device) if device.bgp is not None else []
+
+
+BGP_CHECKS = (
+    Check("bgp-multipath", "multipath-relax, so a route keeps its paths through every spine", _on_bgp(check_multipath),
+          _no_bgp),
+    Check("bgp-maximum-paths", "maximum-paths at least the spine count", _on_bgp(check_maximum_paths), _no_bgp),
+    Check("bgp-bfd", "BFD on every session toward a switch", _on_bgp(check_bfd), _no_bgp),
+    Check("bgp-asn", "an eBGP fabric: a session per link, each neighbor's asn the far end's, a leaf per AS",
+          _on_bgp(check_asn), _no_bgp),
+)
