@@ -195,3 +195,13 @@ def test_a_python_core_runs_in_c_unless_switched_off(monkeypatch, control):
     assert Loop(core, {}, [control], clock=lambda: 0.0).shell == "python"  # C reads the monotonic clock only
     monkeypatch.setenv(PURE_LOOP_ENV, "1")
     assert Loop(core, {}, [control]).shell == "python"
+
+
+@pytest.mark.skipif(_loop is None, reason="rocelab.kernel._loop is not built (no C compiler at install time)")
+def test_the_calibration_is_measured_again_when_nicd_changes_loops(monkeypatch):
+    """nicd's cost per frame depends on its loop: a cached calibration of one is not the other's."""
+    from rocelab.runtime.calibration import cache_key
+
+    in_c = cache_key()
+    monkeypatch.setenv(PURE_LOOP_ENV, "1")
+    assert cache_key() != in_c
