@@ -7,7 +7,10 @@ serving several hosts' NICs, rocelab.roce.agent). The loop sleeps exactly until 
 next event or until a frame, a control request or a netlink event arrives. No threads: a control
 request never races the data plane. A core that can run this loop itself (`serve`: switchd's
 C pipeline, rocelab.switch.fastpath) does so for as long as frames and timers are all there is
-to do, and hands back control only for a control request, a netlink event or a stop.
+to do, and hands back control only for a control request, a netlink event or a stop. Around a
+core written in Python (nicd's NicGroup, switchd's Python pipeline) the same wake-ups run in C
+where rocelab.kernel._loop is built (`shell`), Python entered only for the core's own calls;
+`_wait_and_serve` below is their reference.
 
 What a wake-up costs sets what a frame costs: on a virtual machine a sleep and its wake-up cost
 tens of microseconds of CPU, more than the work of a frame. So the loop serves every event due
