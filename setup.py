@@ -13,4 +13,9 @@ FASTPATH = Extension("rocelab.switch._fastpath", [f"{SWITCH}/fastpath_core.c", f
                      depends=[f"{SWITCH}/fastpath_core.h"], optional=True,
                      extra_compile_args=["-O2", "-std=c11", "-Wall", "-Werror"])
 
-setup(ext_modules=[FASTPATH])
+# The agents' loop around a Python core (nicd's), rocelab.kernel._loop: optional in the same way,
+# nicd then runs the Python loop.
+LOOP = Extension("rocelab.kernel._loop", ["src/rocelab/kernel/_loop.c"], optional=True,
+                 extra_compile_args=["-O2", "-std=c11", "-Wall", "-Werror"])
+
+setup(ext_modules=[FASTPATH, LOOP])

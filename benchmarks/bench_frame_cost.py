@@ -7,9 +7,10 @@
    flow, switchd's CPU per data frame and a NIC's (/proc/PID/schedstat; where one nicd serves
    both hosts, half its CPU), how often each process slept and woke per frame (the agents'
    loop counters), and how late the flow's agents ran their due events (p99, wall). First as `up` runs them here (switchd's C pipeline running
-   its own loop, where built; one nicd for all hosts), then, in the same run, the references:
-   one nicd per host (as the container engines run them), and ROCELAB_PURE_SWITCH=1 (the
-   Python pipeline in the Python loop); the ratios.
+   its own loop, where built; one nicd for all hosts, its loop in C where built), then, in the
+   same run, the references: one nicd per host (as the container engines run them), and
+   ROCELAB_PURE_SWITCH=1 with ROCELAB_PURE_LOOP=1 (the Python pipeline, and both agents in the
+   Python loop); the ratios.
 2. The auto TDF every shipped lab gets from the first set of figures (rocelab.model.tdf), and
    the case and agent that decide it.
 Needs root. Run `python benchmarks/bench_labs.py` for each lab's run at that TDF.
@@ -31,6 +32,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from rocelab import paths  # noqa: E402
+from rocelab.kernel.loop import PURE_LOOP_ENV, loop_shell  # noqa: E402
 from rocelab.model.lab import load_lab  # noqa: E402
 from rocelab.model.tdf import choose_tdf  # noqa: E402
 from rocelab.roce.config import roce_config  # noqa: E402
@@ -61,18 +63,24 @@ def main() -> None:
         sys.exit("bench_frame_cost: needs root (the netns engine creates namespaces)")
     console = Console(width=200)
     runs = {}
-    for label, pure, shared in ((f"switchd {switchd_pipeline()} pipeline, one nicd for all hosts", False, True),
+    for label, pure, shared in ((f"switchd {switchd_pipeline()} pipeline, one nicd for all hosts, its loop in "
+                                 f"{loop_shell()}", False, True),
                                 ("reference for nicd: one nicd per host", False, False),
-                                ("reference for switchd: ROCELAB_PURE_SWITCH=1", True, True)):
+                                ("references for switchd and nicd's loop: ROCELAB_PURE_SWITCH=1 ROCELAB_PURE_LOOP=1",
+                                 True, True)):
         if pure:
-            os.environ[PURE_ENV] = "1"
+            os.environ[PURE_ENV] = os.environ[PURE_LOOP_ENV] = "1"
         flows = calibration.measure_flows("bench-frame-cost", args.tdf, shared_nicd=shared)
         os.environ.pop(PURE_ENV, None)
+        os.environ.pop(PURE_LOOP_ENV, None)
         runs[label] = flows
         console.print(flow_table(f"{label}, TDF {args.tdf}, {os.cpu_count()} cores", flows))
     (here, here_flows), (_, per_host), (_, pure_flows) = runs.items()
     console.print("switchd CPU per frame against the Python reference, same flows: " + ", ".join(
         f"{a.frames_per_s:,.0f} frames/s {a.cores['leaf1'] / a.frames_per_s / (b.cores['leaf1'] / b.frames_per_s):.2f}x"
+        for a, b in zip(here_flows, pure_flows)))
+    console.print("nicd CPU per NIC and frame, its loop in C against the Python loop, same flows: " + ", ".join(
+        f"{a.frames_per_s:,.0f} frames/s {a.nic_cores() / a.frames_per_s / (b.nic_cores() / b.frames_per_s):.2f}x"
         for a, b in zip(here_flows, pure_flows)))
     console.print("nicd CPU per NIC and frame, one nicd for all hosts against one per host, same flows: " + ", ".join(
         f"{a.frames_per_s:,.0f} frames/s {a.nic_cores() / a.frames_per_s / (b.nic_cores() / b.frames_per_s):.2f}x"

@@ -3,12 +3,20 @@ clock running ahead to that event's time and never back; it sleeps for anything 
 
 from __future__ import annotations
 
+import contextlib
+import mmap
+import socket
+import struct
+import time
 from dataclasses import asdict
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from rocelab.kernel.control import ControlServer
-from rocelab.kernel.loop import EARLY_MAX_S, EARLY_SHARE, Loop, LoopStats, early_s
+from rocelab.kernel.loop import (EARLY_MAX_S, EARLY_SHARE, PURE_LOOP_ENV, ROUND_FRAMES, Loop, LoopStats, Port, _loop,
+                                 early_s)
+from rocelab.kernel.ring import TP_STATUS_USER, RxRing
 
 
 class OneEvent:
@@ -67,3 +75,133 @@ def test_the_stats_a_counters_reply_carries_are_the_dataclass_whole():
                       scheduling="SCHED_RR 1", rx_dropped=4)
     stats.lateness.record(2e-4)
     assert stats.to_json() == asdict(stats)
+
+
+# ---- the loop in C (rocelab.kernel._loop) against the Python loop, on the same rings ----------
+
+TPACKET2_SLOT = struct.Struct("=IIIHHII")  # tp_status, tp_len, tp_snaplen, tp_mac, tp_net, tp_sec, tp_nsec
+FAKE_GEOMETRY = (4096, 16, 256, 320)  # block bytes, slots per block, slot bytes, slots: 20 blocks
+FRAME_AT = 48  # where the kernel would put a frame in its slot, past the header
+
+
+def fake_ring(frames: list[bytes], head: int, received_s: float) -> RxRing:
+    """A receive ring as the kernel leaves it: `frames` in the slots from `head` on, each marked
+    the agent's, with their receive time."""
+    block_bytes, per_block, slot_bytes, slots = FAKE_GEOMETRY
+    ring = RxRing.__new__(RxRing)
+    ring.map = mmap.mmap(-1, block_bytes * (slots // per_block))
+    ring.view = memoryview(ring.map)
+    ring.slots = [b * block_bytes + i * slot_bytes for b in range(slots // per_block) for i in range(per_block)]
+    ring.head = head
+    ring.geometry = FAKE_GEOMETRY
+    sec, nsec = int(received_s), int(received_s % 1 * 1e9)
+    for k, frame in enumerate(frames):
+        offset = ring.slots[(head + k) % slots]
+        TPACKET2_SLOT.pack_into(ring.map, offset, TP_STATUS_USER, len(frame), len(frame), FRAME_AT, 0, sec, nsec)
+        ring.map[offset + FRAME_AT:offset + FRAME_AT + len(frame)] = frame
+    return ring
+
+
+class Echo:
+    """A core that keeps what it receives and answers each frame on the next port, reversed,
+    at its next poll: due at once (an event already late) while answers wait."""
+
+    def __init__(self, ports: list[str]):
+        self.ports = ports
+        self.received: list[tuple[str, bytes]] = []
+        self.waiting: list[tuple[str, bytes]] = []
+        self.polls = 0
+
+    def receive(self, port, frame, now):
+        self.received.append((port, bytes(frame)))
+        if len(frame) % 3:  # some frames only: a round may send nothing
+            self.waiting.append((self.ports[(self.ports.index(port) + 1) % len(self.ports)], bytes(frame)[::-1]))
+
+    def next_event(self, now):
+        return now - 1e-3 if self.waiting else None
+
+    def poll(self, now):
+        self.polls += 1
+        out, self.waiting = self.waiting, []
+        return out
+
+
+def run_once(shell: str, frames: dict[str, list[bytes]], heads: dict[str, int]):
+    """One wake-up of a loop with a control request waiting: what the core saw, what each port
+    sent, the loop's counts, the rings' heads and whether every slot went back to the kernel."""
+    names = list(frames)
+    core = Echo(names)
+    pairs = {name: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM) for name in names}
+    other = socket.socketpair()
+    try:
+        ports = {}
+        for name, (ours, theirs) in pairs.items():
+            ours.setblocking(False)
+            theirs.send(b"!")  # the port's descriptor is readable, as a ring with frames makes it
+            ports[name] = Port(ours, fake_ring(frames[name], heads[name], time.time()))
+        other[1].send(b"?")
+        loop = Loop(core, ports, [], shell=shell)
+        port_fds = {p.sock.fileno(): name for name, p in ports.items()}
+        fds = [other[0].fileno()]
+        readable = (loop._serve_in_c(fds) if shell == "c"
+                    else loop._wait_and_serve(port_fds, [*port_fds, *fds]))
+        sent = {}
+        for name, (_, theirs) in pairs.items():
+            theirs.setblocking(False)
+            got = []
+            with contextlib.suppress(BlockingIOError):
+                while True:
+                    got.append(theirs.recv(4096))
+            sent[name] = got[1:] if got[:1] == [b"!"] else got
+        stats = loop.stats
+        given_back = all(not p.ring.map[offset] & TP_STATUS_USER for p in ports.values() for offset in p.ring.slots)
+        return (readable == fds, core.received, sent, stats.rx_frames, stats.tx_frames, stats.tx_errors,
+                sum(stats.lateness.counts), {name: p.ring.head for name, p in ports.items()}, given_back)
+    finally:
+        for ours, theirs in pairs.values():
+            ours.close()
+            theirs.close()
+        other[0].close()
+        other[1].close()
+
+
+frame_bytes = st.binary(min_size=14, max_size=200)
+
+
+@pytest.mark.skipif(_loop is None, reason="rocelab.kernel._loop is not built (no C compiler at install time)")
+@settings(max_examples=60, deadline=None)
+@given(st.lists(frame_bytes, max_size=150), st.lists(frame_bytes, max_size=150),
+       st.integers(0, FAKE_GEOMETRY[3] - 1), st.integers(0, FAKE_GEOMETRY[3] - 1))
+def test_the_loop_in_c_serves_a_wake_up_as_the_python_loop_does(a, b, head_a, head_b):
+    frames, heads = {"h1/eth1": a, "h2/eth1": b}, {"h1/eth1": head_a, "h2/eth1": head_b}
+    assert run_once("c", frames, heads) == run_once("python", frames, heads)
+
+
+@pytest.mark.skipif(_loop is None, reason="rocelab.kernel._loop is not built (no C compiler at install time)")
+def test_the_loop_in_c_reads_rounds_in_the_python_loops_order():
+    """More than a round (ROUND_FRAMES) on two ports and fewer on the first: the short one drops out
+    of the rounds and the others keep their turns, frame for frame as in Python."""
+    frames = {"h1/eth1": [b"\x01" * 61] * 3, "h2/eth1": [bytes([i]) * 60 for i in range(ROUND_FRAMES * 2 + 5)],
+              "h3/eth1": [bytes([i]) * 62 for i in range(ROUND_FRAMES + 7)]}
+    heads = {"h1/eth1": FAKE_GEOMETRY[3] - 2, "h2/eth1": 0, "h3/eth1": 9}  # h1's frames wrap around its ring's end
+    c, python = run_once("c", frames, heads), run_once("python", frames, heads)
+    assert c == python and c[3] == ROUND_FRAMES * 3 + 15 and c[-1]
+
+
+@pytest.mark.skipif(_loop is None, reason="rocelab.kernel._loop is not built (no C compiler at install time)")
+def test_a_python_core_runs_in_c_unless_switched_off(monkeypatch, control):
+    core = OneEvent(after_s=0.02)
+    assert Loop(core, {}, [control]).shell == "c"
+    assert Loop(core, {}, [control], clock=lambda: 0.0).shell == "python"  # C reads the monotonic clock only
+    monkeypatch.setenv(PURE_LOOP_ENV, "1")
+    assert Loop(core, {}, [control]).shell == "python"
+
+
+@pytest.mark.skipif(_loop is None, reason="rocelab.kernel._loop is not built (no C compiler at install time)")
+def test_the_calibration_is_measured_again_when_nicd_changes_loops(monkeypatch):
+    """nicd's cost per frame depends on its loop: a cached calibration of one is not the other's."""
+    from rocelab.runtime.calibration import cache_key
+
+    in_c = cache_key()
+    monkeypatch.setenv(PURE_LOOP_ENV, "1")
+    assert cache_key() != in_c

@@ -7,7 +7,10 @@ serving several hosts' NICs, rocelab.roce.agent). The loop sleeps exactly until 
 next event or until a frame, a control request or a netlink event arrives. No threads: a control
 request never races the data plane. A core that can run this loop itself (`serve`: switchd's
 C pipeline, rocelab.switch.fastpath) does so for as long as frames and timers are all there is
-to do, and hands back control only for a control request, a netlink event or a stop.
+to do, and hands back control only for a control request, a netlink event or a stop. Around a
+core written in Python (nicd's NicGroup, switchd's Python pipeline) the same wake-ups run in C
+where rocelab.kernel._loop is built (`shell`), Python entered only for the core's own calls;
+`_wait_and_serve` below is their reference.
 
 What a wake-up costs sets what a frame costs: on a virtual machine a sleep and its wake-up cost
 tens of microseconds of CPU, more than the work of a frame. So the loop serves every event due
@@ -44,6 +47,12 @@ from rocelab.ethernet import ETH_P_ALL
 from rocelab.kernel.netns import PACKET_IGNORE_OUTGOING, PACKET_STATISTICS, SOL_PACKET, packet_socket
 from rocelab.kernel.ring import RxRing
 
+try:
+    from rocelab.kernel import _loop
+except ImportError:  # no C compiler at install time: the Python loop runs
+    _loop = None
+PURE_LOOP_ENV = "ROCELAB_PURE_LOOP"  # set to 1: a Python core runs in the Python loop even where C is built
+
 # What the loop reads from one port before the others get a turn and the core runs: at most
 # an egress shaper's bucket (rocelab.switch.shaper.DEFAULT_BURST_BYTES, 4 jumbo frames), which
 # is all a port may send per run of the core when it runs late. Read more between runs and a
@@ -59,6 +68,19 @@ EARLY_MAX_S = 50e-6
 RT_PRIORITY = 1  # the lowest real-time priority: ahead of every ordinary process, behind the kernel's RT threads
 NICE_FALLBACK = -10
 REALTIME = f"SCHED_RR {RT_PRIORITY}"
+
+
+def loop_shell() -> str:
+    """Which loop runs a Python core (nicd's) here: "c" where rocelab.kernel._loop is built and not
+    switched off (ROCELAB_PURE_LOOP=1), else "python"."""
+    return "python" if _loop is None or os.environ.get(PURE_LOOP_ENV) == "1" else "c"
+
+
+def shell_note(shell: str) -> str:
+    """What an agent's log says of the loop its Python core runs in."""
+    if shell == "c":
+        return "the loop in C (rocelab.kernel._loop)"
+    return f"the loop in Python ({'rocelab.kernel._loop is not built' if _loop is None else PURE_LOOP_ENV + '=1'})"
 
 
 def early_s(fidelity_bound_s: float) -> float:
@@ -176,6 +198,12 @@ class Loop:
     stats: LoopStats = field(default_factory=LoopStats)
     stopping: bool = False
     ahead: float = 0.0  # the loop's clock, when it ran ahead of `clock` to serve an event early
+    # "c": a Python core's wake-ups run in rocelab.kernel._loop (the monotonic clock only), else here
+    shell: str = field(default_factory=loop_shell)
+
+    def __post_init__(self) -> None:
+        if self.clock is not time.monotonic:
+            self.shell = "python"
 
     def stop(self, *_: object) -> None:
         self.stopping = True
@@ -206,6 +234,8 @@ class Loop:
             serve = getattr(core, "serve", None)  # looked up each time: a reload may swap the core
             if serve is not None:
                 readable = self._serve_in_core(serve, [*listeners, *clients, *watchers])
+            elif self.shell == "c":
+                readable = self._serve_in_c([*listeners, *clients, *watchers])
             else:
                 readable = self._wait_and_serve(port_fds, [*fixed, *clients, *watchers])
             for fd in readable:
@@ -235,17 +265,22 @@ class Loop:
             self._transmit(due)
         return [fd for fd in readable if fd not in port_fds]
 
-    def _serve_in_core(self, serve, fds: list[int]) -> list[int]:
-        """Hand the loop to a core that runs it itself (switchd's C pipeline) until one of `fds`
-        is readable, a trapped frame waits for the CPU or a signal came; then send what the CPU
-        answers and count what the core counted."""
-        ports = [self.ports[name] for name in self.core.port_names]
-        readable, heads = serve([(p.sock.fileno(), p.ring.map, p.ring.head) for p in ports], fds,
-                                ports[0].ring.geometry, self.early_s, IDLE_WAIT_S, LATENESS_BOUNDS_S,
-                                ROUND_FRAMES, ROUND_BYTES, DRAIN_ROUNDS)
-        for port, head in zip(ports, heads):
+    def _serve_in_c(self, fds: list[int]) -> list[int]:
+        """_wait_and_serve's wake-ups in C (rocelab.kernel._loop) around this Python core, until one
+        of `fds` is readable, a signal came or the loop was idle; then count what it counted."""
+        ports = self.ports
+        readable, heads, self.ahead, counted = _loop.serve(
+            self.core, [(name, p.sock.fileno(), p.ring.map, p.ring.head) for name, p in ports.items()], fds,
+            next(iter(ports.values())).ring.geometry, self.early_s, IDLE_WAIT_S, self.ahead, LATENESS_BOUNDS_S,
+            ROUND_FRAMES, ROUND_BYTES, DRAIN_ROUNDS)
+        for port, head in zip(ports.values(), heads):
             port.ring.head = head
-        rx, tx, wakeups, counts, total_s, max_s, errors = self.core.take_loop_counts()
+        self._count(counted)
+        return readable
+
+    def _count(self, counted: tuple) -> None:
+        """Add what a loop in C counted (rx, tx, wake-ups, lateness counts, total, max, {errno: n})."""
+        rx, tx, wakeups, counts, total_s, max_s, errors = counted
         stats, lateness = self.stats, self.stats.lateness
         stats.rx_frames += rx
         stats.tx_frames += tx
@@ -257,6 +292,18 @@ class Loop:
         for number, n in errors.items():
             key = errno.errorcode.get(number, str(number))
             stats.tx_errors[key] = stats.tx_errors.get(key, 0) + n
+
+    def _serve_in_core(self, serve, fds: list[int]) -> list[int]:
+        """Hand the loop to a core that runs it itself (switchd's C pipeline) until one of `fds`
+        is readable, a trapped frame waits for the CPU or a signal came; then send what the CPU
+        answers and count what the core counted."""
+        ports = [self.ports[name] for name in self.core.port_names]
+        readable, heads = serve([(p.sock.fileno(), p.ring.map, p.ring.head) for p in ports], fds,
+                                ports[0].ring.geometry, self.early_s, IDLE_WAIT_S, LATENESS_BOUNDS_S,
+                                ROUND_FRAMES, ROUND_BYTES, DRAIN_ROUNDS)
+        for port, head in zip(ports, heads):
+            port.ring.head = head
+        self._count(self.core.take_loop_counts())
         self._transmit(None)  # the CPU's answers to what was trapped
         return readable
 

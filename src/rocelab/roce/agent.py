@@ -19,6 +19,9 @@ It holds UDP port 4791 open, unread, so the host kernel, which sees the same fra
 never answers RoCE with ICMP port unreachable; once that socket's small buffer is full
 the kernel drops the copies silently.
 
+Its loop runs in C where rocelab.kernel._loop is built (its log's first line and `ping`'s "loop"
+say which); the NIC core stays Python either way.
+
 Control ops: ping, counters, clear (later counters are deltas from here, as
 sonic-clear does), set_cc (a case's congestion control), nic and set_nic (the `roce:`
 settings the NIC runs, read and changed live by the host's own commands), and the job ops of
@@ -36,7 +39,7 @@ import time
 from collections import deque
 from pathlib import Path
 
-from rocelab.kernel.loop import Loop, Port, open_port
+from rocelab.kernel.loop import Loop, Port, open_port, shell_note
 from rocelab.kernel.control import ControlServer
 from rocelab.kernel.netns import in_netns
 from rocelab.roce.config import roce_config
@@ -179,7 +182,7 @@ class Nicd:
             config = self.nic.config
             return {"node": self.node, "backend": "emulated", "port_rate_bps": self.nic.port_rate_bps,
                     "pmtu_bytes": config.pmtu_bytes, "cc_algorithm": config.cc_algorithm,
-                    "scheduling": self.loop.stats.scheduling}
+                    "scheduling": self.loop.stats.scheduling, "loop": self.loop.shell}
         if op == "counters":
             return {"node": self.node, "counters": _subtract(self.nic.counters(self.loop.now()), self._baseline),
                     "loop": self.loop.read_drops().to_json(), "tdf": self.tdf,
@@ -240,6 +243,7 @@ def serve(configs: list[dict], clock=time.monotonic) -> None:
             loop.stats.members = [n.node for n in nicds]
         for nicd in nicds:
             nicd.loop, nicd.group = loop, group
+        print(f"nicd {', '.join(n.node for n in nicds)}: {shell_note(loop.shell)}", file=sys.stderr, flush=True)
         loop.run()
     finally:
         for nicd in nicds:

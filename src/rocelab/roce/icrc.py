@@ -16,7 +16,7 @@ import zlib
 ICRC = struct.Struct("<I")
 ICRC_BYTES = 4
 
-_LRH_CRC = zlib.crc32(b"\xff" * 8)
+LRH_CRC = zlib.crc32(b"\xff" * 8)  # the CRC of the LRH's stand-in, where every ICRC starts
 
 # Offsets of the variant fields inside IPv4 (20 B, no options) + UDP (8 B) + BTH (12 B).
 _IP_TOS, _IP_TTL, _IP_CHECKSUM = 1, 8, 10
@@ -34,11 +34,3 @@ def mask_variant_fields(ip_udp_bth: bytes | memoryview, ip_header_bytes: int) ->
     masked[udp + _UDP_CHECKSUM] = masked[udp + _UDP_CHECKSUM + 1] = 0xFF
     masked[udp + 8 + _BTH_FECN_BYTE] = 0xFF
     return masked
-
-
-def icrc(masked_headers: bytes | bytearray, *rest: bytes | memoryview) -> int:
-    """The ICRC of already-masked IPv4 + UDP + BTH headers followed by `rest`."""
-    crc = zlib.crc32(masked_headers, _LRH_CRC)
-    for part in rest:
-        crc = zlib.crc32(part, crc)
-    return crc

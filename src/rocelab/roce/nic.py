@@ -242,13 +242,14 @@ class Nic:
 
     def _next_frame(self, now: float) -> bytes | None:
         pause_until = self._pause.until_s
-        for priority in range(PRIORITIES - 1, -1, -1):
-            queue = self._control[priority]
-            if queue and pause_until[priority] <= now:
-                qp, frame = queue.popleft()
-                qp.counters.tx_packets += 1
-                qp.counters.tx_bytes += len(frame)
-                return frame
+        if any(self._control):  # most calls find no control frame: one test in C, not eight in Python
+            for priority in range(PRIORITIES - 1, -1, -1):
+                queue = self._control[priority]
+                if queue and pause_until[priority] <= now:
+                    qp, frame = queue.popleft()
+                    qp.counters.tx_packets += 1
+                    qp.counters.tx_bytes += len(frame)
+                    return frame
         qps = self._connected
         n = len(qps)
         for i in range(n):
@@ -264,9 +265,10 @@ class Nic:
         port = self._port_free_s
         pause_until = self._pause.until_s
         due = float("inf")
-        for priority in range(PRIORITIES):
-            if self._control[priority]:
-                due = min(due, max(port, pause_until[priority]))
+        if any(self._control):
+            for priority in range(PRIORITIES):
+                if self._control[priority]:
+                    due = min(due, max(port, pause_until[priority]))
         for qp in self._connected:
             timer = qp.timer_due()
             if timer is not None:

@@ -18,7 +18,9 @@ from enum import IntEnum
 from rocelab.ethernet import (ECN_CE, ECN_MASK, ETH, ETH_P_8021Q, ETH_P_IPV4, ETH_P_MAC_CONTROL, IPPROTO_UDP, IPV4,
                               IPV4_DONT_FRAGMENT, ROCE_UDP_PORT,
                               PRIORITIES, ipv4_checksum, mac_control, padded)
-from rocelab.roce.icrc import ICRC, ICRC_BYTES, icrc, mask_variant_fields
+from zlib import crc32
+
+from rocelab.roce.icrc import ICRC, ICRC_BYTES, LRH_CRC, mask_variant_fields
 
 
 
@@ -38,6 +40,8 @@ RETH = struct.Struct("!QII")
 AETH = struct.Struct("!I")
 CNP_RESERVED = bytes(16)
 
+# IPv4 (no options) / UDP / BTH in one pack: a packet's headers after Ethernet, built and read at once.
+IPV4_UDP_BTH = struct.Struct("!BBHHHBBH4s4s" "HHHH" "BBHII")
 IPV4_HEADER_BYTES = IPV4.size
 BTH_BYTES = BTH.size
 RETH_BYTES = RETH.size
@@ -160,22 +164,25 @@ class FlowHeaders:
               becn: bool = False, extension: bytes = b"",
               payload: bytes | memoryview = b"") -> bytes:
         """One RoCEv2 frame with correct lengths, IPv4 checksum, pad count and ICRC."""
+        # The NIC's hottest function: one pack for the headers as sent and one for the ICRC's
+        # masked view of them (TOS, TTL, checksums and the FECN/BECN byte all ones).
         pad = -len(payload) & 3
         udp_bytes = 8 + BTH_BYTES + len(extension) + len(payload) + pad + ICRC_BYTES
         total = IPV4_HEADER_BYTES + udp_bytes
         csum = ~_ones_complement_sum(self._csum_base + total) & 0xFFFF
-        ip = IPV4.pack(0x45, self._tos, total, 0, IPV4_DONT_FRAGMENT, self._ttl, IPPROTO_UDP,
-                       csum, self._src_ip, self._dst_ip)
-        udp = UDP.pack(self._sport, ROCE_UDP_PORT, udp_bytes, 0)
         flags = pad << _BTH_PADCNT_SHIFT
-        psn_word = (_BTH_ACKREQ if ackreq else 0) | (psn & PSN_MASK)
-        bth = BTH.pack(opcode, flags, self._pkey, (_BTH_BECN if becn else 0) | dest_qpn, psn_word)
-        masked = (IPV4.pack(0x45, 0xFF, total, 0, IPV4_DONT_FRAGMENT, 0xFF, IPPROTO_UDP, 0xFFFF,
-                            self._src_ip, self._dst_ip)
-                  + UDP.pack(self._sport, ROCE_UDP_PORT, udp_bytes, 0xFFFF)
-                  + BTH.pack(opcode, flags, self._pkey, 0xFF000000 | dest_qpn, psn_word))
-        crc = icrc(masked, extension, payload, _PAD[pad])
-        return padded(b"".join((self._eth, ip, udp, bth, extension, payload, _PAD[pad], ICRC.pack(crc))))
+        psn_word = (_BTH_ACKREQ | psn & PSN_MASK) if ackreq else psn & PSN_MASK
+        src, dst, sport, pkey = self._src_ip, self._dst_ip, self._sport, self._pkey
+        crc = crc32(IPV4_UDP_BTH.pack(0x45, 0xFF, total, 0, IPV4_DONT_FRAGMENT, 0xFF, IPPROTO_UDP, 0xFFFF, src, dst,
+                                      sport, ROCE_UDP_PORT, udp_bytes, 0xFFFF,
+                                      opcode, flags, pkey, 0xFF000000 | dest_qpn, psn_word) + extension, LRH_CRC)
+        crc = crc32(payload, crc)
+        if pad:
+            crc = crc32(_PAD[pad], crc)
+        headers = IPV4_UDP_BTH.pack(0x45, self._tos, total, 0, IPV4_DONT_FRAGMENT, self._ttl, IPPROTO_UDP, csum,
+                                    src, dst, sport, ROCE_UDP_PORT, udp_bytes, 0,
+                                    opcode, flags, pkey, (_BTH_BECN | dest_qpn) if becn else dest_qpn, psn_word)
+        return padded(b"".join((self._eth, headers, extension, payload, _PAD[pad], ICRC.pack(crc))))
 
 
 def reth(va: int, r_key: int, dma_length: int) -> bytes:
@@ -248,7 +255,7 @@ def parse_frame(frame: bytes) -> RocePacket | PauseFrame:
     if _ones_complement_sum(word_sum) != 0xFFFF:
         raise MalformedFrame("bad_ip_checksum")
     udp = off + ihl
-    _sport, dport, udp_bytes, _udp_csum = UDP.unpack_from(frame, udp)
+    sport, dport, udp_bytes, _udp_csum = UDP.unpack_from(frame, udp)
     if dport != ROCE_UDP_PORT:
         raise NotRoce("not UDP port 4791")
     if frag & _IPV4_FRAGMENT_BITS:
@@ -260,10 +267,14 @@ def parse_frame(frame: bytes) -> RocePacket | PauseFrame:
         raise MalformedFrame("truncated")
     view = memoryview(frame)
     icrc_at = end - ICRC_BYTES
-    masked = mask_variant_fields(view[off:bth + BTH_BYTES], ihl)
-    if icrc(masked, view[bth + BTH_BYTES:icrc_at]) != ICRC.unpack_from(frame, icrc_at)[0]:
-        raise MalformedFrame("bad_icrc")
     opcode, flags, pkey, qpn_word, psn_word = BTH.unpack_from(frame, bth)
+    if ihl == IPV4_HEADER_BYTES:  # the masked headers packed from what was read: no copy to patch
+        masked = IPV4_UDP_BTH.pack(ver_ihl, 0xFF, total, _ident, frag, 0xFF, proto, 0xFFFF, src_ip, dst_ip,
+                                   sport, dport, udp_bytes, 0xFFFF, opcode, flags, pkey, qpn_word | 0xFF000000, psn_word)
+    else:
+        masked = mask_variant_fields(view[off:bth + BTH_BYTES], ihl)
+    if crc32(view[bth + BTH_BYTES:icrc_at], crc32(masked, LRH_CRC)) != ICRC.unpack_from(frame, icrc_at)[0]:
+        raise MalformedFrame("bad_icrc")
     extension = _EXTENSION_BY_INT.get(opcode)
     if extension is None:
         raise MalformedFrame("bad_opcode")

@@ -1,0 +1,395 @@
+/* rocelab.kernel._loop: the agents' loop (rocelab.kernel.loop.Loop) in C, around a core written
+in Python (nicd's NicGroup).
+
+Loop._wait_and_serve, _drain and _transmit, for as long as frames and timers are all there is to
+do: ppoll on the ports and the other descriptors, the core's next event, the ring reads
+(TPACKET_V2, rocelab.kernel.ring), the lateness bookkeeping and the sends, with Python entered
+only for the core's own calls (next_event once per wake-up and round, receive per frame, poll
+per round). On this project's machines the Python shell around a wake-up cost more than the
+NIC's work for a frame (README, "What a frame costs"). It hands the loop back when another
+descriptor (a control socket, a watcher) is readable, a signal came, or nothing happened for
+idle_s; Loop.run then does what the Python loop does with them. The Python loop stays the
+reference: tests/unit/test_loop.py runs both on the same rings and compares what the core saw,
+what was sent and what was counted.
+*/
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <linux/if_packet.h>  /* struct tpacket2_hdr, TP_STATUS_* */
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#define LATE_BUCKETS 32  /* at least len(rocelab.kernel.loop.LATENESS_BOUNDS_S) + 1 */
+#define ERRNO_SLOTS 160
+#define MAX_FDS 512
+
+typedef struct { long block_bytes, per_block, slot_bytes, slots; } Geometry;
+
+typedef struct {
+    PyObject *name;  /* borrowed: the port's name, as the core knows it */
+    int fd;
+    Py_buffer ring;
+    long head;
+} RingPort;
+
+typedef struct {
+    PyObject *receive, *poll, *next_event;  /* the core's bound methods */
+    RingPort *ports;
+    int nports;
+    PyObject *fd_of;  /* {port name: fd} for the sends */
+    Geometry g;
+    double early_s, idle_s, ahead;
+    double bounds[LATE_BUCKETS];
+    int nbounds;
+    long round_frames, round_bytes, drain_rounds;
+    long long rx, tx, wakeups, late[LATE_BUCKETS], tx_errors[ERRNO_SLOTS];
+    double late_total, late_max;
+} Shell;
+
+static double clock_s(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Loop.now: the monotonic clock, or the time of the last event served early if that is later. */
+static double shell_now(const Shell *s)
+{
+    double t = clock_s(CLOCK_MONOTONIC);
+    return t > s->ahead ? t : s->ahead;
+}
+
+/* Lateness.record: bisect_left over the bounds. */
+static void record_late(Shell *s, double late)
+{
+    int i = 0;
+    while (i < s->nbounds && s->bounds[i] < late) i++;
+    s->late[i]++;
+    s->late_total += late;
+    if (late > s->late_max) s->late_max = late;
+}
+
+/* core.next_event(now): 0 and *due (INFINITY for None), or -1 with the exception set. */
+static int next_due(Shell *s, double now, double *due)
+{
+    PyObject *t = PyFloat_FromDouble(now);
+    PyObject *r = t ? PyObject_CallOneArg(s->next_event, t) : NULL;
+    Py_XDECREF(t);
+    if (!r) return -1;
+    *due = r == Py_None ? INFINITY : PyFloat_AsDouble(r);
+    Py_DECREF(r);
+    return *due == -1.0 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* Loop._transmit: the lateness of the event that was due, then core.poll(now) and a send per
+   frame; a failed send is counted by errno, never stops the loop. */
+static int transmit(Shell *s, double due)
+{
+    double now = shell_now(s);
+    if (due <= now) record_late(s, now - due);
+    PyObject *t = PyFloat_FromDouble(now);
+    PyObject *out = t ? PyObject_CallOneArg(s->poll, t) : NULL;
+    Py_XDECREF(t);
+    PyObject *it = out ? PyObject_GetIter(out) : NULL;
+    Py_XDECREF(out);
+    if (!it) return -1;
+    PyObject *item;
+    while ((item = PyIter_Next(it))) {
+        PyObject *name, *frame, *fd_obj;
+        Py_buffer b;
+        if (!PyArg_ParseTuple(item, "OO", &name, &frame) || !(fd_obj = PyDict_GetItemWithError(s->fd_of, name))
+            || PyObject_GetBuffer(frame, &b, PyBUF_SIMPLE) < 0) {
+            if (!PyErr_Occurred()) PyErr_Format(PyExc_KeyError, "poll named no port of this loop: %R", name);
+            Py_DECREF(item);
+            Py_DECREF(it);
+            return -1;
+        }
+        if (send((int)PyLong_AsLong(fd_obj), b.buf, (size_t)b.len, 0) < 0)
+            s->tx_errors[errno < ERRNO_SLOTS ? errno : 0]++;
+        else
+            s->tx++;
+        PyBuffer_Release(&b);
+        Py_DECREF(item);
+    }
+    Py_DECREF(it);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* RxRing.read: hand the frames from the port's head on to core.receive(name, frame, now), each
+   slot given back as soon as it returns, until `round_frames` frames or at least `round_bytes`
+   bytes or an empty slot. The frames read (-1: an exception, the slot given back all the same);
+   *first_s is the first one's receive time (epoch seconds). A frame is a bytes copy: the slot
+   is the kernel's again once receive returns. */
+static long read_ring(Shell *s, RingPort *p, double now, double *first_s, int *empty)
+{
+    const Geometry *g = &s->g;
+    unsigned char *base = p->ring.buf;
+    long n = 0, nbytes = 0, h = p->head;
+    *empty = 0;
+    *first_s = 0.0;
+    PyObject *t = PyFloat_FromDouble(now);
+    if (!t) return -1;
+    for (;;) {
+        struct tpacket2_hdr *slot
+            = (struct tpacket2_hdr *)(base + h / g->per_block * g->block_bytes + h % g->per_block * g->slot_bytes);
+        if (!(__atomic_load_n(&slot->tp_status, __ATOMIC_ACQUIRE) & TP_STATUS_USER)) {
+            *empty = 1;
+            break;
+        }
+        if (n == s->round_frames || nbytes >= s->round_bytes) break;
+        uint32_t snaplen = slot->tp_snaplen;
+        if (!n) *first_s = slot->tp_sec + slot->tp_nsec * 1e-9;
+        if ((long)slot->tp_mac + (long)snaplen > g->slot_bytes) snaplen = 0;  /* never read past the slot */
+        PyObject *frame = PyBytes_FromStringAndSize((const char *)slot + slot->tp_mac, snaplen);
+        PyObject *args[3] = {p->name, frame, t};
+        PyObject *r = frame ? PyObject_Vectorcall(s->receive, args, 3, NULL) : NULL;
+        Py_XDECREF(frame);
+        Py_XDECREF(r);
+        __atomic_store_n(&slot->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);  /* the kernel's again */
+        n++;
+        nbytes += snaplen;
+        if (++h == g->slots) h = 0;
+        if (!r) {
+            p->head = h;
+            Py_DECREF(t);
+            return -1;
+        }
+    }
+    p->head = h;
+    Py_DECREF(t);
+    return n;
+}
+
+/* Loop._drain: a round from each readable port in turn, the core run after every round. */
+static int drain(Shell *s, int *ready, int nready, double due)
+{
+    int unmeasured[MAX_FDS];
+    for (int j = 0; j < nready; j++) unmeasured[j] = 1;
+    for (long rnd = 0; nready && rnd < s->drain_rounds; rnd++) {
+        double now = shell_now(s);  /* one timestamp per round: these frames arrived together */
+        if (rnd && next_due(s, now, &due) < 0) return -1;
+        for (int j = 0; j < nready;) {
+            int empty;
+            double first_s;
+            long got = read_ring(s, &s->ports[ready[j]], now, &first_s, &empty);
+            if (got < 0) return -1;
+            s->rx += got;
+            if (got && unmeasured[j]) {  /* the port's oldest frame: how long it waited to be read */
+                double waited = clock_s(CLOCK_REALTIME) - first_s;
+                record_late(s, waited > 0 ? waited : 0.0);
+                unmeasured[j] = 0;
+            }
+            if (empty) {  /* out of the round, the others keeping their order (list.remove) */
+                nready--;
+                memmove(&ready[j], &ready[j + 1], (size_t)(nready - j) * sizeof ready[0]);
+                memmove(&unmeasured[j], &unmeasured[j + 1], (size_t)(nready - j) * sizeof unmeasured[0]);
+            } else {
+                j++;
+            }
+        }
+        if (transmit(s, due) < 0) return -1;
+    }
+    return 0;
+}
+
+/* Wake-ups until another descriptor is readable (1), a signal's handlers ran or the loop was
+   idle for idle_s (0), or an exception (-1). */
+static int run(Shell *s, struct pollfd *pfd, int nothers)
+{
+    int n = s->nports, ready[MAX_FDS];
+    for (;;) {
+        double now = shell_now(s), due;
+        if (next_due(s, now, &due) < 0) return -1;
+        if (due > now && due - now <= s->early_s) s->ahead = now = due;
+        double wait = due - now;
+        if (wait > s->idle_s) wait = s->idle_s;
+        if (wait < 0) wait = 0;
+        struct timespec ts = {(time_t)wait, (long)((wait - (time_t)wait) * 1e9)};
+        int r, err;
+        Py_BEGIN_ALLOW_THREADS
+        r = ppoll(pfd, (nfds_t)(n + nothers), &ts, NULL);
+        err = errno;
+        Py_END_ALLOW_THREADS
+        if (r < 0) {
+            if (err != EINTR) {
+                errno = err;
+                PyErr_SetFromErrno(PyExc_OSError);
+                return -1;
+            }
+            return PyErr_CheckSignals() < 0 ? -1 : 0;  /* the handlers (Loop.stop) ran */
+        }
+        if (wait > 0) s->wakeups++;  /* a sleep, and what woke it: the costly part */
+        int nready = 0, handed_back = 0;
+        for (int i = 0; i < n; i++)
+            if (pfd[i].revents & POLLIN) ready[nready++] = i;
+        for (int i = 0; i < nothers; i++)
+            if (pfd[n + i].revents) handed_back = 1;
+        if (nready ? drain(s, ready, nready, due) < 0 : transmit(s, due) < 0) return -1;
+        if (handed_back) return 1;
+        if (!r && due == INFINITY) return 0;  /* idle: let Loop.run look at the world */
+    }
+}
+
+static int parse_ports(Shell *s, PyObject *seq)
+{
+    s->nports = (int)PySequence_Fast_GET_SIZE(seq);
+    s->ports = PyMem_Calloc((size_t)s->nports + 1, sizeof(RingPort));
+    if (!s->ports) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int i = 0; i < s->nports; i++) {
+        RingPort *p = &s->ports[i];
+        PyObject *ring;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "OiOl", &p->name, &p->fd, &ring, &p->head))
+            return -1;
+        if (PyObject_GetBuffer(ring, &p->ring, PyBUF_WRITABLE) < 0) {
+            p->ring.obj = NULL;
+            return -1;
+        }
+        const Geometry *g = &s->g;
+        long last = g->slots - 1;
+        if (g->slots <= 0 || g->per_block <= 0 || g->slot_bytes < (long)sizeof(struct tpacket2_hdr)
+            || last / g->per_block * g->block_bytes + last % g->per_block * g->slot_bytes + g->slot_bytes
+                   > (long)p->ring.len
+            || p->head < 0 || p->head >= g->slots) {
+            PyErr_SetString(PyExc_ValueError, "serve: the geometry does not fit a port's ring");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static PyObject *counts(const Shell *s)
+{
+    PyObject *late = PyList_New(LATE_BUCKETS), *errors = PyDict_New();
+    for (int i = 0; late && i < LATE_BUCKETS; i++) {
+        PyObject *v = PyLong_FromLongLong(s->late[i]);
+        if (!v) Py_CLEAR(late);
+        else PyList_SET_ITEM(late, i, v);
+    }
+    for (int e = 0; errors && e < ERRNO_SLOTS; e++) {
+        if (!s->tx_errors[e]) continue;
+        PyObject *k = PyLong_FromLong(e), *v = PyLong_FromLongLong(s->tx_errors[e]);
+        if (!k || !v || PyDict_SetItem(errors, k, v) < 0) Py_CLEAR(errors);
+        Py_XDECREF(k);
+        Py_XDECREF(v);
+    }
+    if (!late || !errors) {
+        Py_XDECREF(late);
+        Py_XDECREF(errors);
+        return NULL;
+    }
+    return Py_BuildValue("(LLLNdd N)", s->rx, s->tx, s->wakeups, late, s->late_total, s->late_max, errors);
+}
+
+PyDoc_STRVAR(serve_doc,
+"serve(core, ports, others, geometry, early_s, idle_s, ahead, bounds, round_frames, round_bytes, drain_rounds)\n"
+"-> (readable others, ring heads, ahead, (rx, tx, wakeups, lateness counts, total_s, max_s, {errno: n}))\n\n"
+"Loop._wait_and_serve's wake-ups around `core` (receive, poll, next_event), `ports` a sequence of\n"
+"(name, fd, ring mmap, head), until one of `others` is readable, a signal's handlers ran or the\n"
+"loop was idle for idle_s.");
+
+static PyObject *serve(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *core, *ports, *others, *bounds;
+    Shell s = {0};
+    if (!PyArg_ParseTuple(args, "OOO(llll)dddOlll", &core, &ports, &others, &s.g.block_bytes, &s.g.per_block,
+                          &s.g.slot_bytes, &s.g.slots, &s.early_s, &s.idle_s, &s.ahead, &bounds, &s.round_frames,
+                          &s.round_bytes, &s.drain_rounds))
+        return NULL;
+    PyObject *pseq = NULL, *oseq = NULL, *bseq = NULL, *result = NULL;
+    struct pollfd *pfd = NULL;
+    s.receive = PyObject_GetAttrString(core, "receive");
+    s.poll = s.receive ? PyObject_GetAttrString(core, "poll") : NULL;
+    s.next_event = s.poll ? PyObject_GetAttrString(core, "next_event") : NULL;
+    s.fd_of = PyDict_New();
+    if (!s.next_event || !s.fd_of) goto out;
+    if (!(pseq = PySequence_Fast(ports, "serve: ports must be a sequence"))
+        || !(oseq = PySequence_Fast(others, "serve: others must be a sequence"))
+        || !(bseq = PySequence_Fast(bounds, "serve: bounds must be a sequence")))
+        goto out;
+    int nothers = (int)PySequence_Fast_GET_SIZE(oseq);
+    s.nbounds = (int)PySequence_Fast_GET_SIZE(bseq);
+    if (PySequence_Fast_GET_SIZE(pseq) + nothers > MAX_FDS || s.nbounds >= LATE_BUCKETS) {
+        PyErr_Format(PyExc_ValueError, "serve: at most %d descriptors and %d lateness bounds", MAX_FDS,
+                     LATE_BUCKETS - 1);
+        goto out;
+    }
+    for (int i = 0; i < s.nbounds; i++) {
+        s.bounds[i] = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(bseq, i));
+        if (s.bounds[i] == -1.0 && PyErr_Occurred()) goto out;
+    }
+    if (parse_ports(&s, pseq) < 0) goto out;
+    pfd = PyMem_Calloc((size_t)(s.nports + nothers) + 1, sizeof(struct pollfd));
+    if (!pfd) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (int i = 0; i < s.nports; i++) {
+        PyObject *fd = PyLong_FromLong(s.ports[i].fd);
+        int bad = !fd || PyDict_SetItem(s.fd_of, s.ports[i].name, fd) < 0;
+        Py_XDECREF(fd);
+        if (bad) goto out;
+        pfd[i].fd = s.ports[i].fd;
+        pfd[i].events = POLLIN;
+    }
+    for (int i = 0; i < nothers; i++) {
+        pfd[s.nports + i].fd = (int)PyLong_AsLong(PySequence_Fast_GET_ITEM(oseq, i));
+        if (pfd[s.nports + i].fd == -1 && PyErr_Occurred()) goto out;
+        pfd[s.nports + i].events = POLLIN;
+    }
+    if (run(&s, pfd, nothers) < 0) goto out;
+    PyObject *readable = PyList_New(0), *heads = PyList_New(s.nports), *counted = counts(&s);
+    for (int i = 0; readable && heads && i < s.nports; i++) {
+        PyObject *h = PyLong_FromLong(s.ports[i].head);
+        if (!h) Py_CLEAR(heads);
+        else PyList_SET_ITEM(heads, i, h);
+    }
+    for (int i = 0; readable && i < nothers; i++) {
+        if (!pfd[s.nports + i].revents) continue;
+        PyObject *fd = PyLong_FromLong(pfd[s.nports + i].fd);
+        if (!fd || PyList_Append(readable, fd) < 0) Py_CLEAR(readable);
+        Py_XDECREF(fd);
+    }
+    if (readable && heads && counted) {
+        result = Py_BuildValue("NNdN", readable, heads, s.ahead, counted);
+    } else {
+        Py_XDECREF(readable);
+        Py_XDECREF(heads);
+        Py_XDECREF(counted);
+    }
+out:
+    for (int i = 0; s.ports && i < s.nports; i++)
+        if (s.ports[i].ring.obj) PyBuffer_Release(&s.ports[i].ring);
+    PyMem_Free(s.ports);
+    PyMem_Free(pfd);
+    Py_XDECREF(s.receive);
+    Py_XDECREF(s.poll);
+    Py_XDECREF(s.next_event);
+    Py_XDECREF(s.fd_of);
+    Py_XDECREF(pseq);
+    Py_XDECREF(oseq);
+    Py_XDECREF(bseq);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"serve", serve, METH_VARARGS, serve_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef loop_module = {
+    PyModuleDef_HEAD_INIT, "rocelab.kernel._loop",
+    "The agents' loop around a Python core, in C: rocelab.kernel.loop's fast path, held to it by tests.", -1,
+    methods,
+};
+
+PyMODINIT_FUNC PyInit__loop(void)
+{
+    return PyModule_Create(&loop_module);
+}
