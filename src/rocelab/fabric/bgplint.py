@@ -1,7 +1,8 @@
 """Static checks of a fabric description's BGP: pure functions of a FabricSpec, no root, no lab.
 
-They read each switch's BGP as sonic-bgpcfgd renders it (Device.bgp: rocelab.routing.bgp) and
-hold it against the design a leaf-spine AI fabric needs (RFC 7938's eBGP Clos, as SONiC, EOS
+They read each switch's BGP (Device.bgp): a SONiC config_db's as sonic-bgpcfgd renders it
+(rocelab.routing.bgp), an EOS `router bgp` (rocelab.routing.eos), a Cumulus device's NVUE
+`router bgp` (rocelab.routing.nvue), and hold it against the design a leaf-spine AI fabric needs (RFC 7938's eBGP Clos, as SONiC, EOS
 and Cumulus deployments run it), so that every leaf spreads its traffic over every spine:
 
 - bgp-multipath: `bgp bestpath as-path multipath-relax` on every leaf and spine. With a private
@@ -10,13 +11,14 @@ and Cumulus deployments run it), so that every leaf spreads its traffic over eve
 - bgp-maximum-paths: maximum-paths at least the fabric's spine count (one next hop per spine).
 - bgp-bfd: BFD on every session toward a cabled switch: a silent failure (frames lost, link
   up) is otherwise noticed only when the hold timer expires.
-- bgp-asn: the AS numbers make an eBGP fabric: a session on every cabled link to a switch,
-  each neighbor's asn the far end's own bgp_asn, no iBGP on a fabric link, and every leaf its
+- bgp-asn: the AS numbers make an eBGP fabric: a session on every cabled link to a switch
+  (by the far end's address, or on the port itself for an unnumbered session), each
+  neighbor's asn the far end's own (`remote-as external`: any AS but this switch's), no iBGP
+  on a fabric link, and every leaf its
   own AS number (bgpd drops a route whose AS path holds its own AS, so leaves sharing one
   would not reach each other without allowas-in, which rocelab does not render).
 
-A switch whose file gives no BGP (an EOS or Cumulus device, whose `router bgp` is not read
-yet, or a config_db with no session) is not applicable, with the reason.
+A switch whose file gives no BGP is not applicable, with the reason.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Callable
 
 from rocelab.fabric.finding import Check, Finding, cabled
 from rocelab.fabric.spec import Device, FabricSpec
+from rocelab.model.topology import Port
 from rocelab.routing.bgp import Neighbor
 
 
@@ -33,11 +36,28 @@ def _spines(spec: FabricSpec) -> list[str]:
 
 
 def _neighbor_field(device: Device, neighbor: Neighbor, name: str) -> str:
-    return f'{device.file}: BGP_NEIGHBOR."{neighbor.address}".{name}'
+    return device.bgp.at(("neighbor", neighbor.address, name), f'{device.file}: BGP_NEIGHBOR."{neighbor.address}".{name}')
 
 
 def _asn_field(device: Device) -> str:
-    return f"{device.file}: DEVICE_METADATA.localhost.bgp_asn"
+    return device.bgp.at(("asn",), f"{device.file}: DEVICE_METADATA.localhost.bgp_asn")
+
+
+def _session(spec: FabricSpec, device: Device, port: Port) -> Neighbor | None:
+    """The session over a cabled port: to the far end's address, or on the port (unnumbered)."""
+    far = str(spec.fabric.peer(port).address.ip)
+    for n in device.bgp.neighbors:
+        if n.address == (device.port_name(port.name) if n.unnumbered else far):
+            return n
+    return None
+
+
+def _link(spec: FabricSpec, device: Device, neighbor: Neighbor) -> Port | None:
+    """This switch's cabled port a session runs over, toward a switch; None: no such port."""
+    for port in cabled(spec, device):
+        if spec.fabric.node(spec.fabric.peer(port).node).is_switch and _session(spec, device, port) is neighbor:
+            return port
+    return None
 
 
 def check_multipath(spec: FabricSpec, device: Device) -> list[Finding]:
@@ -50,7 +70,7 @@ def check_multipath(spec: FabricSpec, device: Device) -> list[Finding]:
         "bgpd keeps one path where the paths through different spines differ in AS path",
         "no `bgp bestpath as-path multipath-relax`",
         f"`bgp bestpath as-path multipath-relax` (ECMP over {len(spines)} spines: {', '.join(spines)})",
-        f"{bgp.constants_source}: constants.bgp.multipath_relax.enabled")]
+        bgp.at(("multipath",), f"{bgp.constants_source}: constants.bgp.multipath_relax.enabled"))]
 
 
 def check_maximum_paths(spec: FabricSpec, device: Device) -> list[Finding]:
@@ -65,17 +85,16 @@ def check_maximum_paths(spec: FabricSpec, device: Device) -> list[Finding]:
         "bgp-maximum-paths", device.name, None, None,
         "fewer next hops per route than there are spines: traffic leaves on a subset of the uplinks",
         configured, f"maximum-paths ≥ {len(spines)} (the spines: {', '.join(spines)})",
-        f"{bgp.constants_source}: constants.bgp.maximum_paths.{field}")]
+        bgp.at(("maximum-paths",), f"{bgp.constants_source}: constants.bgp.maximum_paths.{field}"))]
 
 
 def _fabric_neighbors(spec: FabricSpec, device: Device) -> list[tuple[str, Neighbor]]:
     """(the port's label, neighbor) of every session toward a switch cabled to this one."""
-    by_address = {n.address: n for n in device.bgp.neighbors}
     out = []
     for port in cabled(spec, device):
-        peer = spec.fabric.peer(port)
-        if spec.fabric.node(peer.node).is_switch and str(peer.address.ip) in by_address:
-            out.append((device.label(port.name), by_address[str(peer.address.ip)]))
+        session = _session(spec, device, port)
+        if spec.fabric.node(spec.fabric.peer(port).node).is_switch and session is not None:
+            out.append((device.label(port.name), session))
     return out
 
 
@@ -91,40 +110,53 @@ def check_bfd(spec: FabricSpec, device: Device) -> list[Finding]:
 def check_asn(spec: FabricSpec, device: Device) -> list[Finding]:
     bgp, fabric = device.bgp, spec.fabric
     findings = []
-    addresses = {str(p.address.ip): p for n in fabric.switches for p in n.ports}
-    neighbors = {n.address: n for n in bgp.neighbors}
+    sonic = device.format == "sonic"
     for port in cabled(spec, device):
         peer = fabric.peer(port)
-        if fabric.node(peer.node).is_switch and str(peer.address.ip) not in neighbors:
+        if fabric.node(peer.node).is_switch and _session(spec, device, port) is None:
             findings.append(Finding(
                 "bgp-asn", device.name, device.label(port.name), None,
                 f"no BGP session to {peer.node} over this link: no route is learnt across it",
-                "no BGP_NEIGHBOR entry", f'BGP_NEIGHBOR."{peer.address.ip}" (the far end\'s address)',
-                f"{device.file}: BGP_NEIGHBOR"))
+                "no BGP_NEIGHBOR entry" if sonic else "no neighbor",
+                (f'BGP_NEIGHBOR."{peer.address.ip}" (the far end\'s address)' if sonic else
+                 f"a neighbor {peer.address.ip} (the far end's address) or {device.port_name(port.name)} (unnumbered)"),
+                bgp.at(("neighbors",), f"{device.file}: BGP_NEIGHBOR")))
     for n in bgp.neighbors:
-        far_port = addresses.get(n.address)
-        if far_port is None or fabric.peer(far_port).node != device.name:
+        port = _link(spec, device, n)
+        if port is None:
             findings.append(Finding(
                 "bgp-asn", device.name, None, None,
-                f"neighbor {n.address} is the address of no switch cabled to {device.name}",
-                f"neighbor {n.address}", "the far end's address on a link of this switch",
-                f'{device.file}: BGP_NEIGHBOR."{n.address}"'))
+                (f"neighbor {n.address} is no port of {device.name} cabled to a switch" if n.unnumbered else
+                 f"neighbor {n.address} is the address of no switch cabled to {device.name}"),
+                f"neighbor {n.address}", "the far end's address on a link of this switch, or the port (unnumbered)",
+                _neighbor_field(device, n, "asn").removesuffix(".asn")))
             continue
-        label = device.label(fabric.peer(far_port).name)
-        if n.asn == bgp.asn:
+        far_node = fabric.peer(port).node
+        label = device.label(port.name)
+        if n.asn == bgp.asn or n.asn == "internal":
             findings.append(Finding(
                 "bgp-asn", device.name, label, None,
-                f"the session to {far_port.node} is iBGP (both ends in AS {bgp.asn}): an eBGP fabric "
+                f"the session to {far_node} is iBGP (both ends in AS {bgp.asn}): an eBGP fabric "
                 "needs a different AS on each side of a link",
-                f"asn {n.asn}", f"an AS other than {bgp.asn}", _neighbor_field(device, n, "asn")))
+                f"asn {n.asn}" if sonic else f"remote-as {n.asn}", f"an AS other than {bgp.asn}",
+                _neighbor_field(device, n, "asn")))
             continue
-        far = spec.devices.get(far_port.node)
-        if far is not None and far.bgp is not None and far.bgp.asn != n.asn:
+        far = spec.devices.get(far_node)
+        if far is None or far.bgp is None:
+            continue
+        if n.asn == "external" and far.bgp.asn == bgp.asn:
             findings.append(Finding(
                 "bgp-asn", device.name, label, None,
-                f"the session to {far_port.node} expects AS {n.asn}, but {far_port.node} is AS {far.bgp.asn}: "
+                f"the session to {far_node} is `remote-as external`, but {far_node} is in this switch's AS "
+                f"{bgp.asn}: the session never comes up",
+                "remote-as external", f"{far_node} in an AS other than {bgp.asn}",
+                f"{_neighbor_field(device, n, 'asn')}; {_asn_field(far)}"))
+        elif n.asn != "external" and far.bgp.asn != n.asn:
+            findings.append(Finding(
+                "bgp-asn", device.name, label, None,
+                f"the session to {far_node} expects AS {n.asn}, but {far_node} is AS {far.bgp.asn}: "
                 "the session never comes up",
-                f"asn {n.asn}", f"asn {far.bgp.asn} ({far_port.node}'s bgp_asn)",
+                f"asn {n.asn}" if sonic else f"remote-as {n.asn}", f"asn {far.bgp.asn} ({far_node}'s {'bgp_asn' if far.format == 'sonic' else 'AS'})",
                 f"{_neighbor_field(device, n, 'asn')}; {_asn_field(far)}"))
     if fabric.node(device.name).role == "leaf":
         for other in spec.devices.values():
@@ -134,7 +166,7 @@ def check_asn(spec: FabricSpec, device: Device) -> list[Finding]:
                     "bgp-asn", device.name, None, None,
                     f"{other.name} is a leaf in the same AS {bgp.asn}: each drops the other's routes "
                     "(its own AS in the path), and rocelab renders no allowas-in",
-                    f"bgp_asn {bgp.asn}", f"an AS number of its own (not {other.name}'s)",
+                    f"bgp_asn {bgp.asn}" if sonic else f"AS {bgp.asn}", f"an AS number of its own (not {other.name}'s)",
                     f"{_asn_field(device)}; {_asn_field(other)}"))
     return findings
 

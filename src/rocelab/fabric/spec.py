@@ -64,7 +64,9 @@ what rocelab cannot evaluate (an ACL match, a DSCP rewrite) is an error naming t
 A SONiC device whose config_db sets DEVICE_METADATA.localhost.bgp_asn and has BGP_NEIGHBOR or
 BGP_PEER_RANGE entries carries its BGP configuration as sonic-bgpcfgd reads it
 (rocelab.routing.bgp), checked by rocelab.fabric.bgplint and run by FRR in the dynamic checks.
-EOS and Cumulus devices' `router bgp` is not read yet (Device.bgp_absent says so). Each host matches at most one entry (a name
+An EOS device's `router bgp` (rocelab.routing.eos) and a Cumulus device's NVUE `router bgp`
+statements (rocelab.routing.nvue) are read into the same model and checked alike; FRR does not
+run them (lab_from_spec). A device without BGP says why (Device.bgp_absent). Each host matches at most one entry (a name
 beats a glob); a host no entry matches has no NIC config, and the host checks
 (rocelab.fabric.hostlint) do not apply to it.
 
@@ -98,6 +100,8 @@ from rocelab.model.hostnics import HostNic, NicEntry, nic_entries, read_host_nic
 from rocelab.qos.model import BufferPool, BufferProfile, PortQos, QosProfile
 from rocelab.qos.ports import LAB_PORT, lab_to_sonic, port_number, sonic_to_lab
 from rocelab.routing.bgp import BgpConfig, has_bgp, read_bgp, read_constants
+from rocelab.routing.eos import has_router_bgp, read_eos_bgp
+from rocelab.routing.nvue import has_nvue_bgp, read_nvue_bgp
 from rocelab.qos.sonic import profile_from_config_db, read_config_db, switch_facts, voq_hosts
 from rocelab.model.topology import SAFE_NAME, SAFE_NAME_HINT, Fabric, Node, load_topology, resolve, validate
 from rocelab.units import parse_bytes, parse_delay
@@ -785,9 +789,11 @@ def _load_cumulus(entry: _DeviceEntry, reader: _Reader, cabled: list[str]) -> De
     facts = SwitchFacts(ports={name: PortFacts(cable=f"{metres}m", cable_where=(
         config.at("cable", key) or "").removeprefix(f"{file}: ")) for name, (metres, key) in cables.items()})
     origin = CumulusOrigin(file, config, entry.name, reader.doc.name, entry.buffer_lines)
+    text = read_text(source) if entry.path.is_file() else ""
+    bgp = read_nvue_bgp(text, source, entry.name) if has_nvue_bgp(text, source) else None
     return Device(entry.name, "cumulus", file, profile, origin, config.mtu_bytes, _CUMULUS_MTU,
-                  unlisted, config.cumulus_names, facts=facts, unsized_pgs=unsized,
-                  bgp_absent=f"{file}: rocelab does not read a Cumulus device's `router bgp` yet")
+                  unlisted, config.cumulus_names, facts=facts, unsized_pgs=unsized, bgp=bgp,
+                  bgp_absent=f"{file} gives no BGP (no `router bgp` statements)")
 
 
 def _load_device(entry: _DeviceEntry, reader: _Reader, fabric: Fabric | None) -> Device:
@@ -799,11 +805,13 @@ def _load_device(entry: _DeviceEntry, reader: _Reader, fabric: Fabric | None) ->
     source = display(entry.path)
     speeds = {p.name: int(fabric.links[p.link].rate_bps) for p in node.ports} if node else {}
     options = EosOptions(entry.segment_bytes, entry.buffer, speeds)
-    config, profile = options.profile(read_text(source), source)
+    text = read_text(source)
+    config, profile = options.profile(text, source)
     origin = EosOrigin(source, config, entry.name, reader.doc.name, entry.buffer_lines)
     return Device(entry.name, "eos", source, profile, origin, config.mtu_bytes,
                   config.default_mtu_bytes, config.default_port, config.eos_names, eos=options,
-                  bgp_absent=f"{source}: rocelab does not read an EOS device's `router bgp` yet")
+                  bgp=read_eos_bgp(text, source, entry.name) if has_router_bgp(text) else None,
+                  bgp_absent=f"{source} gives no BGP (no `router bgp`)")
 
 
 def _unevaluable_classes(hosts: HostSide, fabric: Fabric, device: Device) -> list[Problem]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping
 
 from rocelab.errors import Problems
 
@@ -42,8 +42,8 @@ class Bfd:
 
 @dataclass(frozen=True)
 class Neighbor:
-    address: str
-    asn: int
+    address: str  # the peer's IP; for an unnumbered session, the local interface (Cumulus `swp51`)
+    asn: int | Literal["external", "internal"]  # FRR's and NVUE's `remote-as external|internal` too
     name: str
     keepalive_s: int = DEFAULT_KEEPALIVE_S
     holdtime_s: int = DEFAULT_HOLDTIME_S
@@ -51,6 +51,7 @@ class Neighbor:
     shutdown: bool = False
     rrclient: bool = False
     nhopself: bool = False
+    unnumbered: bool = False  # a session on an interface (IPv6 link-local), keyed by interface name
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,13 @@ class BgpConfig:
     notes: tuple[str, ...] = field(default=(), compare=False)  # what was warned or ignored, for the user
     # Where multipath-relax and maximum-paths come from: the image's constants.yml, or SONiC's shipped one.
     constants_source: str = field(default=SHIPPED_CONSTANTS, compare=False)
+    # Where each checked value was said, for a file that is not a config_db (EOS, Cumulus): keys
+    # ("asn",), ("multipath",), ("maximum-paths",), ("neighbors",), ("neighbor", address, "asn"|"bfd").
+    where: Mapping[tuple[str, ...], str] = field(default_factory=dict, compare=False)
+
+    def at(self, key: tuple[str, ...], config_db: str) -> str:
+        """Where a value was said; `config_db`: the table and field of a config_db's."""
+        return self.where.get(key, config_db)
 
 
 def has_bgp(doc: Mapping) -> bool:
