@@ -126,6 +126,8 @@ def read_nvue_bgp(text: str, source: str, hostname: str) -> BgpConfig:
                     problems.add(st.where, f"`{st.text}`: {rest[4]!r} is not a number of paths", "e.g. 64")
             else:
                 notes.append(f"{said}: ignored (the fabric's sessions are eBGP)")
+        elif rest[:2] == ("address-family", "ipv4-unicast") and rest[2:3] in (("enable",), ("state",)):
+            pass  # on by default in the default VRF; its neighbors are what is checked
         elif rest[:3] == ("address-family", "ipv4-unicast", "network") and len(rest) >= 4:
             try:
                 networks.append(str(ipaddress.IPv4Network(rest[3])))
