@@ -69,7 +69,10 @@ def check_multipath(spec: FabricSpec, device: Device) -> list[Finding]:
         "bgp-multipath", device.name, None, None,
         "bgpd keeps one path where the paths through different spines differ in AS path",
         "no `bgp bestpath as-path multipath-relax`",
-        f"`bgp bestpath as-path multipath-relax` (ECMP over {len(spines)} spines: {', '.join(spines)})",
+        # NVUE's words for it, on a Cumulus switch
+        ("`vrf default router bgp path-selection multipath aspath-ignore on` (FRR's `bgp bestpath as-path "
+         "multipath-relax`; " if device.format == "cumulus" else "`bgp bestpath as-path multipath-relax` (")
+        + f"ECMP over {len(spines)} spines: {', '.join(spines)})",
         bgp.at(("multipath",), f"{bgp.constants_source}: constants.bgp.multipath_relax.enabled"))]
 
 
@@ -88,23 +91,29 @@ def check_maximum_paths(spec: FabricSpec, device: Device) -> list[Finding]:
         bgp.at(("maximum-paths",), f"{bgp.constants_source}: constants.bgp.maximum_paths.{field}"))]
 
 
-def _fabric_neighbors(spec: FabricSpec, device: Device) -> list[tuple[str, Neighbor]]:
-    """(the port's label, neighbor) of every session toward a switch cabled to this one."""
+def _fabric_neighbors(spec: FabricSpec, device: Device) -> list[tuple[Port, Neighbor]]:
+    """(the port, neighbor) of every session toward a switch cabled to this one."""
     out = []
     for port in cabled(spec, device):
         session = _session(spec, device, port)
         if spec.fabric.node(spec.fabric.peer(port).node).is_switch and session is not None:
-            out.append((device.label(port.name), session))
+            out.append((port, session))
     return out
+
+
+def _bfd_on(device: Device, neighbor: Neighbor) -> str:
+    """BFD on a session, in the words of the device's file."""
+    return {"sonic": "bfd true", "eos": f"`neighbor {neighbor.address} bfd` (or on its peer group)",
+            "cumulus": "`bfd enable on` on the neighbor or its peer group"}[device.format]
 
 
 def check_bfd(spec: FabricSpec, device: Device) -> list[Finding]:
     return [Finding(
-        "bgp-bfd", device.name, label, None,
-        f"the session to {n.name or n.address} has no BFD: a silent failure (frames lost, link up) "
+        "bgp-bfd", device.name, device.label(port.name), None,
+        f"the session to {spec.fabric.peer(port).node} has no BFD: a silent failure (frames lost, link up) "
         f"goes unnoticed until its {n.holdtime_s} s hold timer expires",
-        "bfd off", "bfd true", _neighbor_field(device, n, "bfd"))
-        for label, n in _fabric_neighbors(spec, device) if n.bfd is None]
+        "bfd off", _bfd_on(device, n), _neighbor_field(device, n, "bfd"))
+        for port, n in _fabric_neighbors(spec, device) if n.bfd is None]
 
 
 def check_asn(spec: FabricSpec, device: Device) -> list[Finding]:
