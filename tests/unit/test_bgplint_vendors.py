@@ -56,54 +56,62 @@ def test_the_good_examples_pass_every_bgp_check_on_every_switch(copy, name: str)
     assert failing(fabric) == {}
 
 
-def test_eos_broken_one_finding_per_check_each_naming_file_line_and_statement(copy):
-    found = failing(copy("fabric-bgp-eos-broken"))
-    assert set(found) == {"bgp-multipath[spine1]", "bgp-bfd[spine1]", "bgp-maximum-paths[spine2]", "bgp-asn[spine2]"}
-    assert found["bgp-multipath[spine1]"][0].endswith(
-        "from fabric-bgp-eos-broken/spine1.cfg: `router bgp 65201` (line 84) has no "
-        "`bgp bestpath as-path multipath-relax` (EOS's default: off)")
-    assert found["bgp-maximum-paths[spine2]"] == [
+# Each seeded defect: check[switch] → where its (first) finding says the value comes from.
+BROKEN = {
+    "fabric-bgp-eos-broken": {
+        "bgp-multipath[spine1]": "fabric-bgp-eos-broken/spine1.cfg: `router bgp 65201` (line 84) has no "
+                                 "`bgp bestpath as-path multipath-relax` (EOS's default: off)",
+        "bgp-maximum-paths[spine2]": "fabric-bgp-eos-broken/spine2.cfg: `router bgp 65202` (line 84) has no "
+                                     "`maximum-paths` (EOS's default: 1)",
+        "bgp-bfd[spine1]": "fabric-bgp-eos-broken/spine1.cfg: line 93: no `neighbor 198.18.0.4 bfd` nor "
+                           "`neighbor LEAVES bfd`",
+        "bgp-asn[spine2]": "fabric-bgp-eos-broken/spine2.cfg: line 91: `neighbor 198.18.0.6 remote-as 65101`; "
+                           "fabric-bgp-eos-broken/leaf2/config_db.json: DEVICE_METADATA.localhost.bgp_asn"},
+    "fabric-bgp-cumulus-broken": {
+        "bgp-multipath[leaf1]": "fabric-bgp-cumulus-broken/leaf1/nv-config.yml: no `vrf default router bgp "
+                                "path-selection multipath aspath-ignore` (Cumulus's default: off)",
+        "bgp-maximum-paths[spine2]": "fabric-bgp-cumulus-broken/spine2.nvue: line 18: "
+                                     "`nv set vrf default router bgp address-family ipv4-unicast multipaths ebgp 1`",
+        "bgp-bfd[leaf2]": "fabric-bgp-cumulus-broken/leaf2.nvue: line 28: neighbor swp4 has no `bfd enable on`, "
+                          "nor its peer group spines",
+        # spine1 put in leaf1's AS: both unnumbered `remote-as external` sessions of that link fail
+        "bgp-asn[leaf1]": "fabric-bgp-cumulus-broken/leaf1/nv-config.yml: set.vrf.default.router.bgp.peer-group."
+                          "spines.remote-as (line 81): `vrf default router bgp peer-group spines remote-as external`; "
+                          "fabric-bgp-cumulus-broken/spine1/nv-config.yml: set.router.bgp.autonomous-system "
+                          "(line 40): `router bgp autonomous-system 65101`",
+        "bgp-asn[spine1]": "fabric-bgp-cumulus-broken/spine1/nv-config.yml: set.vrf.default.router.bgp.peer-group."
+                           "leaves.remote-as (line 71): `vrf default router bgp peer-group leaves remote-as external`; "
+                           "fabric-bgp-cumulus-broken/leaf1/nv-config.yml: set.router.bgp.autonomous-system "
+                           "(line 53): `router bgp autonomous-system 65101`"}}
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN))
+def test_each_seeded_defect_fails_its_check_naming_file_line_and_statement(copy, name: str):
+    found = failing(copy(name))
+    assert {check: [f.partition("\n    from ")[2] for f in fs] for check, fs in found.items()} == {
+        check: [source] for check, source in BROKEN[name].items()}
+
+
+def test_the_findings_say_what_is_wrong_in_the_file_s_own_words(copy):
+    eos, cumulus = failing(copy("fabric-bgp-eos-broken")), failing(copy("fabric-bgp-cumulus-broken"))
+    assert eos["bgp-maximum-paths[spine2]"][0].startswith(
         "spine2: fewer next hops per route than there are spines: traffic leaves on a subset of the uplinks: "
-        "configured maximum-paths 1; required maximum-paths ≥ 2 (the spines: spine1, spine2)\n"
-        "    from fabric-bgp-eos-broken/spine2.cfg: `router bgp 65202` (line 84) has no `maximum-paths` "
-        "(EOS's default: 1)"]
-    assert found["bgp-bfd[spine1]"] == [
+        "configured maximum-paths 1; required maximum-paths ≥ 2 (the spines: spine1, spine2)")
+    assert eos["bgp-bfd[spine1]"][0].startswith(
         "spine1 Ethernet2 (eth2): the session to leaf2 has no BFD: a silent failure (frames lost, link up) goes "
         "unnoticed until its 9 s hold timer expires: configured bfd off; required `neighbor 198.18.0.4 bfd` "
-        "(or on its peer group)\n"
-        "    from fabric-bgp-eos-broken/spine1.cfg: line 93: no `neighbor 198.18.0.4 bfd` nor `neighbor LEAVES bfd`"]
-    assert found["bgp-asn[spine2]"] == [
+        "(or on its peer group)")
+    assert eos["bgp-asn[spine2]"][0].startswith(
         "spine2 Ethernet2 (eth2): the session to leaf2 expects AS 65101, but leaf2 is AS 65102: the session never "
-        "comes up: configured remote-as 65101; required asn 65102 (leaf2's bgp_asn)\n"
-        "    from fabric-bgp-eos-broken/spine2.cfg: line 91: `neighbor 198.18.0.6 remote-as 65101`; "
-        "fabric-bgp-eos-broken/leaf2/config_db.json: DEVICE_METADATA.localhost.bgp_asn"]
-
-
-def test_cumulus_broken_one_finding_per_check_with_unnumbered_remote_as_external(copy):
-    found = failing(copy("fabric-bgp-cumulus-broken"))
-    assert set(found) == {"bgp-multipath[leaf1]", "bgp-bfd[leaf2]", "bgp-maximum-paths[spine2]",
-                          "bgp-asn[leaf1]", "bgp-asn[spine1]"}
-    assert found["bgp-multipath[leaf1]"][0].endswith(
-        "from fabric-bgp-cumulus-broken/leaf1/nv-config.yml: no `vrf default router bgp path-selection multipath "
-        "aspath-ignore` (Cumulus's default: off)")
-    assert found["bgp-maximum-paths[spine2]"][0].endswith(
-        "from fabric-bgp-cumulus-broken/spine2.nvue: line 18: "
-        "`nv set vrf default router bgp address-family ipv4-unicast multipaths ebgp 1`")
-    assert found["bgp-bfd[leaf2]"] == [
-        "leaf2 swp4 (eth4): the session to spine2 has no BFD: a silent failure (frames lost, link up) goes "
-        "unnoticed until its 9 s hold timer expires: configured bfd off; required `bfd enable on` on the neighbor "
-        "or its peer group\n"
-        "    from fabric-bgp-cumulus-broken/leaf2.nvue: line 28: neighbor swp4 has no `bfd enable on`, "
-        "nor its peer group spines"]
-    # spine1 put in leaf1's AS: both unnumbered `remote-as external` sessions of that link fail
-    assert found["bgp-asn[leaf1]"] == [
+        "comes up: configured remote-as 65101; required asn 65102 (leaf2's bgp_asn)")
+    assert cumulus["bgp-bfd[leaf2]"][0].startswith(
+        "leaf2 swp4 (eth4): the session to spine2 has no BFD")
+    assert "required `bfd enable on` on the neighbor or its peer group" in cumulus["bgp-bfd[leaf2]"][0]
+    assert cumulus["bgp-asn[leaf1]"][0].startswith(
         "leaf1 swp3 (eth3): the session to spine1 is `remote-as external`, but spine1 is in this switch's AS 65101: "
-        "the session never comes up: configured remote-as external; required spine1 in an AS other than 65101\n"
-        "    from fabric-bgp-cumulus-broken/leaf1/nv-config.yml: set.vrf.default.router.bgp.peer-group.spines."
-        "remote-as (line 81): `vrf default router bgp peer-group spines remote-as external`; "
-        "fabric-bgp-cumulus-broken/spine1/nv-config.yml: set.router.bgp.autonomous-system (line 40): "
-        "`router bgp autonomous-system 65101`"]
-    assert found["bgp-asn[spine1]"][0].startswith("spine1 swp1 (eth1): the session to leaf1 is `remote-as external`")
+        "the session never comes up: configured remote-as external; required spine1 in an AS other than 65101")
+    assert "required `vrf default router bgp path-selection multipath aspath-ignore on`" in \
+        cumulus["bgp-multipath[leaf1]"][0]
 
 
 def test_unnumbered_sessions_are_matched_by_port_a_missing_or_misplaced_one_is_named(copy):
