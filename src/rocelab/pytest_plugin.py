@@ -84,13 +84,19 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     return f"rocelab fabric: {spec.name} from {spec.source}: {devices}"
 
 
+def reader_notes(spec) -> list[tuple[str, str]]:
+    """(switch, note) for what each device's QoS and BGP readers warned about or ignored."""
+    return [(d.name, note) for d in spec.devices.values()
+            for note in (*d.profile.notes, *(d.bgp.notes if d.bgp else ()))]
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     """What the readers derived, warned about or could not check, per device: a gate's
     reader must see these next to the verdict, not dig for them."""
     spec = config.stash.get(FABRIC_SPEC, None)
     if spec is None:
         return
-    noted = [(d.name, note) for d in spec.devices.values() for note in d.profile.notes]
+    noted = reader_notes(spec)
     if not noted:
         return
     terminalreporter.section("rocelab: what the configurations' readers derived, warned about or left unchecked")

@@ -221,3 +221,12 @@ def test_frr_runs_sonic_config_dbs_only_so_eos_bgp_is_static(copy, tmp_path: Pat
         "fabric-bgp-eos/spine1.cfg: rocelab runs FRR from SONiC config_dbs only; spine1's EOS BGP is checked "
         "statically; fabric-bgp-eos/spine2.cfg: rocelab runs FRR from SONiC config_dbs only; spine2's EOS BGP "
         "is checked statically")
+
+
+def test_what_the_bgp_readers_ignored_is_printed_beside_the_verdict(copy):
+    from rocelab.pytest_plugin import reader_notes
+
+    fabric = copy("fabric-bgp-eos")
+    edit(fabric / "spine1.cfg", "   network 10.1.0.11/32\n", "   network 10.1.0.11/32\n   graceful-restart\n")
+    notes = reader_notes(load_fabric_spec(Path(fabric.name)))
+    assert ("spine1", "fabric-bgp-eos/spine1.cfg: line 98: `graceful-restart`: ignored") in notes
