@@ -179,6 +179,7 @@ router bgp 65201
    neighbor 198.18.0.0 peer-group FABRIC
    neighbor 198.18.0.4 remote-as 65102
    neighbor 198.18.0.4 route-map IN in
+   neighbor interface Et3-4 peer-group FABRIC remote-as 65103
    redistribute connected
    !
    vrf TENANT
@@ -197,7 +198,9 @@ def test_eos_peer_group_inheritance_old_syntax_and_what_is_ignored():
     assert bgp.where[("neighbor", "198.18.0.0", "asn")] == "spine1.cfg: line 10: `neighbor FABRIC remote-as 65101`"
     assert bgp.where[("maximum-paths",)] == "spine1.cfg: line 8: `maximum-paths 8 ecmp 16`"
     assert bgp.notes == ("spine1.cfg: line 14: `neighbor 198.18.0.4 route-map IN in`: ignored",
-                         "spine1.cfg: line 17: `vrf TENANT`: ignored (rocelab reads the default VRF's IPv4 unicast)")
+                         "spine1.cfg: line 15: `neighbor interface Et3-4 peer-group FABRIC remote-as 65103`: ignored "
+                         "(EOS's interface peering is not read: give each neighbor's address)",
+                         "spine1.cfg: line 18: `vrf TENANT`: ignored (rocelab reads the default VRF's IPv4 unicast)")
 
 
 def test_eos_bad_lines_are_input_errors_naming_each_line():
@@ -208,7 +211,7 @@ def test_eos_bad_lines_are_input_errors_naming_each_line():
     message = str(e.value)
     assert "spine1.cfg: line 13: `neighbor 198.18.0.4 remote-as 99999999999`: '99999999999' is not an AS number" in message
     assert "spine1.cfg: line 12: peer group 'FABRICS' is not defined" in message
-    assert "spine1.cfg: line 21: `router bgp 65999`: a second `router bgp`" in message
+    assert "spine1.cfg: line 22: `router bgp 65999`: a second `router bgp`" in message
 
 
 def test_frr_runs_sonic_config_dbs_only_so_eos_bgp_is_static(copy, tmp_path: Path):

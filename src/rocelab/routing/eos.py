@@ -147,6 +147,8 @@ def read_eos_bgp(text: str, source: str, hostname: str) -> BgpConfig:
             _network(words[1], at, stmt, networks, problems)
         elif stmt == "redistribute connected":
             networks += [str(a.network) for a in addresses if str(a.network) not in networks]
+        elif words[:2] == ["neighbor", "interface"]:
+            notes.append(f"{said}: ignored (EOS's interface peering is not read: give each neighbor's address)")
         elif words[0] == "neighbor" and len(words) >= 3:
             _neighbor(words[1], words[2:], at, stmt, source, peers, problems, notes)
         else:
