@@ -110,8 +110,8 @@ def test_the_findings_say_what_is_wrong_in_the_file_s_own_words(copy):
     assert cumulus["bgp-asn[leaf1]"][0].startswith(
         "leaf1 swp3 (eth3): the session to spine1 is `remote-as external`, but spine1 is in this switch's AS 65101: "
         "the session never comes up: configured remote-as external; required spine1 in an AS other than 65101")
-    assert "required `vrf default router bgp path-selection multipath aspath-ignore on`" in \
-        cumulus["bgp-multipath[leaf1]"][0]
+    assert "configured `aspath-ignore` off; required `vrf default router bgp path-selection multipath aspath-ignore on`" \
+        in cumulus["bgp-multipath[leaf1]"][0]
 
 
 def test_unnumbered_sessions_are_matched_by_port_a_missing_or_misplaced_one_is_named(copy):

@@ -68,8 +68,8 @@ def check_multipath(spec: FabricSpec, device: Device) -> list[Finding]:
     return [Finding(
         "bgp-multipath", device.name, None, None,
         "bgpd keeps one path where the paths through different spines differ in AS path",
-        "no `bgp bestpath as-path multipath-relax`",
         # NVUE's words for it, on a Cumulus switch
+        "`aspath-ignore` off" if device.format == "cumulus" else "no `bgp bestpath as-path multipath-relax`",
         ("`vrf default router bgp path-selection multipath aspath-ignore on` (FRR's `bgp bestpath as-path "
          "multipath-relax`; " if device.format == "cumulus" else "`bgp bestpath as-path multipath-relax` (")
         + f"ECMP over {len(spines)} spines: {', '.join(spines)})",
