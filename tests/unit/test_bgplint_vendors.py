@@ -59,13 +59,12 @@ def test_the_good_examples_pass_every_bgp_check_on_every_switch(copy, name: str)
 # Each seeded defect: check[switch] → where its (first) finding says the value comes from.
 BROKEN = {
     "fabric-bgp-eos-broken": {
-        "bgp-multipath[spine1]": "fabric-bgp-eos-broken/spine1.cfg: `router bgp 65201` (line 84) has no "
-                                 "`bgp bestpath as-path multipath-relax` (EOS's default: off)",
+        "bgp-multipath[spine1]": "fabric-bgp-eos-broken/spine1.cfg: line 87: `no bgp bestpath as-path multipath-relax`",
         "bgp-maximum-paths[spine2]": "fabric-bgp-eos-broken/spine2.cfg: `router bgp 65202` (line 84) has no "
                                      "`maximum-paths` (EOS's default: 1)",
-        "bgp-bfd[spine1]": "fabric-bgp-eos-broken/spine1.cfg: line 93: no `neighbor 198.18.0.4 bfd` nor "
+        "bgp-bfd[spine1]": "fabric-bgp-eos-broken/spine1.cfg: line 94: no `neighbor 198.18.0.4 bfd` nor "
                            "`neighbor LEAVES bfd`",
-        "bgp-asn[spine2]": "fabric-bgp-eos-broken/spine2.cfg: line 91: `neighbor 198.18.0.6 remote-as 65101`; "
+        "bgp-asn[spine2]": "fabric-bgp-eos-broken/spine2.cfg: line 90: `neighbor 198.18.0.6 remote-as 65101`; "
                            "fabric-bgp-eos-broken/leaf2/config_db.json: DEVICE_METADATA.localhost.bgp_asn"},
     "fabric-bgp-cumulus-broken": {
         "bgp-multipath[leaf1]": "fabric-bgp-cumulus-broken/leaf1/nv-config.yml: no `vrf default router bgp "
@@ -191,7 +190,11 @@ end
 
 def test_eos_peer_group_inheritance_old_syntax_and_what_is_ignored():
     bgp = read_eos_bgp(EOS, "spine1.cfg", "spine1")
-    assert (bgp.asn, bgp.maximum_paths, bgp.multipath_relax, bgp.networks) == (65201, 8, False, ("198.18.0.0/31",))
+    # EOS's defaults: multipath-relax on (a running-config shows `no bgp bestpath as-path multipath-relax`)
+    assert (bgp.asn, bgp.maximum_paths, bgp.multipath_relax, bgp.networks) == (65201, 8, True, ("198.18.0.0/31",))
+    assert bgp.where[("multipath",)].endswith("(EOS's default: on)")
+    assert read_eos_bgp(EOS.replace("   maximum-paths 8 ecmp 16\n", "   no bgp bestpath as-path multipath-relax\n"),
+                        "spine1.cfg", "spine1").maximum_paths == 1
     first, second = bgp.neighbors
     assert (first.address, first.asn, first.bfd is not None) == ("198.18.0.0", 65101, True)
     assert (second.address, second.asn, second.bfd, second.holdtime_s) == ("198.18.0.4", 65102, None, 180)
@@ -232,4 +235,4 @@ def test_what_the_bgp_readers_ignored_is_printed_beside_the_verdict(copy):
     fabric = copy("fabric-bgp-eos")
     edit(fabric / "spine1.cfg", "   network 10.1.0.11/32\n", "   network 10.1.0.11/32\n   graceful-restart\n")
     notes = reader_notes(load_fabric_spec(Path(fabric.name)))
-    assert ("spine1", "fabric-bgp-eos/spine1.cfg: line 98: `graceful-restart`: ignored") in notes
+    assert ("spine1", "fabric-bgp-eos/spine1.cfg: line 97: `graceful-restart`: ignored") in notes

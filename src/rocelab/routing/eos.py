@@ -10,9 +10,11 @@ line, else from its peer group's. Everything else under `router bgp` (other addr
 VRFs, route-maps, other neighbor options) is noted as ignored; docs/plugin-eos.md lists it.
 
 EOS's defaults, where a statement is absent: maximum-paths 1 (Arista's "maximum-paths" TOI:
-"default m=1"; https://www.arista.com/en/support/toi/author/271-saurav), multipath-relax off
-(the knob exists to relax EOS's strict AS-path comparison: the same TOI list, "BGP multipath
-relax"), BFD off per neighbor, keepalive 60 s and hold 180 s (EOS's `timers bgp 60 180`).
+"default m=1"; https://www.arista.com/en/support/toi/author/271-saurav), multipath-relax on
+(Arista's "BGP multipath relax" TOI: "EOS by default selects the prefix for ECMP if the two paths
+have the same AS-PATH length regardless of the ASN values", the knob turning that off; a
+running-config, which omits defaults, shows `no bgp bestpath as-path multipath-relax` where it is
+off), BFD off per neighbor, keepalive 60 s and hold 180 s (EOS's `timers bgp 60 180`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from rocelab.errors import Problems
 from rocelab.routing.bgp import MAX_ASN, Bfd, BgpConfig, Neighbor
 
 DEFAULT_MAXIMUM_PATHS = 1
+DEFAULT_MULTIPATH_RELAX = True
 KEEPALIVE_S, HOLDTIME_S = 60, 180
 
 
@@ -100,8 +103,8 @@ def read_eos_bgp(text: str, source: str, hostname: str) -> BgpConfig:
     asn = _asn(block.asn, head, f"router bgp {block.asn}", problems)
     where: dict[tuple[str, ...], str] = {("asn",): f"{source}: {head}: `router bgp {block.asn}`"}
     router_id = None
-    relax, relax_at = False, (f"{source}: `router bgp {block.asn}` ({head}) has no "
-                              "`bgp bestpath as-path multipath-relax` (EOS's default: off)")
+    relax, relax_at = DEFAULT_MULTIPATH_RELAX, (f"{source}: `router bgp {block.asn}` ({head}) has no "
+                                                "`no bgp bestpath as-path multipath-relax` (EOS's default: on)")
     paths, paths_at = DEFAULT_MAXIMUM_PATHS, (f"{source}: `router bgp {block.asn}` ({head}) has no "
                                               f"`maximum-paths` (EOS's default: {DEFAULT_MAXIMUM_PATHS})")
     networks: list[str] = []
