@@ -17,10 +17,11 @@ end has, other than this switch's. Other VRFs, address families and options are 
 
 Cumulus's defaults where a key is absent: multipath on with 64 paths for eBGP ("Cumulus Linux
 enables the BGP multipath option by default and sets the maximum number of paths to 64", Cumulus
-Linux user guide, Optional BGP Configuration, ECMP); `aspath-ignore` off (FRR renders no
-`bgp bestpath as-path multipath-relax` unless set: bgpd's bgp_vty.c has no default for it in any
-profile, and NVIDIA's own designs set `aspath-ignore on`); BFD off; keepalive 3 s and hold 9 s
-(FRR's `datacenter` profile, which Cumulus Linux runs: bgp_vty.c BGP_KEEPALIVE, BGP_HOLDTIME).
+Linux user guide, Optional BGP Configuration, ECMP); `aspath-ignore` off (the user guide's
+Troubleshooting BGP page: `nv show vrf default router bgp path-selection` reads `multipath
+aspath-ignore off`, vtysh `asPathMultiPathRelaxEnabled: false`; FRR's bgp_vty.c has no default
+for it in any profile); BFD off; keepalive 3 s and hold 9 s (FRR's `datacenter` profile, which
+Cumulus Linux runs: bgp_vty.c BGP_KEEPALIVE, BGP_HOLDTIME; the same page's 3000/9000 ms).
 """
 
 from __future__ import annotations
