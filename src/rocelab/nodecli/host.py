@@ -1,6 +1,6 @@
 """A host's NIC commands, shaped as NVIDIA's and perftest's: `mlnx_qos`, `cma_roce_tos`,
-`show_gids`, `ethtool [-S]`, the ConnectX sysfs knobs and RoCE counters (`sysfs`), and perftest's `ib_write_bw` and `ib_write_lat`
-(server and client).
+`show_gids`, `ethtool [-S]`, the ConnectX sysfs knobs and RoCE counters (`sysfs`), and
+perftest's `ib_write_bw` and `ib_write_lat` (server and client).
 
 Every command is a small function over the host node (rocelab.nodecli.node.HostNode, click's
 `obj`): a show prints (rocelab.reporting.nic_cli), a change builds a new HostNicConfig and
@@ -206,7 +206,8 @@ def ethtool(node: HostNode, statistics, devname):
     _interface(node, devname)
     if statistics:
         reply = node.counters()
-        click.echo(nic_cli.ethtool_stats(reply["counters"], reply["tdf"], node.running().pfc_priorities or frozenset()))
+        pfc = node.running().pfc_priorities or frozenset()
+        click.echo(nic_cli.ethtool_stats(reply["counters"], reply["tdf"], pfc))
         return
     click.echo(nic_cli.ethtool_settings(devname, node.port_rate_bps()))
 
@@ -334,5 +335,5 @@ def _alive(pid: int) -> bool:
     return True
 
 
-COMMANDS = {"mlnx_qos": mlnx_qos, "cma_roce_tos": cma_roce_tos, "sysfs": sysfs, "show_gids": show_gids, "ethtool": ethtool,
-            "ib_write_bw": ib_write_bw, "ib_write_lat": ib_write_lat}
+COMMANDS = {"mlnx_qos": mlnx_qos, "cma_roce_tos": cma_roce_tos, "sysfs": sysfs, "show_gids": show_gids,
+            "ethtool": ethtool, "ib_write_bw": ib_write_bw, "ib_write_lat": ib_write_lat}

@@ -67,9 +67,10 @@ def hw_counters(counters: dict, dcqcn: bool, device: str = DEVICE) -> dict[str, 
 
 def ethtool_stats(counters: dict, tdf: int, pfc_priorities: frozenset[int]) -> str:
     """`ethtool -S IFACE` as mlx5 prints it, for what nicd counts: the physical port's packets
-    and bytes (every frame, PFC frames included), and per PFC-enabled priority the PFC frames received (XOFF and XON; the XONs are the
-    transitions back to sending) and the time paused in production-equivalent microseconds, as the NIC would count it. nicd
-    never sends pause (it has no receive buffer to protect): its tx_prio pause counters are 0."""
+    and bytes (every frame, PFC frames included), and per PFC-enabled priority the PFC frames
+    received (XOFF and XON; the XONs are the transitions back to sending) and the time paused in
+    production-equivalent µs, as the NIC would count it. nicd never sends pause (it has no
+    receive buffer to protect): its tx_prio pause counters are 0."""
     pfc = counters["pfc"]
     rows = [("rx_packets_phy", counters["rx_packets"]),
             ("rx_bytes_phy", counters["rx_bytes"]),
