@@ -43,6 +43,16 @@ def _asn_field(device: Device) -> str:
     return device.bgp.at(("asn",), f"{device.file}: DEVICE_METADATA.localhost.bgp_asn")
 
 
+def _remote_as(device: Device, asn: object) -> str:
+    """A neighbor's AS in the words of the device's file."""
+    return f"asn {asn}" if device.format == "sonic" else f"remote-as {asn}"
+
+
+def _as_key(device: Device) -> str:
+    """What the device's file calls the switch's own AS."""
+    return "bgp_asn" if device.format == "sonic" else "AS"
+
+
 def _session(spec: FabricSpec, device: Device, port: Port) -> Neighbor | None:
     """The session over a cabled port: to the far end's address, or on the port (unnumbered)."""
     far = str(spec.fabric.peer(port).address.ip)
@@ -147,7 +157,7 @@ def check_asn(spec: FabricSpec, device: Device) -> list[Finding]:
                 "bgp-asn", device.name, label, None,
                 f"the session to {far_node} is iBGP (both ends in AS {bgp.asn}): an eBGP fabric "
                 "needs a different AS on each side of a link",
-                f"asn {n.asn}" if sonic else f"remote-as {n.asn}", f"an AS other than {bgp.asn}",
+                _remote_as(device, n.asn), f"an AS other than {bgp.asn}",
                 _neighbor_field(device, n, "asn")))
             continue
         far = spec.devices.get(far_node)
@@ -165,7 +175,7 @@ def check_asn(spec: FabricSpec, device: Device) -> list[Finding]:
                 "bgp-asn", device.name, label, None,
                 f"the session to {far_node} expects AS {n.asn}, but {far_node} is AS {far.bgp.asn}: "
                 "the session never comes up",
-                f"asn {n.asn}" if sonic else f"remote-as {n.asn}", f"asn {far.bgp.asn} ({far_node}'s {'bgp_asn' if far.format == 'sonic' else 'AS'})",
+                _remote_as(device, n.asn), f"asn {far.bgp.asn} ({far_node}'s {_as_key(far)})",
                 f"{_neighbor_field(device, n, 'asn')}; {_asn_field(far)}"))
     if fabric.node(device.name).role == "leaf":
         for other in spec.devices.values():
@@ -175,7 +185,7 @@ def check_asn(spec: FabricSpec, device: Device) -> list[Finding]:
                     "bgp-asn", device.name, None, None,
                     f"{other.name} is a leaf in the same AS {bgp.asn}: each drops the other's routes "
                     "(its own AS in the path), and rocelab renders no allowas-in",
-                    f"bgp_asn {bgp.asn}" if sonic else f"AS {bgp.asn}", f"an AS number of its own (not {other.name}'s)",
+                    f"{_as_key(device)} {bgp.asn}", f"an AS number of its own (not {other.name}'s)",
                     f"{_asn_field(device)}; {_asn_field(other)}"))
     return findings
 

@@ -24,6 +24,8 @@ SHIPPED_CONSTANTS = "SONiC's shipped constants.yml"
 DEFAULT_KEEPALIVE_S, DEFAULT_HOLDTIME_S = 60, 180
 CONNECT_RETRY_S = 10  # the `general` template's `timers connect 10`
 MAX_ASN = 2**32 - 1
+# FRR's BFD timers where a session sets none: detection after 3 missed 300 ms intervals.
+FRR_BFD_MULTIPLIER, FRR_BFD_INTERVAL_MS = 3, 300
 
 NEIGHBOR_FIELDS = frozenset({"asn", "name", "local_addr", "holdtime", "keepalive", "admin_status", "bfd",
                              "bfd_detect_multiplier", "bfd_min_rx", "bfd_min_tx", "rrclient", "nhopself"})
@@ -35,7 +37,7 @@ METADATA_READ = frozenset({"bgp_asn", "bgp_router_id", "default_bgp_status", "ho
 
 @dataclass(frozen=True)
 class Bfd:
-    multiplier: int | None = None  # None: FRR's own (3 × 300 ms)
+    multiplier: int | None = None  # None: FRR's own (FRR_BFD_MULTIPLIER × FRR_BFD_INTERVAL_MS)
     min_rx_ms: int | None = None
     min_tx_ms: int | None = None
 

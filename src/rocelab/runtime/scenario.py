@@ -20,6 +20,7 @@ from rocelab.model.scenario import (Case, CaseStep, CheckResult, Scenario, ecmp_
                                     job_observations, nic_observations, port_observations, probe_observations,
                                     queued_bytes, switch_observations)
 from rocelab.probes import Probe
+from rocelab.routing.bgp import FRR_BFD_INTERVAL_MS, FRR_BFD_MULTIPLIER
 from rocelab.probes.storm import hold_pfc_pause
 from rocelab.qos.sonic import load_config_db
 from rocelab.runtime.fidelity import Fidelity, Watch
@@ -129,10 +130,8 @@ def queued_at_step(switches: Mapping[str, Path], timeout_s: float = SEEN_TIMEOUT
     link: both ends), or after `timeout_s` of wall time."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        unseen = [1 for s in switches.values()
-                  if {p for p, link in control.request(s, "links")["links"].items() if link["oper"] != "up"}
-                  - set(control.request(s, "fib")["down"])]
-        if not unseen:
+        if not any({p for p, link in control.request(s, "links")["links"].items() if link["oper"] != "up"}
+                   - set(control.request(s, "fib")["down"]) for s in switches.values()):
             break
         time.sleep(0.005)
     return queued_bytes({n: read_counters(s)["counters"] for n, s in switches.items()})
@@ -329,9 +328,9 @@ class ScenarioRun:
             return note + "."
         rate = record.routing.get("fib_routes_per_s")
         note += f", as is each switch's FIB programming ({rate:,.0f} routes/s)" if rate else ""
-        bfd_s = 3 * 0.3
+        bfd_s = FRR_BFD_MULTIPLIER * FRR_BFD_INTERVAL_MS / 1e3
         return note + (f". FRR runs on the wall clock: BGP's reaction to a link going down, BFD's detection "
-                       f"(3 × 300 ms) and hold timers take that long in wall time, {tdf:,} times less in "
+                       f"({FRR_BFD_MULTIPLIER} × {FRR_BFD_INTERVAL_MS} ms) and hold timers take that long in wall time, {tdf:,} times less in "
                        f"production-equivalent time (BFD's {bfd_s * 1e3:g} ms reads as {bfd_s / tdf * 1e6:g} µs). "
                        "A shut link's far end loses carrier at once: loss-of-signal detection is not emulated.")
 
