@@ -27,6 +27,10 @@ LOSSLESS = ROOT / "profiles" / "roce-lossless.json"
 LINE_RATE_BPS = 100e9  # each sender offers its 100G port's full emulated rate
 SENDERS = ("h1", "h3", "h4")  # 3:1 into h2 on DSCP 26, the lossless priority 3
 PRIORITY = 3
+# The incast lasts this long on the emulated time line, whatever TDF `up` picked: 1.9 MB per
+# sender at 100G, past the lossless PG's xoff (a wall-clock second carried 40 µs at TDF 25000:
+# too few bytes to pause anything).
+INCAST_PRODUCTION_S = 150e-6
 
 
 def switch_counters(lab: str) -> dict:
@@ -46,9 +50,9 @@ def settled_counters(lab: str, timeout_s: float = 10.0) -> dict:
     raise AssertionError(f"leaf1's counters kept changing for {timeout_s} s after the incast")
 
 
-def incast(spec, record, duration_s: float) -> None:
+def incast(spec, record) -> None:
     blast_together([(record.node(h).netns, "eth1", udp_frame(spec, h, "h2", 26, 4096, sport=7000 + i))
-                    for i, h in enumerate(SENDERS)], LINE_RATE_BPS / record.tdf, duration_s)
+                    for i, h in enumerate(SENDERS)], LINE_RATE_BPS / record.tdf, INCAST_PRODUCTION_S * record.tdf)
 
 
 def parse(text: str) -> dict[tuple, float]:
@@ -95,7 +99,7 @@ def read_line(proc: subprocess.Popen, timeout_s: float) -> str:
 
 def test_metrics_text_and_endpoint_match_switchd_counters(bring_up, tmp_path):
     spec, record = bring_up("incast-1x5", dataplane="switchd", profile=LOSSLESS)
-    incast(spec, record, 1.0)
+    incast(spec, record)
     counters = settled_counters(spec.name)
     assert sum(counters["ports"][f"eth{n}"]["pfc_tx_frames"][PRIORITY] for n in (1, 3, 4)) > 0
     assert counters["ports"]["eth2"]["queues"][PRIORITY]["watermark_bytes"] > 0
@@ -138,7 +142,7 @@ def test_a_sampler_over_live_traffic_gives_series_and_a_report(bring_up, tmp_pat
     spec, record = bring_up("incast-1x5", dataplane="switchd", profile=LOSSLESS)
     with Sampler(record, interval_s=0.05) as sampler:
         time.sleep(0.2)
-        incast(spec, record, 1.0)
+        incast(spec, record)
         counters = settled_counters(spec.name)
     ts = sampler.series
     assert len(ts.t_s) >= 20 and ts.missed_polls == {}
