@@ -17,7 +17,8 @@ import yaml
 from pyroute2 import IPRoute
 
 from rocelab.engines import state as lab_state
-from rocelab.kernel.netns import NETNS_DIR, entering, run_in
+from rocelab.kernel import awake
+from rocelab.kernel.netns import NETNS_DIR, entering, pids_in, run_in, zombie
 from rocelab.switch.fastpath import switchd_pipeline
 
 pytestmark = pytest.mark.root
@@ -100,11 +101,29 @@ def test_down_leaves_no_namespace_veth_or_process(bring_up):
     spec, record = bring_up("leaf-spine-2x2")
     sleeper = subprocess.Popen(["sleep", "300"], preexec_fn=entering(record.node("h2").netns))
     assert len(lab_namespaces(spec.name)) == 8
+    assert record.awake and all(Path(f"/proc/{pid}").exists() for pid in record.awake)
     builtin_engines().get("netns").down(record)
     assert sleeper.wait(timeout=5) is not None
+    assert not [pid for pid in record.awake if Path(f"/proc/{pid}").exists() and not zombie(pid)]
     assert lab_namespaces(spec.name) == []
     assert root_links() == before
     assert lab_state.load(spec.name) is None
+
+
+def test_every_cpu_is_kept_awake_at_idle_priority_unless_told_not_to(bring_up, monkeypatch):
+    spec, record = bring_up("incast-1x5")
+    cpus = sorted(os.sched_getaffinity(0))
+    assert len(record.awake) == len(cpus)
+    assert sorted(next(iter(os.sched_getaffinity(pid))) for pid in record.awake) == cpus
+    assert all(os.sched_getscheduler(pid) == os.SCHED_IDLE for pid in record.awake)
+    assert set(record.awake) <= set(pids_in(record.namespaces))  # `down` stops them with the agents
+    status = json.loads(subprocess.run([*CLI, "status", "--json"], capture_output=True, text=True).stdout)
+    assert next(lab for lab in status["labs"] if lab["name"] == spec.name)["awake_cpus"] == len(cpus)
+    shown = subprocess.run([*CLI, "status"], capture_output=True, text=True).stdout
+    assert f"CPUs kept awake: {len(cpus)}" in " ".join(shown.split())
+    monkeypatch.setenv(awake.KEEP_AWAKE_ENV, "0")
+    _, bare = bring_up("leaf-spine-2x2")
+    assert bare.awake == []
 
 
 def _topology_copy(tmp_path: Path, source: str, name: str) -> Path:

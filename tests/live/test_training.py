@@ -23,7 +23,7 @@ from pyroute2 import IPRoute
 from rocelab.runtime import calibration
 from rocelab.kernel import control
 from rocelab.engines import builtin_engines
-from rocelab.kernel.netns import pids_in
+from rocelab.kernel.netns import cmdline, pids_in
 from rocelab.model.lab import load_lab
 from rocelab.runtime.scenario import agent_sockets, run, start_clean
 from rocelab.train.core import TrainSpec
@@ -228,7 +228,7 @@ def test_workers_have_no_route_out_of_the_fabric(black_holed):
 
 
 def worker_pids(record) -> dict[str, list[int]]:
-    return {n.name: [p for p in pids_in([n.netns]) if b"rocelab.train.worker" in _cmdline(p)]
+    return {n.name: [p for p in pids_in([n.netns]) if b"rocelab.train.worker" in cmdline(p)]
             for n in record.nodes if n.role == "host"}
 
 
@@ -241,10 +241,3 @@ def host_routes(record) -> dict[str, list]:
                                  if r.get_attr("RTA_DST") else None for r in ipr.get_routes(family=2, table=254)]
     return routes
 
-
-def _cmdline(pid: int) -> bytes:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read()
-    except OSError:
-        return b""

@@ -22,13 +22,13 @@ from pyroute2 import IPRoute
 from pyroute2 import netns as pyroute2_netns
 from pyroute2.ethtool import Ethtool
 
-from rocelab.kernel import control
+from rocelab.kernel import awake, control
 from rocelab import paths
 from rocelab.engines import frr
 from rocelab.engines import state as lab_state
 from rocelab.errors import InputError, Problem
 from rocelab.kernel.loop import early_s
-from rocelab.kernel.netns import exists, in_netns, pids_in, popen_in, run_in, stop
+from rocelab.kernel.netns import cmdline, exists, in_netns, pids_in, popen_in, run_in, stop
 from rocelab.model.lab import Lab
 from rocelab.qos.sonic import dump_config_db
 from rocelab.engines.state import InterfaceState, LabState, NodeState
@@ -281,6 +281,11 @@ class NetnsEngine:
         fabric, dataplane, nic = lab.fabric, builtin_dataplanes().get(lab.dataplane), builtin_nic_backends().get(lab.nic)
         ns_of = {n.name: n.netns for n in record.nodes}
         self._make_nodes(lab, record)
+        if awake.wanted():
+            record.awake = [popen_in(record.nodes[0].netns, [sys.executable, "-m", awake.__name__, str(cpu)],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     close_fds=True).pid for cpu in sorted(os.sched_getaffinity(0))]
+            lab_state.save(record)
         # A network OS container (clab engine) configures itself from its startup configuration.
         ours = [n for n in fabric.nodes if not n.network_os]
         for node in ours:
@@ -394,6 +399,8 @@ class NetnsEngine:
         deletes their veths), then the record. Safe to repeat; safe on a half-built lab."""
         # An `up` killed while creating a namespace leaves pyroute2's helper process to finish
         # the job a moment later: for a half-built lab, sweep again until nothing reappears.
+        # A container engine's namespaces outlive nothing of ours but these: stopped by pid.
+        stop([pid for pid in record.awake if awake.__name__.encode() in cmdline(pid)])
         sweeps = 1 if record.status == "up" else CRASHED_UP_SWEEPS
         for sweep in range(sweeps):
             namespaces = [ns for ns in record.namespaces if exists(ns)]

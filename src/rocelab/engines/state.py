@@ -50,6 +50,7 @@ class LabState:
     # {"mode": "static"}, or {"mode": "bgp", "switches": {name: {"how", "notes"}}, "daemons": [{"node", "pid",
     # "what"}]}: FRR's daemons are no agents (no control socket), so they are not in `processes`.
     routing: dict = field(default_factory=lambda: {"mode": "static"})
+    awake: list[int] = field(default_factory=list)  # pids of rocelab.kernel.awake, one per CPU
 
     @property
     def namespaces(self) -> list[str]:
@@ -71,7 +72,7 @@ class LabState:
         return cls(data["name"], data["engine"], data["source"], data["dataplane"], data["tdf"],
                    data["status"], nodes, list(data.get("processes", [])), data.get("nic", "none"),
                    dict(data.get("tdf_choice", {})), float(data.get("fidelity_bound_s", 0.0)),
-                   dict(data.get("routing", {"mode": "static"})))
+                   dict(data.get("routing", {"mode": "static"})), list(data.get("awake", [])))
 
 
 def state_file(lab: str) -> Path:

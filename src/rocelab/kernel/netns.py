@@ -135,6 +135,14 @@ def pids_in(namespaces: list[str]) -> list[int]:
     return pids
 
 
+def cmdline(pid: int) -> bytes:
+    """A process's argv, NUL-separated (empty once it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def zombie(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")

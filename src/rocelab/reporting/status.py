@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.table import Table
 
 from rocelab.engines.state import LabState
-from rocelab.kernel import control
+from rocelab.kernel import awake, control
 
 PIPELINE_NAMES = {"c": "C", "python": "Python"}
 
@@ -43,6 +43,7 @@ def status_json(record: LabState, engines) -> dict:
         # "static", or "bgp" with each switch's BGP source ("how") and what its rendering left out
         "routing": {"mode": record.routing.get("mode", "static"), "switches": record.routing.get("switches", {}),
                     "fib_routes_per_s": record.routing.get("fib_routes_per_s")},
+        "awake_cpus": len(record.awake),  # rocelab.kernel.awake: CPUs kept from halting while the lab is up
         "nodes": [
             {"name": n.name, "role": n.role, "netns": n.netns, "running": alive[n.name],
              "pipeline": pipelines.get(n.name),  # a switch's: {"pipeline": "c" | "python", "why"}
@@ -80,6 +81,10 @@ def status_table(record: LabState, engines) -> Table:
     captions += [f"{n['name']} runs the {PIPELINE_NAMES[n['pipeline']['pipeline']]} "
                  f"pipeline: {n['pipeline']['why']}" for n in doc["nodes"] if n["pipeline"]]
     captions += routing_lines(doc["routing"])
+    captions.append(f"CPUs kept awake: {doc['awake_cpus']}, by idle-priority spinners (a halted vCPU wakes late; "
+                    f"{awake.KEEP_AWAKE_ENV}=0 at `up` starts none)" if doc["awake_cpus"] else
+                    f"CPUs kept awake: none ({awake.KEEP_AWAKE_ENV}=0 at `up`): a halted vCPU wakes late, so the agents "
+                    "may fall behind at a TDF `up` picked with them")
     if captions:
         table.caption = "\n".join(captions)
         table.caption_justify = "left"

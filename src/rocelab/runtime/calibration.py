@@ -14,7 +14,7 @@ what else the machine runs changes the figures little; the fidelity report
 (rocelab.runtime.fidelity) says when the machine could not give the agents that time.
 
 The result is kept under paths.cache_dir() per rocelab version and sources, CPU model and
-core count: changed agents are measured again. Calibrating takes about fifteen seconds, once.
+core count: changed agents are measured again. Calibrating takes about ten seconds, once.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from rocelab.model.lab import Lab
 from rocelab.model.tdf import AgentCosts, TdfChoice, choose_tdf, pinned
 from rocelab.model.topology import load_topology
 from rocelab.roce.config import roce_config
-from rocelab.runtime.fidelity import timings
+from rocelab.runtime.fidelity import cpu_ns, timings
 from rocelab.runtime.readings import AgentReading, read_lab
 from rocelab.switch.fastpath import switchd_pipeline
 from rocelab.traffic.job import run_job
@@ -72,10 +72,6 @@ FLOWS = (("h1", "h2", 20_000_000), ("h3", "h4", 4_000_000), ("h5", "h6", 800_000
 # /proc/stat's steal column) one run's p99 is set by whether a stall or two fell in its second:
 # 0.10-1.73 ms in nine runs on one idle afternoon, and the TDF it gives follows it 6:1.
 LATENESS_RUNS = 3
-
-
-def _cpu_ns(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
 
 
 @dataclass(frozen=True)
@@ -146,9 +142,9 @@ def run_flows(record: LabState, lab: Lab, flows=FLOWS) -> list[FlowCost]:
     out = []
     for src, dst, size in flows:
         readings = read_lab(record).agents
-        before = {p: _cpu_ns(p) for p in set(pid.values())}
+        before = {p: cpu_ns(p) for p in set(pid.values())}
         report, _ = run_job(record, JobSpec("elephant", hosts=(src, dst), size_bytes=size, iterations=1))
-        spent = {node: (_cpu_ns(p) - before[p]) / 1e9 for node, p in pid.items()}
+        spent = {node: (cpu_ns(p) - before[p]) / 1e9 for node, p in pid.items()}
         after = read_lab(record).agents
         wall_s = report["total"]["time_s"]["emulated"]
         woke = {r.node: r.reply["loop"]["wakeups"] for r in readings if r.reply}

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import Iterable
 
 from rocelab.kernel.loop import LATENESS_BOUNDS_S
@@ -201,11 +202,21 @@ def cpu_times() -> list[int]:
         return [int(v) for v in stat.readline().split()[1:9]]
 
 
-def cpu_share(before: list[int], after: list[int], cpus: int) -> CpuShare:
+def cpu_ns(pid: int) -> int:
+    """CPU time a process has run so far, nanoseconds (/proc/PID/schedstat; 0 once it is gone)."""
+    try:
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+    except (OSError, ValueError):
+        return 0
+
+
+def cpu_share(before: list[int], after: list[int], cpus: int, spun_s: float = 0.0) -> CpuShare:
+    """`spun_s`: CPU seconds the lab's keep-awake spinners (rocelab.kernel.awake) took meanwhile,
+    counted idle: they only ran where nothing else wanted to."""
     spent = [b - a for a, b in zip(before, after)]
     total = sum(spent) or 1
-    idle = spent[3] + spent[4]
-    return CpuShare(cpus, (total - idle) / total, spent[7] / total)
+    idle = spent[3] + spent[4] + spun_s * os.sysconf("SC_CLK_TCK")
+    return CpuShare(cpus, max(total - idle, 0) / total, spent[7] / total)
 
 
 class Watch:
@@ -215,9 +226,11 @@ class Watch:
         self.record = record
         self.before = read_lab(record).agents
         self.cpu_before = cpu_times()
+        self.spun_before = sum(cpu_ns(p) for p in record.awake)
 
     def result(self) -> Fidelity:
         after = read_lab(self.record).agents
-        machine = cpu_share(self.cpu_before, cpu_times(), os.cpu_count() or 1)
+        spun_s = (sum(cpu_ns(p) for p in self.record.awake) - self.spun_before) / 1e9
+        machine = cpu_share(self.cpu_before, cpu_times(), os.cpu_count() or 1, spun_s)
         return replace(judge(timings(self.before, after), self.record.tdf, self.record.fidelity_bound_s,
                              switch_pipelines(after)), machine=machine)
