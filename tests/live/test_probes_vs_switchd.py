@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from rocelab.kernel import control
+from rocelab.kernel.netns import cmdline
 from rocelab.probes import Probe
 from rocelab.traffic.job import run_job
 from rocelab.traffic.spec import JobSpec
@@ -73,7 +75,13 @@ def test_a_probe_without_a_duration_stops_on_sigterm_with_its_report(bring_up):
     probe = subprocess.Popen([sys.executable, "-m", "rocelab", "probe", "leaf1:eth5", "--lab", spec.name, "--json"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
-    time.sleep(3)  # the capture is open well before this
+    # The capture is open well within 3 s of its child starting; the command's own start-up (its
+    # imports) may take seconds on a busy machine, and a signal before the capture ends it with none.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not any(b"rocelab.probes" in cmdline(int(p)) for p in os.listdir("/proc")
+                                                  if p.isdigit()):
+        time.sleep(0.05)
+    time.sleep(3)
     probe.send_signal(signal.SIGTERM)
     out, err = probe.communicate(timeout=30)
     assert probe.returncode == 0, err
