@@ -399,7 +399,8 @@ class NetnsEngine:
         deletes their veths), then the record. Safe to repeat; safe on a half-built lab."""
         # An `up` killed while creating a namespace leaves pyroute2's helper process to finish
         # the job a moment later: for a half-built lab, sweep again until nothing reappears.
-        # A container engine's namespaces outlive nothing of ours but these: stopped by pid.
+        # The keep-awake spinners by pid: a container engine has removed its namespaces by now,
+        # so the sweep below would not find them there.
         stop([pid for pid in record.awake if awake.__name__.encode() in cmdline(pid)])
         sweeps = 1 if record.status == "up" else CRASHED_UP_SWEEPS
         for sweep in range(sweeps):
