@@ -67,21 +67,22 @@ def test_a_probe_sees_go_back_n_when_loss_is_injected(bring_up):
     assert sum(q["retransmitted_packets"] for q in seen["qps"]) == report["total"]["counters"]["retransmitted_packets"]
 
 
-def test_a_probe_without_a_duration_stops_on_sigterm_with_its_report(bring_up):
+@pytest.mark.parametrize("wait_s", [0.0, 3.0], ids=["while-its-capture-starts", "while-it-captures"])
+def test_a_probe_without_a_duration_stops_on_sigterm_with_its_report(bring_up, wait_s):
     """Started as a background job of a non-interactive shell starts it (SIGINT ignored), a
-    capture that runs until Ctrl-C still ends on SIGTERM and prints its report."""
+    capture that runs until Ctrl-C still ends on SIGTERM and prints its report, whether the
+    signal comes as its capture child starts (the command's own start-up may take seconds on a
+    busy machine) or once it captures (well within 3 s of the child starting)."""
     spec, record = bring_up("incast-1x5", dataplane="switchd", profile=PROFILES / "roce-lossless.json",
                             nic="emulated", roce={"cc_algorithm": "none"})
     probe = subprocess.Popen([sys.executable, "-m", "rocelab", "probe", "leaf1:eth5", "--lab", spec.name, "--json"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
-    # The capture is open well within 3 s of its child starting; the command's own start-up (its
-    # imports) may take seconds on a busy machine, and a signal before the capture ends it with none.
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not any(b"rocelab.probes" in cmdline(int(p)) for p in os.listdir("/proc")
                                                   if p.isdigit()):
-        time.sleep(0.05)
-    time.sleep(3)
+        time.sleep(0.01)
+    time.sleep(wait_s)
     probe.send_signal(signal.SIGTERM)
     out, err = probe.communicate(timeout=30)
     assert probe.returncode == 0, err

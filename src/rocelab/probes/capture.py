@@ -286,7 +286,7 @@ class Probe:
         return self.report
 
     def __enter__(self) -> Probe:
-        return self.start()
+        return self if self._child is not None else self.start()
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if self._child is not None:

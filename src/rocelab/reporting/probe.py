@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import signal
+import threading
 import time
 from contextlib import nullcontext
 
@@ -101,6 +103,24 @@ def render(report: ProbeReport) -> Group:
     return Group(*parts)
 
 
+def _start_holding_stops(probe: Probe) -> bool:
+    """Start the capture. A Ctrl-C or SIGTERM while it starts (the command's own start-up can take
+    seconds on a busy machine) is held, and ends the capture as soon as it runs, with its report:
+    True when one came. Signals are the main thread's only: elsewhere, a plain start."""
+    if threading.current_thread() is not threading.main_thread():
+        probe.start()
+        return False
+    came: list[int] = []
+    held = {stop: signal.signal(stop, lambda number, _: came.append(number))
+            for stop in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        probe.start()
+    finally:
+        for stop, handler in held.items():
+            signal.signal(stop, handler)
+    return bool(came)
+
+
 def live(netns: str | None, iface: str, duration_s: float | None = None, pcap: str | os.PathLike | None = None,
          json: bool = False, console: Console | None = None, refresh_s: float = 0.5) -> ProbeReport:
     """Capture for `duration_s` (None: until Ctrl-C), refreshing the counts on screen.
@@ -112,12 +132,14 @@ def live(netns: str | None, iface: str, duration_s: float | None = None, pcap: s
     console = console or Console(stderr=json)
     show = not json or console.is_terminal
     deadline = None if duration_s is None else time.monotonic() + duration_s
-    with Probe(netns, iface, pcap) as probe:
+    probe = Probe(netns, iface, pcap)
+    stopped = _start_holding_stops(probe)
+    with probe:
         view = Live(render(probe.snapshot()), console=console, transient=json, auto_refresh=False) if show \
             else nullcontext()
         with view:
             try:
-                while deadline is None or time.monotonic() < deadline:
+                while not stopped and (deadline is None or time.monotonic() < deadline):
                     time.sleep(refresh_s if deadline is None else max(0.0, min(refresh_s, deadline - time.monotonic())))
                     if show:
                         view.update(render(probe.snapshot()), refresh=True)
