@@ -37,12 +37,7 @@ from rocelab.kernel import awake  # noqa: E402
 from rocelab.kernel.loop import claim_cpu  # noqa: E402
 from rocelab.kernel.netns import stop  # noqa: E402
 from rocelab.runtime import calibration  # noqa: E402
-
-
-def cpu_jiffies() -> tuple[int, int]:
-    """(steal, all) jiffies of every CPU so far, from /proc/stat's first line."""
-    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return fields[7], sum(fields[:8])
+from rocelab.runtime.fidelity import cpu_share, cpu_times  # noqa: E402
 
 
 def wake_lateness(seconds: float, sleep_s: float) -> tuple[str, list[float], float]:
@@ -50,21 +45,20 @@ def wake_lateness(seconds: float, sleep_s: float) -> tuple[str, list[float], flo
     host's steal share meanwhile; then back to ordinary, so the calibration is driven as `up` drives it."""
     scheduling = claim_cpu()
     late = []
-    steal0, all0 = cpu_jiffies()
+    before = cpu_times()
     end = time.monotonic() + seconds
     while (start := time.monotonic()) < end:
         time.sleep(sleep_s)
         late.append(time.monotonic() - start - sleep_s)
-    steal1, all1 = cpu_jiffies()
+    steal = cpu_share(before, cpu_times(), os.cpu_count() or 1).steal
     os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
-    return scheduling, sorted(late), (steal1 - steal0) / max(all1 - all0, 1)
+    return scheduling, sorted(late), steal
 
 
 @contextlib.contextmanager
 def spinners(on: bool):
     """The CPUs kept awake as `up` keeps them (here in this namespace), or not."""
-    procs = [subprocess.Popen([sys.executable, "-m", awake.__name__, str(cpu)]) for cpu in
-             sorted(os.sched_getaffinity(0))] if on else []
+    procs = [subprocess.Popen(argv) for argv in awake.commands()] if on else []
     try:
         yield
     finally:
@@ -86,8 +80,8 @@ def main() -> None:
     console = Console()
     table = Table(title=f"A thread sleeping {args.sleep_us:g} µs at the agents' scheduling, then the calibration's "
                   "agents; the CPUs kept awake or not", title_justify="left")
-    for column in ("round", "CPUs awake", "scheduling", "wake-ups", "p50", "p99", "p99.9", "worst", "> 1 ms", "steal", "agents' p99 (runs)",
-                   "kept by up"):
+    for column in ("round", "CPUs awake", "scheduling", "wake-ups", "p50", "p99", "p99.9", "worst", "> 1 ms", "steal",
+                   "agents' p99 (runs)", "kept by up"):
         table.add_column(column, justify="right")
     for n in range(1, args.rounds + 1):
         for on in (False, True):

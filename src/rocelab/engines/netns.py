@@ -282,9 +282,8 @@ class NetnsEngine:
         ns_of = {n.name: n.netns for n in record.nodes}
         self._make_nodes(lab, record)
         if awake.wanted():
-            record.awake = [popen_in(record.nodes[0].netns, [sys.executable, "-m", awake.__name__, str(cpu)],
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     close_fds=True).pid for cpu in sorted(os.sched_getaffinity(0))]
+            record.awake = [popen_in(record.nodes[0].netns, argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, close_fds=True).pid for argv in awake.commands()]
             lab_state.save(record)
         # A network OS container (clab engine) configures itself from its startup configuration.
         ours = [n for n in fabric.nodes if not n.network_os]

@@ -28,6 +28,11 @@ def wanted() -> bool:
     return os.environ.get(KEEP_AWAKE_ENV, "1") != "0"
 
 
+def commands() -> list[list[str]]:
+    """One spinner's argv per CPU this process may run on."""
+    return [[sys.executable, "-m", __name__, str(cpu)] for cpu in sorted(os.sched_getaffinity(0))]
+
+
 def spin(cpu: int) -> None:
     os.sched_setaffinity(0, {cpu})
     os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
