@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import os
 import random
+import select
 import socket
+import threading
 import time
 
 import pytest
@@ -16,7 +18,8 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from rocelab.engines.netns import COMMON_SYSCTLS, write_sysctls
-from rocelab.kernel.loop import LATENESS_BOUNDS_S, TPACKET_STATS, open_port
+from rocelab.kernel.control import ControlServer
+from rocelab.kernel.loop import LATENESS_BOUNDS_S, PURE_LOOP_ENV, TPACKET_STATS, Loop, open_port
 from rocelab.kernel.netns import PACKET_STATISTICS, SOL_PACKET, in_netns, packet_socket
 from rocelab.kernel.ring import RING_BLOCKS, SLOTS_PER_BLOCK
 from rocelab.switch import Fib, NextHop, PortSpec, Switch, fastpath
@@ -183,3 +186,49 @@ def test_the_c_loop_forwards_what_the_python_loop_hands_the_python_pipeline(veth
         assert {k: got[k] for k in ("rx_packets", "rx_bytes", "tx_packets", "tx_bytes", "drops")} == \
                {k: want[k] for k in ("rx_packets", "rx_bytes", "tx_packets", "tx_bytes", "drops")}
     assert python.counters(now)["ports"]["eth1"]["rx_packets"] == len(traffic)
+
+
+class Idle:
+    """A core with nothing to do: no event, no frame expected."""
+
+    def receive(self, port, frame, now):
+        raise AssertionError("no frame expected")
+
+    def next_event(self, now):
+        return None
+
+    def poll(self, now):
+        return []
+
+
+@pytest.mark.parametrize("shell", ["python", "c", "switchd"])
+def test_a_port_taken_down_does_not_keep_the_loop_awake(veth, shell, monkeypatch, tmp_path):
+    """Taking a port's link down (`config interface shutdown`, `ip link set down`) leaves ENETDOWN
+    on its packet socket, which poll reports until it is read: a loop that does not read it wakes
+    at once for ever (switchd spun a core this way after every shutdown). After one wake-up of
+    each loop (the Python one, nicd's in C, switchd's C core's own), the port is quiet again, and
+    an idle loop returns to its caller instead of spinning inside (given 10 s here)."""
+    _, port = veth
+    with IPRoute(netns=receiver_ns()) as ipr:
+        ipr.link("set", index=ipr.link_lookup(ifname="eth1")[0], state="down")
+    fd = port.sock.fileno()
+    assert select.select([fd], [], [], 0)[0] == [fd]  # the error the loop must clear
+    if shell == "python":
+        monkeypatch.setenv(PURE_LOOP_ENV, "1")
+    control = ControlServer(tmp_path / "agent.sock", lambda req: {})
+    if shell == "switchd":
+        core = fastpath.FastSwitch("leaf1", [PortSpec("eth1", RECEIVER_MAC, 1e9)], UNCONFIGURED,
+                                   Fib(routes={}, local=frozenset()), random.Random(1))
+        serve = lambda: core.serve([(fd, port.ring.map, port.ring.head)], [], port.ring.geometry,  # noqa: E731
+                                   0.0, 0.05, LATENESS_BOUNDS_S, 7, 1 << 30, 16)
+    else:
+        loop = Loop(Idle(), {"eth1": port}, [control])
+        assert loop.shell == shell
+        serve = (lambda: loop._wait_and_serve({fd: "eth1"}, [fd])) if shell == "python" \
+            else (lambda: loop._serve_in_c([]))
+    served = threading.Thread(target=serve, daemon=True)
+    served.start()
+    served.join(10)
+    control.close()
+    assert not served.is_alive(), "the loop did not come back: it spins on the port's error"
+    assert select.select([fd], [], [], 0)[0] == []

@@ -224,8 +224,14 @@ static int run(Shell *s, struct pollfd *pfd, int nothers)
         }
         if (wait > 0) s->wakeups++;  /* a sleep, and what woke it: the costly part */
         int nready = 0, handed_back = 0;
-        for (int i = 0; i < n; i++)
+        for (int i = 0; i < n; i++) {
+            if (pfd[i].revents & POLLERR) {  /* a port taken down: ENETDOWN, reported until read */
+                int sock_err;
+                socklen_t len = sizeof sock_err;
+                getsockopt(pfd[i].fd, SOL_SOCKET, SO_ERROR, &sock_err, &len);
+            }
             if (pfd[i].revents & POLLIN) ready[nready++] = i;
+        }
         for (int i = 0; i < nothers; i++)
             if (pfd[n + i].revents) handed_back = 1;
         if (nready ? drain(s, ready, nready, due) < 0 : transmit(s, due) < 0) return -1;

@@ -322,6 +322,8 @@ class Loop:
             for name in tuple(ready):
                 n, first_s, empty = ports[name].ring.read(name, receive, now, ROUND_FRAMES, ROUND_BYTES)
                 stats.rx_frames += n
+                if not n and not rnd:  # readable and empty: a port taken down reports ENETDOWN until read
+                    ports[name].sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
                 if empty:
                     ready.remove(name)
                 if n and name in unmeasured:  # the port's oldest frame: how long it waited to be read

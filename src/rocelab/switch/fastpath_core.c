@@ -986,6 +986,15 @@ static void record_late(LoopCounts *lc, const double *bounds, int nbounds, doubl
     if (late > lc->late_max) lc->late_max = late;
 }
 
+/* A port taken down (config interface shutdown) leaves ENETDOWN on its packet socket, and
+   ppoll reports POLLERR until someone reads it: reading SO_ERROR clears it, or the loop spins. */
+static void clear_error(int fd)
+{
+    int err;
+    socklen_t len = sizeof err;
+    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+}
+
 static int send_frame(Core *c, void *fds, int port, Frame frame)
 {
     /* a full peer backlog or a downed link: count, never stop */
@@ -1052,8 +1061,10 @@ int fp_serve(Core *c, const Serve *s)
         }
         if (wait > 0) lc->wakeups++;  /* a sleep, and what woke it: the costly part */
         int nready = 0;
-        for (int i = 0; i < n; i++)
+        for (int i = 0; i < n; i++) {
+            if (pfd[i].revents & POLLERR) clear_error(pfd[i].fd);
             if (pfd[i].revents & POLLIN) unmeasured[nready] = 1, ready[nready++] = i;
+        }
         for (int i = 0; i < nothers; i++)
             if (pfd[n + i].revents) handed_back = 1;
         if (!r && due == INFINITY) break;  /* idle: let the host look at the world */
