@@ -96,7 +96,11 @@ def render_bgpd(config: BgpConfig) -> str:
 
 
 def render_zebra(config: BgpConfig) -> str:
-    return "\n".join(_header(config, "zebra") + [""])
+    # SONiC's ASIC learns routes from zebra over FPM with their next hops inline (`no fpm
+    # use-next-hop-groups`); switchd learns them from the kernel FIB, so the kernel gets them inline
+    # too. With kernel nexthop objects, FRR 8.4 here left a shut-and-restarted uplink out of its
+    # ECMP group for good: the kernel dropped the member at link down, zebra believed it installed.
+    return "\n".join(_header(config, "zebra") + ["no zebra nexthop kernel enable", "!", ""])
 
 
 def render_bfdd(config: BgpConfig) -> str:
