@@ -652,11 +652,14 @@ def run(c, lab, json=False, report=True, case=None):
         from rocelab import nodecli
 
         err_console.print(f"case {case.name} at {step.at_s * 1e3:g} ms ({step.at_s * record.tdf:g} s on the lab): "
-                          f"{step.node}$ {shlex.join(step.argv)}", highlight=False)
+                          + (step.text if step.impair else f"{step.node}$ {step.text}"), highlight=False)
+        if step.impair:
+            scenario_run.impair(record, step.impair)
+            return 0
         with contextlib.redirect_stdout(sys.stderr):  # stdout is the report's (--json)
             status = nodecli.run(record, step.node, list(step.argv))
         if status:
-            err_console.print(f"[red]case {case.name}: `{shlex.join(step.argv)}` on {step.node} "
+            err_console.print(f"[red]case {case.name}: `{step.text}` on {step.node} "
                               f"exited {status}[/red]", highlight=False)
         return status
 

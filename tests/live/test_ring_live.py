@@ -1,9 +1,11 @@
 """The agents' receive ring (rocelab.kernel.ring) on a real veth: every frame whole and in
 order with its receive time, a full ring counted as kernel drops, reading in step with the
-kernel after it wraps, and the C core's own loop forwarding what `read` hands the Python pipeline."""
+kernel after it wraps, the C core's own loop forwarding what `read` hands the Python pipeline,
+every loop clearing a downed port's error, and a dead transmitter (rocelab.kernel.deadlink)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import select
@@ -18,6 +20,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from rocelab.engines.netns import COMMON_SYSCTLS, write_sysctls
+from rocelab.kernel import deadlink
 from rocelab.kernel.control import ControlServer
 from rocelab.kernel.loop import LATENESS_BOUNDS_S, PURE_LOOP_ENV, TPACKET_STATS, Loop, open_port
 from rocelab.kernel.netns import PACKET_STATISTICS, SOL_PACKET, in_netns, packet_socket
@@ -232,3 +235,23 @@ def test_a_port_taken_down_does_not_keep_the_loop_awake(veth, shell, monkeypatch
     control.close()
     assert not served.is_alive(), "the loop did not come back: it spins on the port's error"
     assert select.select([fd], [], [], 0)[0] == []
+
+
+def test_a_dead_transmitter_loses_every_frame_with_its_link_up_until_revived(veth):
+    """rocelab.kernel.deadlink on a real veth: what the port sends is lost and counted, its
+    carrier stays up, the far end still reaches it; revived, its frames arrive again."""
+    sender, port = veth
+    ns = sender_ns()
+    deadlink.kill(ns, "eth1")
+    for i in range(5):
+        with contextlib.suppress(OSError):  # the qdisc's drop is ENOBUFS to a packet socket
+            sender.send(frame(i, 200))
+    time.sleep(0.1)
+    assert read_all(port)[0] == [] and deadlink.dead(ns) == {"eth1": 5}
+    with IPRoute(netns=ns) as ipr:
+        assert ipr.get_links(ifname="eth1")[0].get_attr("IFLA_OPERSTATE") == "UP"
+    assert deadlink.dead(receiver_ns()) == {}
+    assert deadlink.revive(ns) == ["eth1"] and deadlink.dead(ns) == {} and deadlink.revive(ns) == []
+    sender.send(frame(9, 200))
+    time.sleep(0.1)
+    assert read_all(port)[0] == [frame(9, 200)]

@@ -14,7 +14,7 @@ from scapy.layers.l2 import Ether
 from rocelab.errors import InputError
 from rocelab.qos.model import PfcWatchdog
 from rocelab.model.scenario import (
-    Case, evaluate, fib_observations, load_scenario, only_cases, parse_check, port_observations, queued_bytes,
+    Case, Impairment, evaluate, fib_observations, load_scenario, only_cases, parse_check, port_observations, queued_bytes,
     switch_observations,
 )
 from rocelab.runtime.scenario import CaseResult, ScenarioRun, stormed_queues
@@ -284,6 +284,28 @@ def test_a_bad_case_step_names_the_file_the_case_and_the_entry(tmp_path, steps, 
     assert str(problem).startswith(problem.file) and problem.file.endswith("lab.yml")
 
 
+def test_a_step_kills_a_links_transmitter_silently_or_impairs_it_in_the_asic(tmp_path):
+    (case,) = load_text(tmp_path, STEPS_LAB.format(steps=(
+        '[{at: 1ms, impair: {port: leaf1:eth2, loss: 100%}}, {at: 500us, impair: {port: leaf1:eth1, loss: 0.5%, '
+        'delay: 20us}}]'))).cases
+    partial, dead = case.steps
+    assert (dead.at_s, dead.node, dead.argv, dead.impair.port, dead.impair.silent) == (0.001, "leaf1", (), "eth2", True)
+    assert dead.text == "impair leaf1:eth2 loss 100% (silent: the link stays up)"
+    assert not partial.impair.silent and partial.text == "impair leaf1:eth1 loss 0.5%, delay 20 us"
+
+
+@pytest.mark.parametrize("impair, message", [
+    ("{port: leaf9:eth1, loss: 100%}", "does not name a switch port"),
+    ("{port: leaf1:eth1, loss: 150%}", "is not a share of the frames"),
+    ("{port: leaf1:eth1, delay: soon}", "100%: the link dies silently"),
+])
+def test_a_bad_impair_step_names_the_entry(tmp_path, impair, message):
+    with pytest.raises(InputError) as exc:
+        load_text(tmp_path, STEPS_LAB.format(steps=f"[{{at: 1ms, impair: {impair}}}]"))
+    (problem,) = exc.value.problems
+    assert problem.path.startswith("scenario[0].steps[0].impair (line 5)") and message in str(problem)
+
+
 def test_a_case_types_its_steps_on_the_dilated_time_line_until_the_job_ends():
     import threading
     import time
@@ -324,6 +346,11 @@ def test_the_run_says_which_figures_are_emulated_time_and_which_frrs_wall_clock(
     assert "emulated time, shown production-equivalent (the lab's wall time ÷ TDF 1,000)" in note
     assert "FIB programming (10,500 routes/s)" in note
     assert "FRR runs on the wall clock" in note and "BFD's 900 ms reads as 900 µs" in note
+    assert "silently dead link" not in note
+    dead = CaseStep(0.002, "leaf1", impair=Impairment("leaf1", "eth3", loss_pct=100.0))
+    silent = ScenarioRun("lab-link-failure", [CaseResult(case.case, {}, steps=[StepResult(dead, 0.002, 0)])], [])
+    assert "A silently dead link stays a black hole until BFD notices: 900 ms on a real fabric, 900 µs here" \
+        in silent.time_note(bgp)
     static = SimpleNamespace(tdf=1000, routing={"mode": "static"})
     assert "FRR" not in run.time_note(static)
     assert ScenarioRun("lab-pfc", [CaseResult(case.case, {})], []).time_note(static) == ""

@@ -194,17 +194,17 @@ def _fib_widths(ns: str) -> dict[str, int]:
                 for r in ipr.get_routes(family=2, table=254) if r["proto"] == RTPROT_BGP}
 
 
-def converged(lab: Lab, record: LabState) -> list[str]:
+def converged(fabric: Fabric, record: LabState) -> list[str]:
     """What FRR has not made forwarding yet: for every switch, each host subnet with as many
     next hops as rocelab's own ECMP plan gives it, in the table its switchd has programmed (the
     kernel's FIB where no switchd runs). Empty when the fabric has converged."""
     missing = []
     switchd = {p["node"] for p in record.processes if p["what"] == "switchd"}
-    for node in lab.fabric.switches:
+    for node in fabric.switches:
         if node.name not in record.routing.get("switches", {}):
             continue
         if node.name in switchd:
-            routes = control.request(control.socket_path(lab.name, node.name), "fib")["routes"]
+            routes = control.request(control.socket_path(record.name, node.name), "fib")["routes"]
             widths = {prefix: len(hops) for prefix, hops in routes.items()}
         else:
             widths = _fib_widths(record.node(node.name).netns)
@@ -215,7 +215,7 @@ def converged(lab: Lab, record: LabState) -> list[str]:
     return missing
 
 
-def wait_converged(lab: Lab, record: LabState) -> list[str]:
+def wait_converged(fabric: Fabric, record: LabState) -> list[str]:
     """Until every switch forwards to every host over all its equal-cost paths, as the static
     routes would; FRR's logs if it does not within BGP_CONVERGE_TIMEOUT_S. A fabric whose own BGP
     keeps fewer paths (no multipath-relax, a small maximum-paths) settles narrower: once every host
@@ -223,18 +223,18 @@ def wait_converged(lab: Lab, record: LabState) -> list[str]:
     BGP_SETTLE_S, that is its converged state, returned (the plugin's ecmp-width check reports it)."""
     deadline = time.monotonic() + BGP_CONVERGE_TIMEOUT_S
     last, since = None, time.monotonic()
-    while missing := converged(lab, record):
+    while missing := converged(fabric, record):
         now = time.monotonic()
         if missing != last:
             last, since = missing, now
         elif (now - since >= BGP_SETTLE_S and not any(" (0 of " in m for m in missing)
-              and not [s for n in record.routing["switches"] for s in frr.sessions_not_established(lab.name, n)]):
+              and not [s for n in record.routing["switches"] for s in frr.sessions_not_established(record.name, n)]):
             return missing
         if now > deadline:
             first = missing[0].split()[0]
             raise frr.FrrFailed(f"BGP did not converge in {BGP_CONVERGE_TIMEOUT_S:.0f} s; missing: "
                                 f"{', '.join(missing[:6])}; FRR's logs on {first}:\n"
-                                f"{frr.log_tail(frr.folder(lab.name, first))}")
+                                f"{frr.log_tail(frr.folder(record.name, first))}")
         time.sleep(0.05)
     return []
 
@@ -326,7 +326,7 @@ class NetnsEngine:
                 wait_ready(lab.name, node.name, agent.module, proc)
         if bgp:
             start = time.monotonic()
-            narrower = wait_converged(lab, record)
+            narrower = wait_converged(lab.fabric, record)
             if narrower:
                 record.routing["narrower"] = narrower  # than the fabric's equal-cost paths: status says so
             record.routing["converged_s"] = round(time.monotonic() - start, 2)  # after every agent was ready

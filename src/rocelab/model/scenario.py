@@ -24,6 +24,7 @@ In `labs/<lab>/lab.yml`:
         probes: [leaf1:eth1]             # scapy probes attached while the traffic runs
         steps:                           # a node's own commands, typed at a time of the job
           - {at: 2ms, on: leaf1, do: "config interface shutdown Ethernet8"}
+          - {at: 3ms, impair: {port: leaf1:eth4, loss: 100%}}  # … or a link's fault from then on
       - case: no-pfc
         profile: lossy
         traffic: incast-4to1
@@ -39,7 +40,12 @@ every switch port gives `port_tx_bytes.NODE:PORT` and `port_tx_util.NODE:PORT` (
 Every case starts from cleared counters, so watermarks and totals are the case's own.
 A step's `at` is production-equivalent time from the job's start, placed on the dilated time
 line as every case time is (typed at.s × TDF of wall time after the job starts); it runs
-through the node's own command, as a learner types it in `invoke shell NODE`.
+through the node's own command, as a learner types it in `invoke shell NODE`. A step's
+`impair` takes a case's impair keys: loss 100% is a silently dead transmitter (every frame the
+port sends is lost in the kernel, FRR's BGP and BFD packets too, the link still up: only BFD or
+the hold timer notice; rocelab.kernel.deadlink); a lesser loss, delay, jitter and rate are the
+emulated ASIC's, on data frames only. The fault lasts until the next case starts, which revives
+the link and waits for BGP to converge again.
 A case's job that moves no byte for its stall_timeout is `stalled` (1): a failed case, unless
 a check names that case's `stalled`, for a lab where stalling is the lesson.
 """
@@ -99,6 +105,8 @@ OBSERVATIONS = {
     "pfcwd_storms": "PFC storms the watchdog detected",
     "pfcwd_restored": "stormed queues the watchdog restored (after a storm ends, the case waits for it)",
     "stalled": "1 if the case's job moved no byte for its stall_timeout, else 0",
+    "dead_link_frames": "frames a silently dead link (impair loss 100%) lost on the wire, FRR's packets included; "
+                        "the switches sent and counted them",
     "host_pause_frames": "PFC frames the NICs received",
     "host_paused_s": "time the NICs spent paused, production-equivalent seconds",
     "cnps_sent": "CNPs the NICs sent", "cnps_received": "CNPs the NICs received",
@@ -151,6 +159,12 @@ class Impairment:
     loss_pct: float = 0.0
     rate_pct: float = 100.0  # the port sends at this share of its link's rate (a degraded link)
 
+    @property
+    def silent(self) -> bool:
+        """A dead transmitter: every frame lost, FRR's BGP and BFD packets too, the link still up
+        (rocelab.kernel.deadlink). A lesser loss is the emulated ASIC's, on data frames only."""
+        return self.loss_pct >= 100
+
 
 @dataclass(frozen=True)
 class Storm:
@@ -160,12 +174,25 @@ class Storm:
 
 @dataclass(frozen=True)
 class CaseStep:
-    """A command a user would type on a node, `at_s` production-equivalent seconds after the case's
-    job starts (at_s × TDF of wall time on the lab)."""
+    """A command a user would type on a node, or a fault on a switch port's link (`impair`), `at_s`
+    production-equivalent seconds after the case's job starts (at_s × TDF of wall time on the lab)."""
 
     at_s: float
     node: str
-    argv: tuple[str, ...]
+    argv: tuple[str, ...] = ()
+    impair: Impairment | None = None
+
+    @property
+    def text(self) -> str:
+        """What the step does, as the run's report and its console line say it."""
+        if self.impair is None:
+            return shlex.join(self.argv)
+        imp = self.impair
+        parts = [f"loss {imp.loss_pct:g}%" + (" (silent: the link stays up)" if imp.silent else "")] \
+            if imp.loss_pct else []
+        parts += [f"{key} {value * 1e6:g} us" for key, value in (("delay", imp.delay_s), ("jitter", imp.jitter_s)) if value]
+        parts += [f"rate {imp.rate_pct:g}%"] if imp.rate_pct != 100 else []
+        return f"impair {imp.node}:{imp.port} " + (", ".join(parts) or "cleared")
 
 
 @dataclass(frozen=True)
@@ -337,21 +364,8 @@ def load_scenario(doc: YamlDoc, lab_dir: Path, hosts: set[str], switch_ports: se
         if receive_order is not None and receive_order not in RECEIVE_ORDERS:
             problems.add(_at(doc, "scenario", i, "receive_order"), f"{receive_order!r} is not a receive order",
                          f"expected one of: {', '.join(RECEIVE_ORDERS)}")
-        impair = []
-        for j, item in enumerate(raw.get("impair") or []):
-            here = _at(doc, "scenario", i, "impair", j)
-            node, _, port = str((item or {}).get("port", "")).partition(":") if isinstance(item, dict) else ("", "", "")
-            if (node, port) not in switch_ports:
-                problems.add(here, f"{item!r} does not name a switch port", "write port: leaf1:eth3")
-                continue
-            try:
-                rate_pct = float(str(item.get("rate", 100)).rstrip("%"))
-                if not 0 < rate_pct <= 100:
-                    raise ValueError(f"rate {item['rate']!r} is not a share of the link's rate")
-                impair.append(Impairment(node, port, parse_delay(item.get("delay", 0)), parse_delay(item.get("jitter", 0)),
-                                         float(str(item.get("loss", 0)).rstrip("%")), rate_pct))
-            except ValueError as exc:
-                problems.add(here, str(exc), "delay and jitter like 20us, loss like 0.5%, rate like 25% (of the link's)")
+        impair = [imp for j, item in enumerate(raw.get("impair") or [])
+                  if (imp := _impairment(item, _at(doc, "scenario", i, "impair", j), switch_ports, problems))]
         storm = None
         if "storm" in raw:
             item = raw["storm"]
@@ -387,11 +401,21 @@ def load_scenario(doc: YamlDoc, lab_dir: Path, hosts: set[str], switch_ports: se
             here = _at(doc, "scenario", i, "steps", j)
             if isinstance(item, dict) and True in item and "on" not in item:
                 item = {("on" if key is True else key): value for key, value in item.items()}  # YAML 1.1 reads `on:` as true
+            if isinstance(item, dict) and set(item) == {"at", "impair"}:
+                imp = _impairment(item["impair"], _at(doc, "scenario", i, "steps", j, "impair"), switch_ports, problems)
+                try:
+                    if imp:
+                        steps.append(CaseStep(parse_delay(item["at"]), imp.node, impair=imp))
+                except ValueError as exc:
+                    problems.add(_at(doc, "scenario", i, "steps", j, "at"), str(exc),
+                                 "a production-equivalent time after the job starts, like 500us or 2ms")
+                continue
             known = SWITCH_COMMANDS if isinstance(item, dict) and item.get("on") in switches else HOST_COMMANDS
             if not isinstance(item, dict) or set(item) != {"at", "on", "do"} \
                     or item["on"] not in switches | set(hosts) or str(item["do"]).split(" ", 1)[0] not in known:
-                problems.add(here, f"{item!r} is not a step on a switch or host",
-                             f'write {{at: 2ms, on: SWITCH, do: "config interface shutdown Ethernet8"}}; '
+                problems.add(here, f"{item!r} is not a step on a switch or host, nor a link's fault",
+                             f'write {{at: 2ms, on: SWITCH, do: "config interface shutdown Ethernet8"}} '
+                             f"or {{at: 2ms, impair: {{port: leaf1:eth3, loss: 100%}}}}; "
                              f"switches: {', '.join(sorted(switches))}, commands: {', '.join(SWITCH_COMMANDS)}; "
                              f"hosts: {', '.join(sorted(hosts))}, commands: {', '.join(HOST_COMMANDS)}")
                 continue
@@ -445,6 +469,27 @@ def only_cases(scenario: Scenario, names: list[str], source: str) -> Scenario:
     keep = set(names)
     return Scenario(tuple(c for c in scenario.cases if c.name in keep),
                     tuple(c for c in scenario.checks if c.case in keep and (c.other_case or c.case) in keep))
+
+
+def _impairment(item, here: str, switch_ports, problems: Problems) -> Impairment | None:
+    """One `impair:` entry (a case's, or a step's), or None and a problem."""
+    node, _, port = str(item.get("port", "")).partition(":") if isinstance(item, dict) else ("", "", "")
+    if (node, port) not in switch_ports:
+        problems.add(here, f"{item!r} does not name a switch port", "write port: leaf1:eth3")
+        return None
+    try:
+        rate_pct = float(str(item.get("rate", 100)).rstrip("%"))
+        if not 0 < rate_pct <= 100:
+            raise ValueError(f"rate {item['rate']!r} is not a share of the link's rate")
+        loss_pct = float(str(item.get("loss", 0)).rstrip("%"))
+        if not 0 <= loss_pct <= 100:
+            raise ValueError(f"loss {item['loss']!r} is not a share of the frames")
+        return Impairment(node, port, parse_delay(item.get("delay", 0)), parse_delay(item.get("jitter", 0)),
+                          loss_pct, rate_pct)
+    except ValueError as exc:
+        problems.add(here, str(exc), "delay and jitter like 20us, loss like 0.5% (100%: the link dies silently), "
+                                     "rate like 25% (of the link's)")
+        return None
 
 
 def parse_check(text: str) -> Check | None:

@@ -6,17 +6,18 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
-import shlex
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
+from rocelab.engines.netns import wait_converged
 from rocelab.engines.state import LabState
-from rocelab.kernel import control
+from rocelab.kernel import control, deadlink
 from rocelab.kernel.loop import REALTIME
-from rocelab.model.scenario import (Case, CaseStep, CheckResult, Scenario, ecmp_observations, evaluate, fib_observations,
+from rocelab.model.scenario import (Case, CaseStep, CheckResult, Impairment, Scenario, ecmp_observations, evaluate,
+                                    fib_observations,
                                     job_observations, nic_observations, port_observations, probe_observations,
                                     queued_bytes, switch_observations)
 from rocelab.probes import Probe
@@ -48,6 +49,31 @@ def agents_not_realtime(record: LabState) -> dict[str, str]:
     got = {node: control.request(sock, "ping").get("scheduling", "ordinary")
            for what in ("switchd", "nicd") for node, sock in agent_sockets(record, what).items()}
     return {node: how for node, how in got.items() if how != REALTIME}
+
+
+def impair(record: LabState, imp: Impairment) -> None:
+    """A switch port's link impaired from now on (None of it: cleared). A silent loss (100%) is a
+    dead transmitter in the kernel (rocelab.kernel.deadlink), under the emulated ASIC, which keeps
+    sending and counting as a real one would; the rest is switchd's."""
+    sock = control.socket_path(record.name, imp.node)
+    control.request(sock, "impair", port=imp.port, delay_s=imp.delay_s * record.tdf, jitter_s=imp.jitter_s * record.tdf,
+                    loss_pct=0.0 if imp.silent else imp.loss_pct, rate_pct=imp.rate_pct)
+    if imp.silent:
+        deadlink.kill(record.node(imp.node).netns, imp.port)
+
+
+def revive_links(record: LabState, fabric) -> list[str]:
+    """Every switch port's link as the lab built it: the emulated ASIC's impairments cleared and
+    the dead transmitters revived; where that revived one in a BGP lab, once FRR has converged
+    again (its sessions come back on the wall clock, in seconds). The links revived, NODE:PORT."""
+    revived = []
+    for node, sock in agent_sockets(record, "switchd").items():
+        for port in fabric.node(node).ports:
+            control.request(sock, "impair", port=port.name)
+        revived += [f"{node}:{port}" for port in deadlink.revive(record.node(node).netns)]
+    if revived and record.routing.get("mode") == "bgp":
+        wait_converged(fabric, record)
+    return revived
 
 
 def start_clean(record: LabState, cc: str | None, dcqcn: str | None = None, receive_order: str | None = None) -> None:
@@ -122,7 +148,7 @@ class StepResult:
 
     def to_json(self) -> dict:
         return {"at_s": self.step.at_s, "typed_s": self.typed_s, "node": self.step.node,
-                "command": shlex.join(self.step.argv), "status": self.status}
+                "command": self.step.text, "status": self.status}
 
 
 def queued_at_step(switches: Mapping[str, Path], timeout_s: float = SEEN_TIMEOUT_S) -> dict[tuple[str, str], float]:
@@ -156,16 +182,14 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
     `reload=False` keeps the switches' running configs (a challenge's grader)."""
     switches = agent_sockets(record, "switchd")
     nics = agent_sockets(record, "nicd")
-    for node, sock in switches.items():
-        if reload:
+    if reload:
+        for sock in switches.values():
             control.request(sock, "reload",
                             profile=str(case.profile or lab_profile) if (case.profile or lab_profile) else None,
                             load_balancing=case.load_balancing)
-        for port in fabric.node(node).ports:
-            control.request(sock, "impair", port=port.name)
+    revive_links(record, fabric)
     for imp in case.impair:
-        control.request(switches[imp.node], "impair", port=imp.port, delay_s=imp.delay_s * record.tdf,
-                        jitter_s=imp.jitter_s * record.tdf, loss_pct=imp.loss_pct, rate_pct=imp.rate_pct)
+        impair(record, imp)
     start_clean(record, case.cc, case.dcqcn, case.receive_order)
     watch = Watch(record)
     spec = case.traffic
@@ -232,6 +256,7 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
                 "host_paused_s": sum(c["pfc_paused_s"] for c in nic) / record.tdf}
     obs |= nic_observations(job_nics) | ecmp_observations(groups) | fib_observations(routes)
     obs["stalled"] = float(stalled)
+    obs["dead_link_frames"] = float(sum(sum(deadlink.dead(record.node(node).netns).values()) for node in switches))
     obs["retransmitted_bytes_per_drop"] = obs["retransmitted_bytes"] / obs["drops"] if obs["drops"] else 0.0
     obs |= probe_observations(probe_reports)
     rates_bps = {(s.name, p.name): fabric.links[p.link].rate_bps for s in fabric.switches for p in s.ports}
@@ -332,11 +357,19 @@ class ScenarioRun:
         return note + (f". FRR runs on the wall clock: BGP's reaction to a link going down, BFD's detection "
                        f"({FRR_BFD_MULTIPLIER} × {FRR_BFD_INTERVAL_MS} ms) and hold timers take that long in wall time, {tdf:,} times less in "
                        f"production-equivalent time (BFD's {bfd_s * 1e3:g} ms reads as {bfd_s / tdf * 1e6:g} µs). "
-                       "A shut link's far end loses carrier at once: loss-of-signal detection is not emulated.")
+                       "A shut link's far end loses carrier at once: loss-of-signal detection is not emulated."
+                       + (f" A silently dead link stays a black hole until BFD notices: {bfd_s * 1e3:g} ms on a real "
+                          f"fabric, {bfd_s / tdf * 1e6:g} µs here, so the frames it swallows and the retransmissions "
+                          "they cost are a real fabric's lower bound." if self.silent_faults() else ""))
+
+    def silent_faults(self) -> bool:
+        """Whether a case killed a link's transmitter silently (impair loss 100%, or a step's that ran)."""
+        return any(imp.silent for c in self.cases
+                   for imp in (*c.case.impair, *(s.step.impair for s in c.steps if s.step.impair)))
 
     def step_rows(self) -> list[list[str]]:
         return [[c.case.name, _fmt(s.step.at_s, "at_s"), _fmt(s.typed_s, "typed_s"), s.step.node,
-                 shlex.join(s.step.argv), str(s.status)] for c in self.cases for s in c.steps]
+                 s.step.text, str(s.status)] for c in self.cases for s in c.steps]
 
     def to_json(self) -> dict:
         return {
