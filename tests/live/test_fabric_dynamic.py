@@ -83,6 +83,16 @@ def test_cumulus_leaves_run_the_profile_nvue_derives(pytester: pytest.Pytester):
         assert f"::pfc-threshold[{leaf}:p3] PASSED" in result.stdout.str()
 
 
+def test_ecmp_width_runs_frr_from_eos_spines_router_bgp(pytester: pytest.Pytester):
+    # examples/fabric-bgp-eos: SONiC leaves, EOS spines (a peer group on spine1, neighbor by
+    # neighbor and `redistribute connected` on spine2), each spine its own AS: FRR runs the
+    # spines' `router bgp` as read from their running-configs, and every leaf spreads over both.
+    shutil.copytree(EXAMPLES / "fabric-bgp-eos", pytester.path / "fabric-bgp-eos")
+    result = pytester.runpytest_subprocess("--fabric", "fabric-bgp-eos", "-v", "-k", "ecmp-width")
+    result.assert_outcomes(passed=1, deselected=STATIC + len(DYNAMIC) - 1)
+    assert "::ecmp-width PASSED" in result.stdout.str()
+
+
 def test_ecmp_width_on_frr_passes_the_bgp_fabric_and_fails_a_leaf_without_multipath_relax(pytester: pytest.Pytester):
     # examples/fabric-bgp runs on FRR configured from its own config_dbs: a private AS per spine,
     # so leaf1's two paths to leaf2's racks differ in AS path and need multipath-relax.

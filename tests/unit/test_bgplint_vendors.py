@@ -217,16 +217,24 @@ def test_eos_bad_lines_are_input_errors_naming_each_line():
     assert "spine1.cfg: line 22: `router bgp 65999`: a second `router bgp`" in message
 
 
-def test_frr_runs_sonic_config_dbs_only_so_eos_bgp_is_static(copy, tmp_path: Path):
+def test_frr_runs_sonic_and_eos_bgp_and_leaves_unnumbered_sessions_static(copy, tmp_path: Path):
     from rocelab.fabric.lab import lab_from_spec, without_bgp
 
     spec = load_fabric_spec(Path(copy("fabric-bgp-eos").name))
     lab = lab_from_spec(spec, "fab1", tmp_path / "work")
-    assert (lab.routing, lab.node_bgp) == ("static", {})
-    assert without_bgp(spec) == (
-        "fabric-bgp-eos/spine1.cfg: rocelab runs FRR from SONiC config_dbs only; spine1's EOS BGP is checked "
-        "statically; fabric-bgp-eos/spine2.cfg: rocelab runs FRR from SONiC config_dbs only; spine2's EOS BGP "
-        "is checked statically")
+    assert lab.routing == "bgp" and without_bgp(spec) is None
+    assert {name: config.asn for name, config in lab.node_bgp.items()} == {
+        "spine1": 65201, "spine2": 65202, "leaf1": 65101, "leaf2": 65102}
+    # an EOS neighbor peered by interface is not in the model: its sessions would be missing on FRR
+    spine1 = Path("fabric-bgp-eos/spine1.cfg")
+    spine1.write_text(spine1.read_text().replace("router bgp 65201\n", "router bgp 65201\n   neighbor interface Et3 peer-group LEAVES\n"))
+    spec = load_fabric_spec(Path("fabric-bgp-eos"))
+    assert lab_from_spec(spec, "fab2", tmp_path / "work2").routing == "static"
+    assert without_bgp(spec).startswith("fabric-bgp-eos/spine1.cfg: rocelab runs FRR from numbered sessions only")
+
+    spec = load_fabric_spec(Path(copy("fabric-bgp-cumulus").name))
+    assert lab_from_spec(spec, "fab3", tmp_path / "work3").routing == "static"
+    assert "(the lab has no IPv6 link-local peering); leaf1's CUMULUS BGP is checked statically" in without_bgp(spec)
 
 
 def test_what_the_bgp_readers_ignored_is_printed_beside_the_verdict(copy):

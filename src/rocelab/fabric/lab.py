@@ -38,6 +38,7 @@ from rocelab.kernel import control
 from rocelab.ethernet import ETH, ETH_P_IPV4, IPPROTO_UDP, IPV4_DONT_FRAGMENT, ROCE_UDP_PORT, ipv4_header, mac_bytes
 from rocelab.errors import InputError, Problem
 from rocelab.fabric.spec import FabricSpec
+from rocelab.routing.eos import INTERFACE_PEERING_IGNORED
 from rocelab.qos.headroom import pg_trigger_bytes
 from rocelab.model.hostnics import nicd_settings
 from rocelab.model.lab import Lab
@@ -83,20 +84,29 @@ def lab_from_spec(spec: FabricSpec, name: str, workdir: Path) -> Lab:
         raise InputError([Problem(spec.source, "hosts.nics", why) for why in invalid])
     # Where every switch's file gives its BGP, the fabric routes as it would in production: FRR
     # on each, configured from those files (a mix with rocelab's generated design would not peer).
-    # EOS and Cumulus BGP is checked statically only: FRR is rendered the way SONiC's bgpcfgd
-    # renders config_db, and unnumbered sessions would need IPv6 link-local peering besides.
-    bgp = {d.name: d.bgp for d in spec.devices.values() if d.bgp is not None and d.format == "sonic"}
+    # A SONiC config_db's BGP and an EOS `router bgp` read into the same model and render alike;
+    # unnumbered sessions (Cumulus's) would need IPv6 link-local peering, which the lab has not.
+    bgp = {d.name: d.bgp for d in spec.devices.values() if runs_on_frr(d)}
     routing = "bgp" if bgp and len(bgp) == len(spec.devices) else "static"
     return Lab(name, spec.source, spec.fabric, "switchd", None, None, "emulated", roce, None, profiles,
                tdf_floor=FABRIC_TDF, host_roce=host_roce, host_notes=tuple(notes), routing=routing,
                node_bgp=bgp if routing == "bgp" else {})
 
 
+def runs_on_frr(device) -> bool:
+    """Whether FRR can run the device's own BGP: a SONiC or EOS one with numbered sessions only
+    (EOS's interface peering is left out of the model, so its sessions would be missing)."""
+    return device.bgp is not None and device.format in ("sonic", "eos") \
+        and not any(n.unnumbered for n in device.bgp.neighbors) \
+        and not any(INTERFACE_PEERING_IGNORED in note for note in device.bgp.notes)
+
+
 def without_bgp(spec: FabricSpec) -> str | None:
     """Why the description cannot run on FRR (lab_from_spec routes it statically); None: it does."""
     absent = [d.bgp_absent if d.bgp is None else
-              f"{d.file}: rocelab runs FRR from SONiC config_dbs only; {d.name}'s {d.format.upper()} BGP is checked "
-              "statically" for d in spec.devices.values() if d.bgp is None or d.format != "sonic"]
+              f"{d.file}: rocelab runs FRR from numbered sessions only (the lab has no IPv6 link-local "
+              f"peering); {d.name}'s {d.format.upper()} BGP is checked statically"
+              for d in spec.devices.values() if not runs_on_frr(d)]
     return "; ".join(absent) or None
 
 

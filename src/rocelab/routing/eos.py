@@ -30,6 +30,9 @@ DEFAULT_MAXIMUM_PATHS = 1
 DEFAULT_MULTIPATH_RELAX = True
 KEEPALIVE_S, HOLDTIME_S = 60, 180
 
+# A neighbor peered by interface is left out of the model: FRR cannot run such a config as read.
+INTERFACE_PEERING_IGNORED = "EOS's interface peering is not read: give each neighbor's address"
+
 
 @dataclass
 class _Peer:
@@ -151,7 +154,7 @@ def read_eos_bgp(text: str, source: str, hostname: str) -> BgpConfig:
         elif stmt == "redistribute connected":
             networks += [str(a.network) for a in addresses if str(a.network) not in networks]
         elif words[:2] == ["neighbor", "interface"]:
-            notes.append(f"{said}: ignored (EOS's interface peering is not read: give each neighbor's address)")
+            notes.append(f"{said}: ignored ({INTERFACE_PEERING_IGNORED})")
         elif words[0] == "neighbor" and len(words) >= 3:
             _neighbor(words[1], words[2:], at, stmt, source, peers, problems, notes)
         else:
