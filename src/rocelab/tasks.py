@@ -666,6 +666,7 @@ def run(c, lab, json=False, report=True, case=None):
     with _job_progress(spec.name, spec.name) as on_progress:
         result = scenario_run.run(record, chosen, spec.profile, spec.fabric,
                                   on_case=on_case, run_step=run_step,
+                                  on_note=lambda text: err_console.print(f"  {text}", highlight=False),
                               on_progress=on_progress,
                               on_step=lambda step, workers: err_console.print(train.step_text(step, workers),
                                                                               highlight=False))

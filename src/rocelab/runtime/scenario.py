@@ -62,17 +62,24 @@ def impair(record: LabState, imp: Impairment) -> None:
         deadlink.kill(record.node(imp.node).netns, imp.port)
 
 
-def revive_links(record: LabState, fabric) -> list[str]:
+def revive_links(record: LabState, fabric, on_note: Callable[[str], object] | None = None) -> list[str]:
     """Every switch port's link as the lab built it: the emulated ASIC's impairments cleared and
     the dead transmitters revived; where that revived one in a BGP lab, once FRR has converged
-    again (its sessions come back on the wall clock, in seconds). The links revived, NODE:PORT."""
+    again (its sessions come back on the wall clock, in seconds), said to `on_note` as it waits.
+    The links revived, NODE:PORT."""
     revived = []
     for node, sock in agent_sockets(record, "switchd").items():
         for port in fabric.node(node).ports:
             control.request(sock, "impair", port=port.name)
         revived += [f"{node}:{port}" for port in deadlink.revive(record.node(node).netns)]
     if revived and record.routing.get("mode") == "bgp":
+        if on_note is not None:
+            on_note(f"revived {', '.join(revived)} (a silent failure left by the last case); waiting for BGP "
+                    "to converge again, seconds of wall time")
+        started = time.monotonic()
         wait_converged(fabric, record)
+        if on_note is not None:
+            on_note(f"BGP converged in {time.monotonic() - started:.1f} s (wall clock)")
     return revived
 
 
@@ -177,9 +184,10 @@ def _typed_at_times(case: Case, run_step, started: float, stop: threading.Event,
 
 def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
              on_progress=None, on_step=None, sample_interval_s: float = 0.05, run_step=None,
-             reload: bool = True) -> CaseResult:
+             reload: bool = True, on_note: Callable[[str], object] | None = None) -> CaseResult:
     """`run_step(case, step)` types a case's step (the front door's node CLI) and returns its exit status;
-    `reload=False` keeps the switches' running configs (a challenge's grader)."""
+    `reload=False` keeps the switches' running configs (a challenge's grader); `on_note` hears what
+    the case waits for before its job (BGP converging after a revived link)."""
     switches = agent_sockets(record, "switchd")
     nics = agent_sockets(record, "nicd")
     if reload:
@@ -187,7 +195,7 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
             control.request(sock, "reload",
                             profile=str(case.profile or lab_profile) if (case.profile or lab_profile) else None,
                             load_balancing=case.load_balancing)
-    revive_links(record, fabric)
+    revive_links(record, fabric, on_note)
     for imp in case.impair:
         impair(record, imp)
     start_clean(record, case.cc, case.dcqcn, case.receive_order)
@@ -398,15 +406,15 @@ def _fmt(value: float, name: str) -> str:
 
 def run(record: LabState, scenario: Scenario, lab_profile: Path | None, fabric, *,
         on_case: Callable[[Case], object] | None = None, on_progress=None, on_step=None,
-        run_step=None) -> ScenarioRun:
+        run_step=None, on_note: Callable[[str], object] | None = None) -> ScenarioRun:
     """`on_progress` hears traffic jobs' progress; `on_step(step, workers)` each step of a training job;
-    `run_step(case, step)` types a case's `steps:` on their nodes."""
+    `run_step(case, step)` types a case's `steps:` on their nodes; `on_note` what a case waits for."""
     results = []
     for case in scenario.cases:
         if on_case is not None:
             on_case(case)
         results.append(run_case(record, case, lab_profile, fabric, on_progress=on_progress, on_step=on_step,
-                                run_step=run_step))
+                                run_step=run_step, on_note=on_note))
         wait_quiet()
     observed = {r.case.name: r.observations for r in results}
     return ScenarioRun(record.name, results, evaluate(scenario.checks, observed))
