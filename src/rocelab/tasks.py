@@ -278,13 +278,16 @@ def challenge(c, action, name=None, tdf=""):
             console.print(f"  invoke exec {fix.node} -- {shlex.join(challenges.fix_argv(chosen, fix))}", highlight=False)
         return
     found = findings(record, load_lab(chosen.lab))
-    symptoms = []
+    symptoms, behind = [], False
     case = chosen.scenario.cases[0] if chosen.scenario else None
     if case is not None:
         err_console.print(f"running the symptom's scenario: {case.traffic.pattern}", highlight=False)
         result = scenario_run.run_case(record, case, None, load_lab(chosen.lab).fabric, reload=False)
         symptoms = challenges.symptom_results(chosen, result.observations)
-    solved, lines = challenges.verdict_lines(found, symptoms, challenges.baseline_of(record))
+        behind = result.fidelity is not None and not result.fidelity.kept_up
+        if behind:
+            console.print(result.fidelity.line(), highlight=False)
+    solved, lines = challenges.verdict_lines(found, symptoms, challenges.baseline_of(record), behind)
     for line in lines:
         console.print(line, highlight=False)
     console.print(f"challenge {chosen.name}: " + ("[green]solved[/green]" if solved else "[red]not solved yet[/red]"))

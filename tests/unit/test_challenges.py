@@ -1,6 +1,6 @@
 """Every challenge under labs/challenges: its file loads, its seeded fault fails the static
 checks over the running config_db and the hosts' running NICs, and its documented fix, typed
-as the give-up says, makes them pass (the symptom's scenario runs live:
+as the give-up says, makes them pass (every challenge runs live, its symptom's scenario with it:
 tests/live/test_node_shell.py)."""
 
 from __future__ import annotations
@@ -71,6 +71,15 @@ def test_a_finding_the_lab_had_before_its_fault_is_not_the_challenges():
     finding = type("Finding", (), {"check": "nic-dcqcn", "device": "leaf1"})()
     assert challenges.verdict_lines([finding], [], {("nic-dcqcn", "leaf1")}) == (True, [])
     assert challenges.verdict_lines([finding], [])[0] is False
+
+
+def test_a_symptom_that_failed_while_the_emulation_fell_behind_is_inconclusive_not_failed():
+    solved, lines = challenges.verdict_lines([], [("drops == 0", False, 3.0)], behind=True)
+    assert not solved and lines == ["symptom: drops == 0: inconclusive: the emulation fell behind, check again "
+                                    "(observed 3)"]
+    assert challenges.verdict_lines([], [("drops == 0", False, 3.0)]) == (False, ["symptom: drops == 0: fails (observed 3)"])
+    assert challenges.verdict_lines([], [("drops == 0", True, 0.0)], behind=True) == (
+        True, ["symptom: drops == 0: passes (observed 0)"])
 
 
 def test_a_symptom_scenario_is_read_as_a_case_of_the_challenges_lab(lab_home):

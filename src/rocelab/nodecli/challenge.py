@@ -187,15 +187,18 @@ def symptom_results(challenge: Challenge, observations: dict[str, float]) -> lis
 
 
 def verdict_lines(findings: list, symptoms: list[tuple[str, bool, float]],
-                  baseline: set[tuple[str, str]] = frozenset()) -> tuple[bool, list[str]]:
+                  baseline: set[tuple[str, str]] = frozenset(), behind: bool = False) -> tuple[bool, list[str]]:
     """Solved, and what still fails: a check's name and how many places, never the finding
-    itself (findings the lab had before its fault, `baseline`, are left out)."""
+    itself (findings the lab had before its fault, `baseline`, are left out). A symptom check that
+    failed while the emulation fell behind (`behind`) is inconclusive, not failed: not solved yet,
+    but the student's fix is not what it blames."""
     by_check: dict[str, set[str]] = {}
     for finding in findings:
         if (finding.check, finding.device) in baseline:
             continue
         by_check.setdefault(finding.check, set()).add(finding.device)
     lines = [f"static check {name}: fails on {', '.join(sorted(devices))}" for name, devices in sorted(by_check.items())]
-    lines += [f"symptom: {text}: {'passes' if ok else 'fails'} (observed {value:g})" for text, ok, value in symptoms]
+    failing = "inconclusive: the emulation fell behind, check again" if behind else "fails"
+    lines += [f"symptom: {text}: {'passes' if ok else failing} (observed {value:g})" for text, ok, value in symptoms]
     solved = not by_check and all(ok for _, ok, _ in symptoms)
     return solved, lines
