@@ -17,9 +17,8 @@ from rocelab.engines.state import LabState
 from rocelab.kernel import control, deadlink
 from rocelab.kernel.loop import REALTIME
 from rocelab.model.scenario import (Case, CaseStep, CheckResult, Impairment, Scenario, ecmp_observations, evaluate,
-                                    fib_observations,
-                                    job_observations, nic_observations, port_observations, probe_observations,
-                                    queued_bytes, switch_observations)
+                                    fib_observations, job_observations, nic_observations, port_observations,
+                                    probe_observations, queued_bytes, switch_observations)
 from rocelab.probes import Probe
 from rocelab.routing.bgp import FRR_BFD_INTERVAL_MS, FRR_BFD_MULTIPLIER
 from rocelab.probes.storm import hold_pfc_pause
@@ -52,9 +51,9 @@ def agents_not_realtime(record: LabState) -> dict[str, str]:
 
 
 def impair(record: LabState, imp: Impairment) -> None:
-    """A switch port's link impaired from now on (None of it: cleared). A silent loss (100%) is a
-    dead transmitter in the kernel (rocelab.kernel.deadlink), under the emulated ASIC, which keeps
-    sending and counting as a real one would; the rest is switchd's."""
+    """A switch port's link impaired from now on. A silent loss (100%) is a dead transmitter in the
+    kernel (rocelab.kernel.deadlink), under the emulated ASIC, which keeps sending and counting as a
+    real one would; the rest is switchd's."""
     sock = control.socket_path(record.name, imp.node)
     control.request(sock, "impair", port=imp.port, delay_s=imp.delay_s * record.tdf, jitter_s=imp.jitter_s * record.tdf,
                     loss_pct=0.0 if imp.silent else imp.loss_pct, rate_pct=imp.rate_pct)
