@@ -657,7 +657,11 @@ def run(c, lab, json=False, report=True, case=None):
         err_console.print(f"case {case.name} at {step.at_s * 1e3:g} ms ({step.at_s * record.tdf:g} s on the lab): "
                           + (step.text if step.impair else f"{step.node}$ {step.text}"), highlight=False)
         if step.impair:
+            from rocelab.nodecli.node import record_event
+
             scenario_run.impair(record, step.impair)
+            # on the lab's time line beside the commands typed, as the dashboard marks changes
+            record_event(paths.STATE_DIR / record.name, step.node, step.text, [f"{step.node}:{step.impair.port}"])
             return 0
         with contextlib.redirect_stdout(sys.stderr):  # stdout is the report's (--json)
             status = nodecli.run(record, step.node, list(step.argv))
