@@ -31,21 +31,22 @@ def kill(netns: str, ifname: str) -> None:
         ipr.tc("replace", "tbf", index, handle=HANDLE, rate=RATE_BYTES_PER_S, burst=BUCKET_BYTES, limit=BUCKET_BYTES)
 
 
+def _dead(ipr: IPRoute) -> list[tuple[str, object]]:
+    """(interface name, rocelab's qdisc) for every dead transmitter `ipr`'s namespace has."""
+    names = {link["index"]: link.get_attr("IFLA_IFNAME") for link in ipr.get_links()}
+    return [(names[q["index"]], q) for q in ipr.get_qdiscs() if q["handle"] == HANDLE and q["parent"] == TC_H_ROOT]
+
+
 def dead(netns: str) -> dict[str, int]:
     """The dead transmitters in `netns`: interface name → frames lost since it died."""
     with IPRoute(netns=netns) as ipr:
-        names = {link["index"]: link.get_attr("IFLA_IFNAME") for link in ipr.get_links()}
-        return {names[q["index"]]: q.get_attr("TCA_STATS2").get_attr("TCA_STATS_QUEUE")["drops"]
-                for q in ipr.get_qdiscs() if q["handle"] == HANDLE and q["parent"] == TC_H_ROOT}
+        return {name: q.get_attr("TCA_STATS2").get_attr("TCA_STATS_QUEUE")["drops"] for name, q in _dead(ipr)}
 
 
 def revive(netns: str) -> list[str]:
     """Every dead transmitter in `netns` sends again; the interfaces revived."""
-    revived = []
     with IPRoute(netns=netns) as ipr:
-        names = {link["index"]: link.get_attr("IFLA_IFNAME") for link in ipr.get_links()}
-        for q in ipr.get_qdiscs():
-            if q["handle"] == HANDLE and q["parent"] == TC_H_ROOT:
-                ipr.tc("del", index=q["index"], parent=TC_H_ROOT)
-                revived.append(names[q["index"]])
-    return revived
+        revived = _dead(ipr)
+        for _, q in revived:
+            ipr.tc("del", index=q["index"], parent=TC_H_ROOT)
+    return [name for name, _ in revived]
