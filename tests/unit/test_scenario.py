@@ -297,6 +297,7 @@ def test_a_step_kills_a_links_transmitter_silently_or_impairs_it_in_the_asic(tmp
 @pytest.mark.parametrize("impair, message", [
     ("{port: leaf9:eth1, loss: 100%}", "does not name a switch port"),
     ("{port: leaf1:eth1, loss: 150%}", "is not a share of the frames"),
+    ("{port: leaf1:eth1, loss: lots}", "loss 'lots' is not a percentage"),
     ("{port: leaf1:eth1, delay: soon}", "100%: the link dies silently"),
 ])
 def test_a_bad_impair_step_names_the_entry(tmp_path, impair, message):

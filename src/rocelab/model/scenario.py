@@ -471,6 +471,13 @@ def only_cases(scenario: Scenario, names: list[str], source: str) -> Scenario:
                     tuple(c for c in scenario.checks if c.case in keep and (c.other_case or c.case) in keep))
 
 
+def _percent(item: dict, key: str, default: float) -> float:
+    try:
+        return float(str(item.get(key, default)).rstrip("%"))
+    except ValueError:
+        raise ValueError(f"{key} {item[key]!r} is not a percentage") from None
+
+
 def _impairment(item, here: str, switch_ports, problems: Problems) -> Impairment | None:
     """One `impair:` entry (a case's, or a step's), or None and a problem."""
     node, _, port = str(item.get("port", "")).partition(":") if isinstance(item, dict) else ("", "", "")
@@ -478,10 +485,10 @@ def _impairment(item, here: str, switch_ports, problems: Problems) -> Impairment
         problems.add(here, f"{item!r} does not name a switch port", "write port: leaf1:eth3")
         return None
     try:
-        rate_pct = float(str(item.get("rate", 100)).rstrip("%"))
+        rate_pct = _percent(item, "rate", 100)
         if not 0 < rate_pct <= 100:
             raise ValueError(f"rate {item['rate']!r} is not a share of the link's rate")
-        loss_pct = float(str(item.get("loss", 0)).rstrip("%"))
+        loss_pct = _percent(item, "loss", 0)
         if not 0 <= loss_pct <= 100:
             raise ValueError(f"loss {item['loss']!r} is not a share of the frames")
         return Impairment(node, port, parse_delay(item.get("delay", 0)), parse_delay(item.get("jitter", 0)),
