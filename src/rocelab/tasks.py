@@ -624,7 +624,9 @@ def run(c, lab, json=False, report=True, case=None):
 
     from rocelab.reporting import run as runreport
 
+    from rocelab import nodecli
     from rocelab.model import scenario
+    from rocelab.routing.design import lab_bgp
     from rocelab.runtime import scenario as scenario_run
     from rocelab.train import core as train
     from rocelab.train.runner import require_torch
@@ -652,8 +654,6 @@ def run(c, lab, json=False, report=True, case=None):
                                       pattern=started.traffic.pattern if started.traffic else "training")
 
     def run_step(case, step) -> int:
-        from rocelab import nodecli
-
         err_console.print(f"case {case.name} at {step.at_s * 1e3:g} ms ({step.at_s * record.tdf:g} s on the lab): "
                           + (step.text if step.impair else f"{step.node}$ {step.text}"), highlight=False)
         if step.impair:
@@ -673,6 +673,9 @@ def run(c, lab, json=False, report=True, case=None):
     with _job_progress(spec.name, spec.name) as on_progress:
         result = scenario_run.run(record, chosen, spec.profile, spec.fabric,
                                   on_case=on_case, run_step=run_step,
+                                  bgp=(lambda case: lab_bgp(spec, case.bgp)) if record.routing.get("mode") == "bgp"
+                                  else None,
+                                  start_ports=lambda node, ports: nodecli.start_ports(record, node, ports),
                                   on_note=lambda text: err_console.print(f"  {text}", highlight=False),
                               on_progress=on_progress,
                               on_step=lambda step, workers: err_console.print(train.step_text(step, workers),

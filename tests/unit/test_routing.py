@@ -203,6 +203,45 @@ def test_fib_programming_is_sonics_on_bgp_at_once_on_static_unless_the_lab_says(
     assert caught.value.problems[0].path == "fib_routes_per_s"
 
 
+def test_a_labs_bgp_design_numbers_each_spine_and_a_case_takes_multipath_relax_away(lab_home):
+    lab_home.write_text("topology: leaf-spine-2x2\nrouting: bgp\nbgp: {spine_asn: per-spine}\n"
+                        "scenario:\n  - {case: a, traffic: elephant}\n"
+                        "  - {case: b, traffic: elephant, bgp: {multipath_relax: false, maximum_paths: 4}}\n")
+    lab = load_lab("l1")
+    configs = {name: config for name, (config, _) in lab_bgp(lab).items()}
+    assert configs["spine1"].asn != configs["spine2"].asn
+    assert {configs["spine1"].asn, configs["spine2"].asn}.isdisjoint({configs["leaf1"].asn, configs["leaf2"].asn})
+    # each leaf's sessions name each spine's own AS
+    assert {n.name: n.asn for n in configs["leaf1"].neighbors} == {"spine1": configs["spine1"].asn,
+                                                                   "spine2": configs["spine2"].asn}
+    assert all(c.multipath_relax for c in configs.values())
+    case = {name: pair for name, pair in lab_bgp(lab, lab.scenario.cases[1].bgp).items()}
+    assert all(not c.multipath_relax and c.maximum_paths == 4 for c, _ in case.values())
+    assert case["spine1"][0].asn == configs["spine1"].asn  # the lab's numbering under the case's change
+    assert "multipath-relax" not in render_bgpd(case["leaf1"][0]) and "maximum-paths 4" in render_bgpd(case["leaf1"][0])
+    assert "multipath_relax false" in case["leaf1"][1]
+
+
+@pytest.mark.parametrize("text, where, expected", [
+    ("routing: bgp\nbgp: {spine_asn: each}\n", "bgp.spine_asn (line 3)", "'each' is not a spine numbering"),
+    ("routing: bgp\nbgp: {multipath_relax: maybe}\n", "bgp.multipath_relax (line 3)", "'maybe' is not true or false"),
+    ("routing: bgp\nbgp: {maximum_paths: 0}\n", "bgp.maximum_paths (line 3)", "0 is not a number of paths"),
+    ("routing: bgp\nbgp: {paths: 2}\n", "bgp.paths (line 3)", "unknown key 'paths'"),
+    ("routing: bgp\nbgp: per-spine\n", "bgp (line 3)", "is not a mapping of BGP design settings"),
+    ("bgp: {spine_asn: per-spine}\n", "bgp (line 2)", "sets the BGP design of a lab without BGP"),
+    ("scenario:\n  - {case: a, traffic: elephant, bgp: {multipath_relax: false}}\n", "scenario[0].bgp (line 3)",
+     "sets the BGP design of a case in a lab without BGP"),
+    ("routing: bgp\nscenario:\n  - {case: a, traffic: elephant, bgp: {multipath_relax: 2}}\n",
+     "scenario[0].bgp.multipath_relax (line 4)", "2 is not true or false"),
+])
+def test_a_bad_bgp_design_is_an_input_error_naming_its_key(lab_home, text, where, expected):
+    lab_home.write_text("topology: leaf-spine-2x2\n" + text)
+    with pytest.raises(InputError) as caught:
+        load_lab("l1")
+    (problem,) = caught.value.problems
+    assert problem.file.endswith("lab.yml") and problem.path == where and expected in problem.message
+
+
 def test_a_switch_whose_profile_sets_bgp_asn_is_rendered_from_it_the_others_get_the_design(lab_home):
     profile = copy.deepcopy(DOC)
     (lab_home.parent / "mine.json").write_text(json.dumps(profile))

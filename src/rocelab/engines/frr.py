@@ -14,10 +14,12 @@ import json
 import os
 import pwd
 import shutil
+import signal
 import stat
 import subprocess
 import time
 from pathlib import Path
+from typing import Mapping
 
 from rocelab import paths
 from rocelab.errors import InputError, Problem
@@ -31,6 +33,7 @@ FRR_PACKAGE_HINT = "install Debian's frr package (apt-get install frr), or run t
 ZEBRA_START_TIMEOUT_S = 10.0
 LOG_TAIL_CHARS = 2000
 VTYSH_TIMEOUT_S = 10.0
+DAEMON_STOP_TIMEOUT_S = 10.0
 
 
 class FrrFailed(RuntimeError):
@@ -89,13 +92,49 @@ def start(lab: str, node: str, ns: str, config: BgpConfig) -> list[tuple[str, su
     where = write_files(lab, node, config)
     started = []
     for daemon in daemons(config):
-        with (where / f"{daemon}.out").open("wb") as out:
-            proc = popen_in(ns, argv(daemon, where), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                            close_fds=True)
+        proc = _spawn(daemon, where, ns)
         started.append((daemon, proc))
         if daemon == "zebra":
             _wait_for(where / "zserv.api", proc, node)
     return started
+
+
+def _spawn(daemon: str, where: Path, ns: str) -> subprocess.Popen:
+    with (where / f"{daemon}.out").open("wb") as out:
+        return popen_in(ns, argv(daemon, where), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                        close_fds=True)
+
+
+def restart_bgpd(lab: str, configs: Mapping[str, tuple[str, BgpConfig]]) -> dict[str, subprocess.Popen]:
+    """bgpd restarted on every switch (name → its namespace and configuration) whose configuration
+    renders another bgpd.conf than the one it runs: its sessions close with a Cease and come back,
+    as after a restart of SONiC's bgp container; zebra, bfdd and the kernel's other routes stay.
+    All of them stop before any starts, so that no new bgpd opens a session to one about to close
+    it (its peer would then wait out BGP's idle hold before it listened again). The new bgpds."""
+    changed = {node: pair for node, pair in configs.items()
+               if (folder(lab, node) / "bgpd.conf").read_text() != render(pair[1])["bgpd.conf"]}
+    for node in changed:
+        _stop(int((folder(lab, node) / "bgpd.pid").read_text()))
+    return {node: _spawn("bgpd", write_files(lab, node, config), ns) for node, (ns, config) in changed.items()}
+
+
+def _stop(pid: int) -> None:
+    """Stop a daemon: SIGKILL where SIGTERM has not done it in DAEMON_STOP_TIMEOUT_S."""
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + DAEMON_STOP_TIMEOUT_S
+    while _alive(pid):
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            deadline = float("inf")
+        time.sleep(0.01)
+
+
+def _alive(pid: int) -> bool:
+    """Running: not gone, and not a zombie its parent has yet to reap."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def _wait_for(sock: Path, proc: subprocess.Popen, node: str) -> None:

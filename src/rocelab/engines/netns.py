@@ -204,8 +204,10 @@ def converged(fabric: Fabric, record: LabState) -> list[str]:
         if node.name not in record.routing.get("switches", {}):
             continue
         if node.name in switchd:
-            routes = control.request(control.socket_path(record.name, node.name), "fib")["routes"]
-            widths = {prefix: len(hops) for prefix, hops in routes.items()}
+            fib = control.request(control.socket_path(record.name, node.name), "fib")
+            widths = {prefix: len(hops) for prefix, hops in fib["routes"].items()}
+            if fib["pending"]:  # FRR has changed more than the emulated ASIC has programmed yet
+                missing.append(f"{node.name} programming {fib['pending']} route changes")
         else:
             widths = _fib_widths(record.node(node.name).netns)
         for route in node.routes:
@@ -227,7 +229,7 @@ def wait_converged(fabric: Fabric, record: LabState) -> list[str]:
         now = time.monotonic()
         if missing != last:
             last, since = missing, now
-        elif (now - since >= BGP_SETTLE_S and not any(" (0 of " in m for m in missing)
+        elif (now - since >= BGP_SETTLE_S and not any(" (0 of " in m or " programming " in m for m in missing)
               and not [s for n in record.routing["switches"] for s in frr.sessions_not_established(record.name, n)]):
             return missing
         if now > deadline:

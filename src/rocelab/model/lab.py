@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Mapping
 
 from rocelab import paths
-from rocelab.routing.bgp import BgpConfig
+from rocelab.routing.bgp import BgpConfig, Design, read_design
 from rocelab.errors import InputError, Problem, Problems
 from rocelab.roce.config import roce_config
 from rocelab.model.kinds import builtin_dataplanes, builtin_nic_backends
@@ -32,7 +32,7 @@ DEFAULT_PROFILE = "roce-lossless"  # for a bare topology on switchd: rocelab is 
 ROUTING_MODES = ("static", "bgp")
 DEFAULT_ROUTING = "static"
 LAB_KEYS = frozenset({"name", "description", "topology", "dataplane", "tdf", "pfc_wd_tdf", "fidelity_bound", "profile",
-                      "profiles", "nic", "routing", "fib_routes_per_s",
+                      "profiles", "nic", "routing", "bgp", "fib_routes_per_s",
                       "roce", "nics", "flow_control_rx", "load_balancing", "scenario", "checks"})
 # `roce:` keys: NicConfig's fields (production units; nicd dilates them by the TDF), with
 # DCQCN's parameters under `dcqcn:`.
@@ -80,6 +80,7 @@ class Lab:
     # A switch's BGP as its own files give it (a fabric description's config_db and constants.yml),
     # over rocelab.routing.design's choice: what FRR runs there when routing is bgp.
     node_bgp: Mapping[str, BgpConfig] = field(default_factory=dict)
+    bgp: Design = Design()  # lab.yml `bgp:`, over every switch's own BGP (rocelab.routing.design.lab_bgp)
 
     def roce_of(self, host: str) -> dict:
         """The `roce:` settings of one host's NIC."""
@@ -175,6 +176,9 @@ def _load_lab_file(path: Path) -> Lab:
     if routing not in ROUTING_MODES:
         problems.add("routing", f"{routing!r} is not a routing mode",
                      "static (rocelab's ECMP routes) or bgp (FRR on every switch, docs/routing.md)")
+    bgp = read_design(data["bgp"], lambda *keys: _at(doc, "bgp", *keys), problems) if "bgp" in data else Design()
+    if "bgp" in data and routing != "bgp":
+        problems.add(_at(doc, "bgp"), "sets the BGP design of a lab without BGP", "routing: bgp")
     fib_routes_per_s = data.get("fib_routes_per_s")
     if fib_routes_per_s is not None and (isinstance(fib_routes_per_s, bool) or not isinstance(fib_routes_per_s, (int, float))
                                          or fib_routes_per_s < 0):
@@ -218,6 +222,11 @@ def _load_lab_file(path: Path) -> Lab:
         problems.raise_if_any()
     scenario = load_scenario(doc, path.parent, {h.name for h in fabric.hosts}, switch_ports,
                              {(n.name, p.name) for n in fabric.nodes for p in n.ports})
+    for i, case in enumerate(scenario.cases if scenario else ()):
+        if case.bgp is not None and routing != "bgp":
+            problems.add(_at(doc, "scenario", i, "bgp"), "sets the BGP design of a case in a lab without BGP",
+                         "routing: bgp")
+    problems.raise_if_any()
     placing = [i for i, c in enumerate(scenario.cases if scenario else ()) if c.receive_order == "place"]
     if nic == "verbs" and placing:
         problems.add(_at(doc, "scenario", placing[0], "receive_order"), "place: the verbs backend runs the "
@@ -232,4 +241,4 @@ def _load_lab_file(path: Path) -> Lab:
                pfc_wd_tdf=pfc_wd_tdf,
                fidelity_bound_s=fidelity_bound_s, host_roce=host_roce, host_notes=tuple(host_notes),
                flow_control_rx=frozenset(flow_control_rx), load_balancing=load_balancing, routing=routing,
-               fib_routes_per_s=fib_routes_per_s)
+               fib_routes_per_s=fib_routes_per_s, bgp=bgp)

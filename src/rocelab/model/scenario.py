@@ -15,6 +15,8 @@ In `labs/<lab>/lab.yml`:
         dcqcn: connectx                  # … and DCQCN's parameter set (paper, connectx)
         load_balancing: {mode: packet}   # every switch's ECMP load balancing (rocelab.switch.balance)
         receive_order: place             # the NICs' receivers: gbn or place (rocelab.roce.qp)
+        bgp: {multipath_relax: false}    # the fabric's BGP design over the lab's (routing: bgp;
+                                         # rocelab.routing.bgp.Design): bgpd restarts on it
         impair:                          # link impairments out of switch ports
           - {port: leaf1:eth3, delay: 20us, jitter: 0us, loss: 0.5%, rate: 25%}
         storm: {host: h4, priority: 3}   # a stuck NIC that keeps sending PFC XOFF
@@ -44,8 +46,9 @@ through the node's own command, as a learner types it in `invoke shell NODE`. A 
 `impair` takes a case's impair keys: loss 100% is a silently dead transmitter (every frame the
 port sends is lost in the kernel, FRR's BGP and BFD packets too, the link still up: only BFD or
 the hold timer notice; rocelab.kernel.deadlink); a lesser loss, delay, jitter and rate are the
-emulated ASIC's, on data frames only. The fault lasts until the next case starts, which revives
-the link and waits for BGP to converge again.
+emulated ASIC's, on data frames only. The fault lasts until the next case starts, which starts
+from the lab as built (rocelab.runtime.scenario: dead links revived, shut ports started, bgpd
+restarted where the case's BGP design differs from the running one) and waits for BGP to converge.
 A case's job that moves no byte for its stall_timeout is `stalled` (1): a failed case, unless
 a check names that case's `stalled`, for a lab where stalling is the lesson.
 """
@@ -68,6 +71,7 @@ from rocelab.roce.cc import builtin_cc_registry
 from rocelab.roce.config import RECEIVE_ORDERS
 from rocelab.switch.balance import balance_config
 from rocelab.roce.dcqcn import DCQCN_SETS
+from rocelab.routing.bgp import Design, read_design
 from rocelab.traffic.patterns import builtin_patterns
 from rocelab.traffic.spec import JobSpec, resolve_spec
 from rocelab.train.core import (TRAINING_OBSERVATIONS, TrainSpec, load_train_spec)
@@ -80,7 +84,7 @@ from rocelab.yamlfile import at as _at
 SWITCH_COMMANDS = ("show", "config", "ecnconfig", "pfcwd", "sonic-clear")
 HOST_COMMANDS = ("mlnx_qos", "cma_roce_tos", "sysfs", "show_gids")
 CASE_KEYS = ("case", "title", "profile", "traffic", "with", "train", "cc", "dcqcn", "load_balancing", "receive_order",
-             "impair", "storm", "background", "probes", "steps")
+             "bgp", "impair", "storm", "background", "probes", "steps")
 WITH_KEYS = ("hosts", "size", "iterations", "compute_gap", "qps", "message_size", "verb", "options", "stall_timeout")
 # Drops of traffic that the fabric was asked to carry (not frames a router ignores anyway).
 FABRIC_DROP_REASONS = ("tail_drop", "headroom_exceeded", "wred_drop", "pfcwd_drop", "impairment_loss", "no_route",
@@ -211,6 +215,7 @@ class Case:
     steps: tuple[CaseStep, ...] = ()
     load_balancing: Mapping | None = None  # every switch's, for this case; None: the lab's
     receive_order: str | None = None  # every NIC's receiver, for this case; None: the lab's
+    bgp: Design | None = None  # the fabric's BGP design for this case, over the lab's `bgp:`; None: the lab's
 
 
 @dataclass(frozen=True)
@@ -364,6 +369,8 @@ def load_scenario(doc: YamlDoc, lab_dir: Path, hosts: set[str], switch_ports: se
         if receive_order is not None and receive_order not in RECEIVE_ORDERS:
             problems.add(_at(doc, "scenario", i, "receive_order"), f"{receive_order!r} is not a receive order",
                          f"expected one of: {', '.join(RECEIVE_ORDERS)}")
+        bgp = read_design(raw["bgp"], lambda *keys: _at(doc, "scenario", i, "bgp", *keys), problems) \
+            if "bgp" in raw else None
         impair = [imp for j, item in enumerate(raw.get("impair") or [])
                   if (imp := _impairment(item, _at(doc, "scenario", i, "impair", j), switch_ports, problems))]
         storm = None
@@ -427,7 +434,7 @@ def load_scenario(doc: YamlDoc, lab_dir: Path, hosts: set[str], switch_ports: se
         if spec is not None or training is not None:
             cases.append(Case(name, str(raw.get("title", name)), spec, profile, cc, tuple(impair), storm, tuple(probes),
                               background, training, dcqcn, tuple(sorted(steps, key=lambda c: c.at_s)),
-                              load_balancing, receive_order))
+                              load_balancing, receive_order, bgp))
     checks = []
     names = {c.name for c in cases}
     for i, raw in enumerate(data.get("checks") or []):

@@ -5,6 +5,7 @@ case's `commands:`.
     run(node, argv) → exit status       the command argv[0] with its arguments, on a node
     live_switch(record, name, command)  a running lab's switch node (an EosNode where it runs EOS's config)
     live_host(record, name, command)    a running lab's host node (its nicd)
+    start_ports(record, name, ports)    a switch's shut ports started again through its running config
 """
 
 from __future__ import annotations
@@ -40,6 +41,16 @@ def live_switch(record: LabState, name: str, command: str) -> SwitchNode:
     if config.get("nos") == "eos":  # its EOS running-config, read as `up` read it (the lab's profiles: entry)
         return EosNode(*args, load_lab(record.name).node_nos[name])
     return SwitchNode(*args)
+
+
+def start_ports(record: LabState, name: str, ports: list[str]) -> None:
+    """A switch's ports (eth3, …) admin up through its running config, as `config interface
+    startup` would start them, off the lab's time line (a case starting from the lab as built)."""
+    switch = live_switch(record, name, "")
+    doc, names = switch.running(), switch.names()
+    for port in ports:
+        doc["PORT"][names[port]]["admin_status"] = "up"
+    switch.commit(doc, record=False)
 
 
 def live_host(record: LabState, name: str, command: str) -> HostNode:

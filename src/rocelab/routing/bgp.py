@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping
+from typing import Any, Callable, Literal, Mapping
 
 from rocelab.errors import Problems
 
@@ -87,6 +87,57 @@ class BgpConfig:
     def at(self, key: tuple[str, ...], config_db: str) -> str:
         """Where a value was said; `config_db`: the table and field of a config_db's."""
         return self.where.get(key, config_db)
+
+
+SPINE_ASN_MODES = ("shared", "per-spine")
+DESIGN_KEYS = ("spine_asn", "multipath_relax", "maximum_paths")
+DESIGN_HINT = ("e.g. bgp: {spine_asn: per-spine, multipath_relax: false}; spine_asn: shared or per-spine, "
+               "multipath_relax: true or false, maximum_paths: a whole number ≥ 1")
+
+
+@dataclass(frozen=True)
+class Design:
+    """What a lab.yml (or one of its cases) sets of the fabric's BGP over what each switch's own
+    configuration says (None: leave it). `spine_asn` shapes the generated design (rocelab.routing.design):
+    the spine tier in one AS, or each spine in its own, as some fabrics number them;
+    multipath_relax and maximum_paths override every switch's."""
+
+    spine_asn: str | None = None
+    multipath_relax: bool | None = None
+    maximum_paths: int | None = None
+
+    def over(self, other: Design) -> Design:
+        """This design's settings where it has them, `other`'s elsewhere."""
+        return Design(*(mine if mine is not None else theirs for mine, theirs in
+                        ((self.spine_asn, other.spine_asn), (self.multipath_relax, other.multipath_relax),
+                         (self.maximum_paths, other.maximum_paths))))
+
+    def text(self) -> str:
+        return ", ".join(f"{key} {str(value).lower()}" for key in DESIGN_KEYS
+                         if (value := getattr(self, key)) is not None)
+
+
+def read_design(value: Any, at: Callable[..., str], problems: Problems) -> Design:
+    """A lab.yml `bgp:` mapping; `at(*keys)` is where a key of it stands, for the problems."""
+    if not isinstance(value, Mapping):
+        problems.add(at(), f"{value!r} is not a mapping of BGP design settings", DESIGN_HINT)
+        return Design()
+    for key in value:
+        if key not in DESIGN_KEYS:
+            problems.add(at(str(key)), f"unknown key {key!r}", f"expected one of: {', '.join(DESIGN_KEYS)}")
+    spine_asn, relax, paths = value.get("spine_asn"), value.get("multipath_relax"), value.get("maximum_paths")
+    if spine_asn is not None and spine_asn not in SPINE_ASN_MODES:
+        problems.add(at("spine_asn"), f"{spine_asn!r} is not a spine numbering",
+                     "shared (the spine tier in one AS) or per-spine (an AS for each spine)")
+        spine_asn = None
+    if relax is not None and not isinstance(relax, bool):
+        problems.add(at("multipath_relax"), f"{relax!r} is not true or false",
+                     "true: `bgp bestpath as-path multipath-relax`; false: without it")
+        relax = None
+    if paths is not None and (isinstance(paths, bool) or not isinstance(paths, int) or paths < 1):
+        problems.add(at("maximum_paths"), f"{paths!r} is not a number of paths", "a whole number ≥ 1")
+        paths = None
+    return Design(spine_asn, relax, paths)
 
 
 def has_bgp(doc: Mapping) -> bool:

@@ -7,11 +7,16 @@ every /31 fabric link, BFD on every session, short timers (FRR's datacenter prof
 keepalive, 9 s hold), Loopback0 as router ID and advertised, the hosts' subnets advertised by
 their leaf. multipath-relax and maximum-paths come from SONiC's constants
 (rocelab.routing.bgp.SONIC_CONSTANTS), as they do on a SONiC switch.
+
+A lab.yml's `bgp:` (rocelab.routing.bgp.Design) may number each spine in its own AS instead, as
+some fabrics do: then a leaf's two paths to another leaf differ in their AS path, and only
+multipath-relax lets BGP use both.
 """
 
 from __future__ import annotations
 
 import ipaddress
+from dataclasses import replace
 
 from rocelab.errors import InputError, Problem
 from rocelab.model.lab import Lab
@@ -19,9 +24,10 @@ from rocelab.model.topology import HOST_POOL, Fabric, Node
 from rocelab.paths import display
 from rocelab.qos.ports import lab_to_sonic
 from rocelab.qos.sonic import read_config_db
-from rocelab.routing.bgp import BgpConfig, has_bgp, read_bgp
+from rocelab.routing.bgp import BgpConfig, Design, has_bgp, read_bgp
 
 SPINE_ASN = 65000  # the spine tier's
+FIRST_SPINE_ASN = 64512  # spine_asn: per-spine, the first of RFC 6996's private range, below the leaves'
 FIRST_LEAF_ASN = 65001
 LAST_PRIVATE_2BYTE_ASN = 65534
 FIRST_PRIVATE_4BYTE_ASN = 4200000000  # RFC 6996
@@ -39,9 +45,11 @@ def leaf_asn(ordinal: int) -> int:
     return asn if asn <= LAST_PRIVATE_2BYTE_ASN else FIRST_PRIVATE_4BYTE_ASN + ordinal
 
 
-def asns(fabric: Fabric) -> dict[str, int]:
+def asns(fabric: Fabric, per_spine: bool = False) -> dict[str, int]:
     leaves = [n.name for n in fabric.switches if n.role == "leaf"]
-    return {n.name: SPINE_ASN if n.role == "spine" else leaf_asn(leaves.index(n.name)) for n in fabric.switches}
+    spines = [n.name for n in fabric.switches if n.role == "spine"]
+    return {n.name: (FIRST_SPINE_ASN + spines.index(n.name) if per_spine else SPINE_ASN) if n.role == "spine"
+            else leaf_asn(leaves.index(n.name)) for n in fabric.switches}
 
 
 def switch_number(fabric: Fabric, name: str) -> int:
@@ -55,9 +63,9 @@ def loopback(fabric: Fabric, name: str) -> ipaddress.IPv4Interface:
     return ipaddress.IPv4Interface((LOOPBACKS.network_address + switch_number(fabric, name), 32))
 
 
-def generated(fabric: Fabric, node: Node) -> dict:
+def generated(fabric: Fabric, node: Node, per_spine: bool = False) -> dict:
     """The switch's DEVICE_METADATA, LOOPBACK_INTERFACE, INTERFACE and BGP_NEIGHBOR tables."""
-    asn = asns(fabric)
+    asn = asns(fabric, per_spine)
     lo = loopback(fabric, node.name)
     interfaces: dict[str, dict] = {}
     neighbors: dict[str, dict] = {}
@@ -76,13 +84,16 @@ def generated(fabric: Fabric, node: Node) -> dict:
             "INTERFACE": interfaces, "BGP_NEIGHBOR": neighbors}
 
 
-def lab_bgp(lab: Lab) -> dict[str, tuple[BgpConfig, str]]:
+def lab_bgp(lab: Lab, case: Design | None = None) -> dict[str, tuple[BgpConfig, str]]:
     """Every switch's BGP configuration and where it comes from: the switch's config_db where
     it sets bgp_asn and has sessions (a lab.yml `profiles:` entry is read for its QoS only),
-    or the lab's own (Lab.node_bgp: a fabric description's), else the generated design. An InputError for a profile's bad BGP fields, before anything is built."""
+    or the lab's own (Lab.node_bgp: a fabric description's), else the generated design; then
+    the lab.yml's `bgp:` over it, and a case's over the lab's. An InputError for a profile's bad
+    BGP fields, before anything is built."""
     if len(lab.fabric.switches) > MAX_SWITCHES:
         raise InputError([Problem(lab.source, "routing", f"has {len(lab.fabric.switches)} switches; "
                                   f"the generated Loopback0s in {LOOPBACKS} fit {MAX_SWITCHES}", "routing: static")])
+    design = (case or Design()).over(lab.bgp)
     out = {}
     for node in lab.fabric.switches:
         if node.name in lab.node_bgp:
@@ -97,6 +108,14 @@ def lab_bgp(lab: Lab) -> dict[str, tuple[BgpConfig, str]]:
             out[node.name] = (read_bgp(doc, display(path), node.name), f"from {display(path)}")
         else:
             why = f" ({display(path)} sets bgp_asn but no BGP_NEIGHBOR)" if has_bgp(doc) else ""
-            out[node.name] = (read_bgp(generated(lab.fabric, node), f"{lab.source} (generated)", node.name),
-                              DESCRIPTION + why)
+            per_spine = design.spine_asn == "per-spine"
+            out[node.name] = (read_bgp(generated(lab.fabric, node, per_spine), f"{lab.source} (generated)", node.name),
+                              DESCRIPTION.replace("one for the spines", "one per spine") + why if per_spine
+                              else DESCRIPTION + why)
+    if design.multipath_relax is not None or design.maximum_paths is not None:
+        said = Design(multipath_relax=design.multipath_relax, maximum_paths=design.maximum_paths).text()
+        out = {name: (replace(config, multipath_relax=config.multipath_relax if design.multipath_relax is None
+                              else design.multipath_relax,
+                              maximum_paths=design.maximum_paths or config.maximum_paths),
+                      f"{how}; then {said} (lab.yml bgp:)") for name, (config, how) in out.items()}
     return out

@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
-from rocelab.engines.netns import wait_converged
+from rocelab.engines import frr
+from rocelab.engines import state as lab_state
+from rocelab.engines.netns import BGP_CONVERGE_TIMEOUT_S, wait_converged
 from rocelab.engines.state import LabState
 from rocelab.kernel import control, deadlink
 from rocelab.kernel.loop import REALTIME
@@ -20,7 +22,7 @@ from rocelab.model.scenario import (Case, CaseStep, CheckResult, Impairment, Sce
                                     fib_observations, job_observations, nic_observations, port_observations,
                                     probe_observations, queued_bytes, switch_observations)
 from rocelab.probes import Probe
-from rocelab.routing.bgp import FRR_BFD_INTERVAL_MS, FRR_BFD_MULTIPLIER
+from rocelab.routing.bgp import FRR_BFD_INTERVAL_MS, FRR_BFD_MULTIPLIER, BgpConfig
 from rocelab.probes.storm import hold_pfc_pause
 from rocelab.qos.sonic import load_config_db
 from rocelab.runtime.fidelity import Fidelity, Watch
@@ -61,25 +63,65 @@ def impair(record: LabState, imp: Impairment) -> None:
         deadlink.kill(record.node(imp.node).netns, imp.port)
 
 
-def revive_links(record: LabState, fabric, on_note: Callable[[str], object] | None = None) -> list[str]:
-    """Every switch port's link as the lab built it: the emulated ASIC's impairments cleared and
-    the dead transmitters revived; where that revived one in a BGP lab, once FRR has converged
-    again (its sessions come back on the wall clock, in seconds), said to `on_note` as it waits.
-    The links revived, NODE:PORT."""
+def revive_links(record: LabState, fabric,
+                 start_ports: Callable[[str, list[str]], object] | None = None) -> list[str]:
+    """Every switch port's link as the lab built it: the emulated ASIC's impairments cleared, the
+    dead transmitters revived and, where `start_ports(node, ports)` is given (the front door's,
+    through the switch's running config, which its shell reads the links from), a port the last
+    case shut started again. What it revived, NODE:PORT."""
     revived = []
     for node, sock in agent_sockets(record, "switchd").items():
+        if start_ports is not None:
+            links = control.request(sock, "links")["links"]
+            shut = [port.name for port in fabric.node(node).ports if links[port.name]["admin"] == "down"]
+            if shut:
+                start_ports(node, shut)
+                revived += [f"{node}:{port}" for port in shut]
         for port in fabric.node(node).ports:
             control.request(sock, "impair", port=port.name)
         revived += [f"{node}:{port}" for port in deadlink.revive(record.node(node).netns)]
-    if revived and record.routing.get("mode") == "bgp":
-        if on_note is not None:
-            on_note(f"revived {', '.join(revived)} (a silent failure left by the last case); waiting for BGP "
-                    "to converge again, seconds of wall time")
-        started = time.monotonic()
-        wait_converged(fabric, record)
-        if on_note is not None:
-            on_note(f"BGP converged in {time.monotonic() - started:.1f} s (wall clock)")
     return revived
+
+
+def reconfigure_bgp(record: LabState, configs: Mapping[str, tuple[BgpConfig, str]]) -> list[str]:
+    """bgpd restarted on each switch whose configuration for the case (its `bgp:` over the lab's)
+    renders another bgpd.conf than the one it runs (rocelab.engines.frr.restart_bgpd), the lab's
+    record following; those switches."""
+    started = frr.restart_bgpd(record.name, {node: (record.node(node).netns, config)
+                                             for node, (config, _) in configs.items()})
+    for node, proc in started.items():
+        record.routing["daemons"] = [d for d in record.routing["daemons"]
+                                     if (d["node"], d["what"]) != (node, "bgpd")] + [
+            {"node": node, "pid": proc.pid, "what": "bgpd"}]
+        record.routing["switches"][node]["how"] = configs[node][1]
+    if started:
+        lab_state.save(record)
+    return list(started)
+
+
+def settle_routing(record: LabState, fabric, case: Case, reconfigured: list[str], revived: list[str],
+                   on_note: Callable[[str], object] | None = None) -> list[str]:
+    """After a case's start changed the fabric under FRR: every BGP session Established again
+    (where bgpd restarted), then every route programmed (rocelab.engines.netns.wait_converged);
+    what it waits for said to `on_note`. The prefixes left narrower than the fabric's paths."""
+    note = on_note or (lambda text: None)
+    design = f"this case's `bgp:` {case.bgp.text()}" if case.bgp else "the lab's BGP design"
+    what = ([f"bgpd restarted on {', '.join(reconfigured)} for {design}"] if reconfigured else []) + \
+        ([f"revived {', '.join(revived)} (left by the last case)"] if revived else [])
+    note(f"{'; '.join(what)}; waiting for BGP to converge again, seconds of wall time")
+    started = time.monotonic()
+    deadline = started + BGP_CONVERGE_TIMEOUT_S
+    while reconfigured and (down := [s for n in record.routing["switches"]
+                                     for s in frr.sessions_not_established(record.name, n)]):
+        if time.monotonic() > deadline:
+            raise frr.FrrFailed(f"BGP sessions not Established {BGP_CONVERGE_TIMEOUT_S:.0f} s after bgpd restarted: "
+                                f"{', '.join(down[:6])}; FRR's logs on {reconfigured[0]}:\n"
+                                f"{frr.log_tail(frr.folder(record.name, reconfigured[0]))}")
+        time.sleep(0.05)
+    narrower = wait_converged(fabric, record)
+    note(f"BGP converged in {time.monotonic() - started:.1f} s (wall clock)"
+         + (f", narrower than the fabric's equal-cost paths: {', '.join(narrower)}" if narrower else ""))
+    return narrower
 
 
 def start_clean(record: LabState, cc: str | None, dcqcn: str | None = None, receive_order: str | None = None) -> None:
@@ -183,10 +225,15 @@ def _typed_at_times(case: Case, run_step, started: float, stop: threading.Event,
 
 def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
              on_progress=None, on_step=None, sample_interval_s: float = 0.05, run_step=None,
-             reload: bool = True, on_note: Callable[[str], object] | None = None) -> CaseResult:
+             reload: bool = True, on_note: Callable[[str], object] | None = None,
+             bgp: Callable[[Case], Mapping[str, tuple[BgpConfig, str]]] | None = None,
+             start_ports: Callable[[str, list[str]], object] | None = None) -> CaseResult:
     """`run_step(case, step)` types a case's step (the front door's node CLI) and returns its exit status;
     `reload=False` keeps the switches' running configs (a challenge's grader); `on_note` hears what
-    the case waits for before its job (BGP converging after a revived link)."""
+    the case waits for before its job (BGP converging after a revived link); `bgp(case)` is every
+    switch's BGP configuration for the case (rocelab.routing.design.lab_bgp), which bgpd is
+    restarted on where it runs another (None: FRR keeps what it runs); `start_ports(node, ports)`
+    starts the ports a case shut (None: they stay shut, as a challenge's grader keeps them)."""
     switches = agent_sockets(record, "switchd")
     nics = agent_sockets(record, "nicd")
     if reload:
@@ -194,7 +241,10 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
             control.request(sock, "reload",
                             profile=str(case.profile or lab_profile) if (case.profile or lab_profile) else None,
                             load_balancing=case.load_balancing)
-    revive_links(record, fabric, on_note)
+    reconfigured = reconfigure_bgp(record, bgp(case)) if bgp is not None else []
+    revived = revive_links(record, fabric, start_ports)
+    if (reconfigured or revived) and record.routing.get("mode") == "bgp":
+        settle_routing(record, fabric, case, reconfigured, revived, on_note)
     for imp in case.impair:
         impair(record, imp)
     start_clean(record, case.cc, case.dcqcn, case.receive_order)
@@ -405,15 +455,18 @@ def _fmt(value: float, name: str) -> str:
 
 def run(record: LabState, scenario: Scenario, lab_profile: Path | None, fabric, *,
         on_case: Callable[[Case], object] | None = None, on_progress=None, on_step=None,
-        run_step=None, on_note: Callable[[str], object] | None = None) -> ScenarioRun:
+        run_step=None, on_note: Callable[[str], object] | None = None,
+        bgp: Callable[[Case], Mapping[str, tuple[BgpConfig, str]]] | None = None,
+        start_ports: Callable[[str, list[str]], object] | None = None) -> ScenarioRun:
     """`on_progress` hears traffic jobs' progress; `on_step(step, workers)` each step of a training job;
-    `run_step(case, step)` types a case's `steps:` on their nodes; `on_note` what a case waits for."""
+    `run_step(case, step)` types a case's `steps:` on their nodes; `on_note` what a case waits for;
+    `bgp(case)` every switch's BGP configuration for a case, `start_ports` how a shut port starts (run_case)."""
     results = []
     for case in scenario.cases:
         if on_case is not None:
             on_case(case)
         results.append(run_case(record, case, lab_profile, fabric, on_progress=on_progress, on_step=on_step,
-                                run_step=run_step, on_note=on_note))
+                                run_step=run_step, on_note=on_note, bgp=bgp, start_ports=start_ports))
         wait_quiet()
     observed = {r.case.name: r.observations for r in results}
     return ScenarioRun(record.name, results, evaluate(scenario.checks, observed))
