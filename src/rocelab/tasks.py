@@ -695,10 +695,10 @@ def run(c, lab, json=False, report=True, case=None):
             tables.append((scenario_run.STEPS_TITLE, list(scenario_run.STEP_COLUMNS), result.step_rows()))
         if time_note:
             tables.append(("Time", ["which figures run on which clock"], [[time_note]]))
-        for case in result.cases:
-            runreport.write_report(run_dir / case.case.name, record, case.series, tables,
-                                   f"{verdict} (case {case.case.name}: {case.case.title})",
-                                   f"{spec.name}: {case.case.title}", snapshot)
+        runreport.write_reports(run_dir, record, [(case.case.name, case.series,
+                                                   f"{verdict} (case {case.case.name}: {case.case.title})",
+                                                   f"{spec.name}: {case.case.title}") for case in result.cases],
+                                tables, snapshot)
         (run_dir / "run.json").write_text(jsonlib.dumps({**result.to_json(), "time": time_note},
                                                         indent=1, default=str))
         report_path = run_dir

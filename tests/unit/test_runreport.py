@@ -71,6 +71,26 @@ def test_a_missing_topology_file_is_said_not_fatal(tmp_path, switch_series):
     assert 'class="verdict fail"' in page
 
 
+def test_a_runs_cases_each_get_their_report_with_the_topology_drawn_once(tmp_path, switch_series):
+    times, readings = nic_congestion()
+    nics = build("unit-nics", 1, 1e-3, times, [observe(r) for r in readings])
+    reports = runreport.write_reports(tmp_path, lab_state(), [("pfc", switch_series, "passed (case pfc)", "t: pfc"),
+                                                              ("dcqcn", nics, "failed (case dcqcn)", "t: dcqcn")],
+                                      [("Checks", ["result"], [["pass"]])])
+    assert reports == [tmp_path / "pfc" / "report.html", tmp_path / "dcqcn" / "report.html"]
+    pfc, dcqcn = (r.read_text() for r in reports)
+    assert "passed (case pfc)" in pfc and "<h1>t: pfc</h1>" in pfc and 'class="verdict pass"' in pfc
+    assert "failed (case dcqcn)" in dcqcn and "<h1>t: dcqcn</h1>" in dcqcn and "<td>pass</td>" in dcqcn
+    assert (tmp_path / "dcqcn" / "flow_rates.png").exists() and not (tmp_path / "pfc" / "flow_rates.png").exists()
+    picture = (tmp_path / "topology.png").read_bytes()
+    assert picture.startswith(PNG_MAGIC)
+    assert all((r.parent / "topology.png").read_bytes() == picture and picture in embedded_pngs(r.read_text())
+               for r in reports)
+    gone = runreport.write_reports(tmp_path / "gone", lab_state("topologies/gone.yml"),
+                                   [("a", switch_series, "failed", "t")], [])
+    assert "No topology picture" in gone[0].read_text() and not (tmp_path / "gone" / "topology.png").exists()
+
+
 def test_the_default_run_folder_is_runs_lab_and_time_and_never_reused(tmp_path, monkeypatch):
     monkeypatch.setenv("ROCELAB_HOME", str(tmp_path))
     at = datetime(2026, 5, 9, 7, 35, 25)

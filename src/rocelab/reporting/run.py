@@ -16,7 +16,10 @@ from __future__ import annotations
 import base64
 import html
 import json
+import multiprocessing
 import os
+import shutil
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -232,11 +235,33 @@ def _meta(record: LabState, ts: TimeSeries) -> str:
             f"{datetime.now().strftime('%Y-%m-%d %H:%M:%S')}</p>")
 
 
+def write_reports(run_dir: Path, lab_state: LabState, cases: Sequence[tuple[str, TimeSeries, str, str]],
+                  tables: Sequence[Table], dashboard: Path | None = None) -> list[Path]:
+    """Every case's report of one run (cases: folder name, series, verdict, title), each in
+    `run_dir`/NAME: the topology drawn once for the run, the cases written by a worker process
+    per core, which `invoke run` can spare once its last case is done and the agents idle."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    topology = None
+    try:
+        topology = graph.draw(_fabric(lab_state), run_dir / "topology.png")
+    except InputError:
+        pass  # each case's report says why it has no picture
+    jobs = [(run_dir / name, lab_state, series, tables, verdict, title, dashboard, topology)
+            for name, series, verdict, title in cases]
+    workers = min(len(jobs), os.cpu_count() or 1)
+    if workers <= 1:
+        return [write_report(*job) for job in jobs]
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        return list(pool.map(write_report, *zip(*jobs)))
+
+
 def write_report(run_dir: Path | None, lab_state: LabState, series: TimeSeries, tables: Sequence[Table],
-                 verdict: str | None, title: str, dashboard: Path | None = None) -> Path:
+                 verdict: str | None, title: str, dashboard: Path | None = None,
+                 topology: Path | None = None) -> Path:
     """Write the plots, series.json and report.html into `run_dir` (None: a new folder under
     runs/); returns the report's path, whose folder is the run folder. `dashboard`: a
-    dashboard snapshot (one HTML file) the report links to."""
+    dashboard snapshot (one HTML file) the report links to; `topology`: the lab's picture,
+    drawn already (else drawn here)."""
     run_dir = Path(run_dir) if run_dir is not None else default_run_dir(lab_state.name)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "series.json").write_text(json.dumps(series.to_json()))
@@ -246,8 +271,12 @@ def write_report(run_dir: Path | None, lab_state: LabState, series: TimeSeries, 
     try:
         fabric = _fabric(lab_state)
         uplinks = _uplinks(fabric)
-        topology = graph.draw(fabric, run_dir / "topology.png")
-        parts.append(_figure(topology, f"{lab_state.name}: topology"))
+        picture = run_dir / "topology.png"
+        if topology is None:
+            graph.draw(fabric, picture)
+        else:
+            shutil.copyfile(topology, picture)
+        parts.append(_figure(picture, f"{lab_state.name}: topology"))
     except InputError as exc:  # the lab's file moved or changed since `up`: say so, keep the report
         parts.append(f'<p class="absent">No topology picture: {html.escape(str(exc))}</p>')
 
