@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
 import json as jsonlib
 import os
 import shlex
@@ -513,12 +514,17 @@ PYTEST_NOTHING_SELECTED = 5  # pytest's exit status when a step selects no test 
 
 @task(help={"k": "only tests matching this expression", "unit": "only the tests that need no root"})
 def test(c, k=None, unit=False):
-    """Run rocelab's test suite (root tests skip with a reason when not root): every test but
-    the `timing` ones, then those as a step of their own, so a wall-clock figure a busy
-    machine missed is told apart from a broken behaviour. Fails if either step fails."""
+    """Run rocelab's test suite (root tests skip with a reason when not root): the unit tests
+    over a worker process per core (they share no lab, and no wall-clock figure is theirs),
+    then the live ones one at a time (their labs share the cores and the state folder), both
+    without the `timing` tests, then those as a step of their own, so a wall-clock figure a busy
+    machine missed is told apart from a broken behaviour. Fails if any step fails."""
     codes = []
-    for step in ("not timing", "timing"):
-        argv = [sys.executable, "-m", "pytest", str(paths.project_root() / "tests"),
+    tests = paths.project_root() / "tests"
+    workers = ["-n", str(os.cpu_count() or 1)] if importlib.util.find_spec("xdist") else []
+    for where, step, spread in ((tests / "unit", "not timing", workers), (tests / "live", "not timing", []),
+                                (tests, "timing", [])):
+        argv = [sys.executable, "-m", "pytest", str(where), *spread,
                 "-m", f"({step}) and not root" if unit else step]
         if k:
             argv += ["-k", k]
