@@ -119,8 +119,12 @@ def restart_bgpd(lab: str, configs: Mapping[str, tuple[str, BgpConfig]]) -> dict
 
 
 def _stop(pid: int) -> None:
-    """Stop a daemon: SIGKILL where SIGTERM has not done it in DAEMON_STOP_TIMEOUT_S."""
-    os.kill(pid, signal.SIGTERM)
+    """Stop a daemon: SIGKILL where SIGTERM has not done it in DAEMON_STOP_TIMEOUT_S (one that
+    died already leaves its pid file behind: nothing to stop)."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
     deadline = time.monotonic() + DAEMON_STOP_TIMEOUT_S
     while _alive(pid):
         if time.monotonic() > deadline:

@@ -113,6 +113,7 @@ class Design:
                          (self.maximum_paths, other.maximum_paths))))
 
     def text(self) -> str:
+        """What it sets, as a run's notes say it: "spine_asn per-spine, multipath_relax false"."""
         return ", ".join(f"{key} {str(value).lower()}" for key in DESIGN_KEYS
                          if (value := getattr(self, key)) is not None)
 

@@ -100,10 +100,10 @@ def reconfigure_bgp(record: LabState, configs: Mapping[str, tuple[BgpConfig, str
 
 
 def settle_routing(record: LabState, fabric, case: Case, reconfigured: list[str], revived: list[str],
-                   on_note: Callable[[str], object] | None = None) -> list[str]:
+                   on_note: Callable[[str], object] | None = None) -> None:
     """After a case's start changed the fabric under FRR: every BGP session Established again
     (where bgpd restarted), then every route programmed (rocelab.engines.netns.wait_converged);
-    what it waits for said to `on_note`. The prefixes left narrower than the fabric's paths."""
+    what it waits for, and the prefixes left narrower than the fabric's paths, said to `on_note`."""
     note = on_note or (lambda text: None)
     design = f"this case's `bgp:` {case.bgp.text()}" if case.bgp else "the lab's BGP design"
     what = ([f"bgpd restarted on {', '.join(reconfigured)} for {design}"] if reconfigured else []) + \
@@ -121,7 +121,6 @@ def settle_routing(record: LabState, fabric, case: Case, reconfigured: list[str]
     narrower = wait_converged(fabric, record)
     note(f"BGP converged in {time.monotonic() - started:.1f} s (wall clock)"
          + (f", narrower than the fabric's equal-cost paths: {', '.join(narrower)}" if narrower else ""))
-    return narrower
 
 
 def start_clean(record: LabState, cc: str | None, dcqcn: str | None = None, receive_order: str | None = None) -> None:
