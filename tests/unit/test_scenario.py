@@ -307,7 +307,8 @@ def test_a_bad_impair_step_names_the_entry(tmp_path, impair, message):
     assert problem.path.startswith("scenario[0].steps[0].impair (line 5)") and message in str(problem)
 
 
-def test_a_case_types_its_steps_on_the_dilated_time_line_until_the_job_ends():
+def test_a_case_types_its_steps_on_the_dilated_time_line_from_the_jobs_start_until_it_ends():
+    import queue
     import threading
     import time
 
@@ -317,18 +318,24 @@ def test_a_case_types_its_steps_on_the_dilated_time_line_until_the_job_ends():
     case = Case("shut", "shut", JobSpec(pattern="elephant"), steps=(
         CaseStep(0.05e-3, "leaf1", ("config", "interface", "shutdown", "Ethernet4")),
         CaseStep(0.2e-3, "leaf1", ("config", "interface", "startup", "Ethernet4"))))
-    typed, ran, started = [], [], time.monotonic()
+    typed, ran, start = [], [], queue.Queue(maxsize=1)
+    # The job's data starts 0.3 s after the steps' thread: its QPs took that long to connect.
+    started = time.monotonic() + 0.3
+    threading.Timer(0.1, start.put, args=(started,)).start()
     # At TDF 1000, 0.05 ms and 0.2 ms of production time are 50 ms and 200 ms on the lab.
     _typed_at_times(case, lambda c, step: typed.append((step.argv[2], time.monotonic() - started)) or 0,
-                    started, threading.Event(), 1000, ran)
+                    start, threading.Event(), 1000, ran)
     assert [what for what, _ in typed] == ["shutdown", "startup"]
     assert typed[0][1] >= 0.05 and typed[1][1] >= 0.2
     assert [(r.step.argv[2], r.status) for r in ran] == [("shutdown", 0), ("startup", 0)]
     assert ran[0].typed_s >= 0.05e-3 and ran[1].typed_s >= 0.2e-3  # reported production-equivalent
     ended = threading.Event()
-    ended.set()  # the job ended before the first step's time: nothing is typed
+    ended.set()  # the job ended before its data started, or before the first step's time: nothing is typed
     typed.clear()
-    _typed_at_times(case, lambda c, step: typed.append(step), time.monotonic(), ended, 1000, [])
+    _typed_at_times(case, lambda c, step: typed.append(step), queue.Queue(), ended, 1000, [])
+    start = queue.Queue()
+    start.put(time.monotonic())
+    _typed_at_times(case, lambda c, step: typed.append(step), start, ended, 1000, [])
     assert typed == []
 
 

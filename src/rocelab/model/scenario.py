@@ -40,8 +40,9 @@ with OP one of == != < <= > >=. Observations are listed in OBSERVATIONS; probes 
 `probe.NODE:IFACE.{pfc_xoff_frames,pfc_xon_frames,ce_packets,cnps,rewinds,psn_gaps}`, and
 every switch port gives `port_tx_bytes.NODE:PORT` and `port_tx_util.NODE:PORT` (PORT_OBSERVATIONS).
 Every case starts from cleared counters, so watermarks and totals are the case's own.
-A step's `at` is production-equivalent time from the job's start, placed on the dilated time
-line as every case time is (typed at.s × TDF of wall time after the job starts); it runs
+A step's `at` is production-equivalent time from the job's start (the instant every host starts
+sending, its QPs connected), placed on the dilated time line as every case time is (typed at
+at × TDF of wall time after it); it runs
 through the node's own command, as a learner types it in `invoke shell NODE`. A step's
 `impair` takes a case's impair keys: loss 100% is a silently dead transmitter (every frame the
 port sends is lost in the kernel, FRR's BGP and BFD packets too, the link still up: only BFD or

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import queue
 import threading
 import time
 from dataclasses import dataclass, field
@@ -210,10 +211,18 @@ def queued_at_step(switches: Mapping[str, Path], timeout_s: float = SEEN_TIMEOUT
     return queued_bytes({n: read_counters(s)["counters"] for n, s in switches.items()})
 
 
-def _typed_at_times(case: Case, run_step, started: float, stop: threading.Event, tdf: int,
+def _typed_at_times(case: Case, run_step, start: queue.Queue, stop: threading.Event, tdf: int,
                     ran: list[StepResult], snapshot: Callable[[], Mapping] = dict) -> None:
     """A case's `steps:`, each at its time on the dilated time line (at × TDF of wall time after the
-    job started), until the job ends; what each did, and `snapshot()` after it, go to `ran`."""
+    job's data started, the monotonic time `start` hands over once the job has connected its QPs),
+    until the job ends; what each did, and `snapshot()` after it, go to `ran`."""
+    while True:
+        try:
+            started = start.get(timeout=0.05)
+            break
+        except queue.Empty:
+            if stop.is_set():
+                return
     for step in case.steps:
         if stop.wait(max(0.0, started + step.at_s * tdf - time.monotonic())):
             return
@@ -267,18 +276,19 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
     report = error = training = None
     stalled = False
     sampler = Sampler(record, interval_s=sample_interval_s).start()
-    typing, ran = None, []
+    typing, ran, start = None, [], queue.Queue(maxsize=1)
     if case.steps and run_step is not None:
         typing = threading.Thread(target=_typed_at_times, daemon=True,
-                                  args=(case, run_step, time.monotonic(), job_done, record.tdf, ran,
+                                  args=(case, run_step, start, job_done, record.tdf, ran,
                                         lambda: queued_at_step(switches)))
         typing.start()
     try:
         if case.training is not None:
+            start.put(time.monotonic())  # a training job's steps count from its launch
             training = run_training(record, fabric, case.training, on_step=on_step)
             error, stalled = training.error, training.stalled
         else:
-            report, _ = run_job(record, spec, on_progress=on_progress)
+            report, _ = run_job(record, spec, on_progress=on_progress, on_start=start.put)
     except JobFailed as exc:
         error, stalled = str(exc), isinstance(exc, JobStalled)
     finally:

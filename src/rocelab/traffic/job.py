@@ -151,10 +151,12 @@ def _ask(sockets: Mapping[str, Path], host: str, op: str, **fields) -> dict:
 def run_job(record: LabState, spec: JobSpec, *, on_progress: Callable[[Progress], None] | None = None,
             record_messages: bool = False, clock: Callable[[], float] = time.monotonic,
             sleep: Callable[[float], None] = time.sleep,
-            stop: Callable[[], bool] = lambda: False) -> tuple[dict, dict[str, dict]]:
+            stop: Callable[[], bool] = lambda: False,
+            on_start: Callable[[float], object] | None = None) -> tuple[dict, dict[str, dict]]:
     """Run `spec` on the lab; (report, each host's runner result). Raises InputError for a
     spec the lab cannot run, JobFailed for a job that did not finish (JobStalled when nothing
-    moved for its stall timeout, JobStopped once `stop()` is true)."""
+    moved for its stall timeout, JobStopped once `stop()` is true). `on_start(t)` hears the
+    `clock()` time at which every host starts sending, once their QPs are connected."""
     plan = make_plan(record, spec)
     hosts = plan.hosts
     job_id = f"{os.getpid()}-{time.time_ns()}"
@@ -174,6 +176,8 @@ def run_job(record: LabState, spec: JobSpec, *, on_progress: Callable[[Progress]
             start_at = clock() + START_MARGIN_S
             for h in hosts:
                 _ask(sockets, h, "job_start", job=job_id, start_at=start_at)
+            if on_start is not None:
+                on_start(start_at)
             _watch(sockets, hosts, job_id, spec, start_at, plan.size_bytes * plan.bus_factor * BITS_PER_BYTE,
                    on_progress, clock, sleep, stop, _stall_s(spec, plan, prepared))
             fidelity = watch.result()
