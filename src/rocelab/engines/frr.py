@@ -109,8 +109,8 @@ def restart_bgpd(lab: str, configs: Mapping[str, tuple[str, BgpConfig]]) -> dict
     """bgpd restarted on every switch (name → its namespace and configuration) whose configuration
     renders another bgpd.conf than the one it runs: its sessions close with a Cease and come back,
     as after a restart of SONiC's bgp container; zebra, bfdd and the kernel's other routes stay.
-    All of them stop before any starts, so that no new bgpd opens a session to one about to close
-    it (its peer would then wait out BGP's idle hold before it listened again). The new bgpds."""
+    All of them stop before any starts, so that every new bgpd meets new peers only (restarted one
+    at a time or all at once, lab-link-failure's four converged in the same 9–10 s). The new bgpds."""
     changed = {node: pair for node, pair in configs.items()
                if (folder(lab, node) / "bgpd.conf").read_text() != render(pair[1])["bgpd.conf"]}
     for node in changed:
