@@ -14,7 +14,6 @@ import json
 import os
 import pwd
 import shutil
-import signal
 import stat
 import subprocess
 import time
@@ -23,7 +22,7 @@ from typing import Mapping
 
 from rocelab import paths
 from rocelab.errors import InputError, Problem
-from rocelab.kernel.netns import popen_in
+from rocelab.kernel.netns import popen_in, stop
 from rocelab.routing.bgp import BgpConfig
 from rocelab.routing.frr import render, runs_bfd
 
@@ -33,7 +32,7 @@ FRR_PACKAGE_HINT = "install Debian's frr package (apt-get install frr), or run t
 ZEBRA_START_TIMEOUT_S = 10.0
 LOG_TAIL_CHARS = 2000
 VTYSH_TIMEOUT_S = 10.0
-DAEMON_STOP_TIMEOUT_S = 10.0
+DAEMON_STOP_TIMEOUT_S = 10.0  # SIGTERM, then SIGKILL
 
 
 class FrrFailed(RuntimeError):
@@ -113,32 +112,8 @@ def restart_bgpd(lab: str, configs: Mapping[str, tuple[str, BgpConfig]]) -> dict
     at a time or all at once, lab-link-failure's four converged in the same 9–10 s). The new bgpds."""
     changed = {node: pair for node, pair in configs.items()
                if (folder(lab, node) / "bgpd.conf").read_text() != render(pair[1])["bgpd.conf"]}
-    for node in changed:
-        _stop(int((folder(lab, node) / "bgpd.pid").read_text()))
+    stop([int((folder(lab, node) / "bgpd.pid").read_text()) for node in changed], grace_s=DAEMON_STOP_TIMEOUT_S)
     return {node: _spawn("bgpd", write_files(lab, node, config), ns) for node, (ns, config) in changed.items()}
-
-
-def _stop(pid: int) -> None:
-    """Stop a daemon: SIGKILL where SIGTERM has not done it in DAEMON_STOP_TIMEOUT_S (one that
-    died already leaves its pid file behind: nothing to stop)."""
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + DAEMON_STOP_TIMEOUT_S
-    while _alive(pid):
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            deadline = float("inf")
-        time.sleep(0.01)
-
-
-def _alive(pid: int) -> bool:
-    """Running: not gone, and not a zombie its parent has yet to reap."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def _wait_for(sock: Path, proc: subprocess.Popen, node: str) -> None:

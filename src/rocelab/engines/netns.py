@@ -217,23 +217,30 @@ def converged(fabric: Fabric, record: LabState) -> list[str]:
     return missing
 
 
-def wait_converged(fabric: Fabric, record: LabState) -> list[str]:
+def sessions_down(record: LabState) -> list[str]:
+    """Every BGP session of the lab's FRR switches that is not Established."""
+    return [s for n in record.routing["switches"] for s in frr.sessions_not_established(record.name, n)]
+
+
+def wait_converged(fabric: Fabric, record: LabState, established: bool = False) -> list[str]:
     """Until every switch forwards to every host over all its equal-cost paths, as the static
-    routes would; FRR's logs if it does not within BGP_CONVERGE_TIMEOUT_S. A fabric whose own BGP
-    keeps fewer paths (no multipath-relax, a small maximum-paths) settles narrower: once every host
-    is reachable from every switch, every session is Established and nothing has changed for
-    BGP_SETTLE_S, that is its converged state, returned (the plugin's ecmp-width check reports it)."""
+    routes would (and, with `established`, every BGP session is Established: after bgpd restarted,
+    the routes of the one before could pass for converged); FRR's logs if it does not within
+    BGP_CONVERGE_TIMEOUT_S. A fabric whose own BGP keeps fewer paths (no multipath-relax, a small
+    maximum-paths) settles narrower: once every host is reachable from every switch, every session
+    is Established and nothing has changed for BGP_SETTLE_S, that is its converged state, returned
+    (the plugin's ecmp-width check reports it)."""
     deadline = time.monotonic() + BGP_CONVERGE_TIMEOUT_S
     last, since = None, time.monotonic()
-    while missing := converged(fabric, record):
+    while missing := converged(fabric, record) + (sessions_down(record) if established else []):
         now = time.monotonic()
         if missing != last:
             last, since = missing, now
         elif (now - since >= BGP_SETTLE_S and not any(" (0 of " in m or " programming " in m for m in missing)
-              and not [s for n in record.routing["switches"] for s in frr.sessions_not_established(record.name, n)]):
+              and not sessions_down(record)):
             return missing
         if now > deadline:
-            first = missing[0].split()[0]
+            first = missing[0].split()[0].rstrip(":")
             raise frr.FrrFailed(f"BGP did not converge in {BGP_CONVERGE_TIMEOUT_S:.0f} s; missing: "
                                 f"{', '.join(missing[:6])}; FRR's logs on {first}:\n"
                                 f"{frr.log_tail(frr.folder(record.name, first))}")

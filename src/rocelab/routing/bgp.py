@@ -108,9 +108,8 @@ class Design:
 
     def over(self, other: Design) -> Design:
         """This design's settings where it has them, `other`'s elsewhere."""
-        return Design(*(mine if mine is not None else theirs for mine, theirs in
-                        ((self.spine_asn, other.spine_asn), (self.multipath_relax, other.multipath_relax),
-                         (self.maximum_paths, other.maximum_paths))))
+        return Design(**{key: getattr(other, key) if getattr(self, key) is None else getattr(self, key)
+                         for key in DESIGN_KEYS})
 
     def text(self) -> str:
         """What it sets, as a run's notes say it: "spine_asn per-spine, multipath_relax false"."""

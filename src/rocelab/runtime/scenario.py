@@ -15,7 +15,7 @@ from typing import Callable, Mapping
 
 from rocelab.engines import frr
 from rocelab.engines import state as lab_state
-from rocelab.engines.netns import BGP_CONVERGE_TIMEOUT_S, wait_converged
+from rocelab.engines.netns import wait_converged
 from rocelab.engines.state import LabState
 from rocelab.kernel import control, deadlink
 from rocelab.kernel.loop import REALTIME
@@ -102,24 +102,17 @@ def reconfigure_bgp(record: LabState, configs: Mapping[str, tuple[BgpConfig, str
 
 def settle_routing(record: LabState, fabric, case: Case, reconfigured: list[str], revived: list[str],
                    on_note: Callable[[str], object] | None = None) -> None:
-    """After a case's start changed the fabric under FRR: every BGP session Established again
-    (where bgpd restarted), then every route programmed (rocelab.engines.netns.wait_converged);
-    what it waits for, and the prefixes left narrower than the fabric's paths, said to `on_note`."""
+    """After a case's start changed the fabric under FRR: every route programmed
+    (rocelab.engines.netns.wait_converged), and every BGP session Established again where bgpd
+    restarted; what it waits for, and the prefixes left narrower than the fabric's paths, said to
+    `on_note`."""
     note = on_note or (lambda text: None)
     design = f"this case's `bgp:` {case.bgp.text()}" if case.bgp else "the lab's BGP design"
     what = ([f"bgpd restarted on {', '.join(reconfigured)} for {design}"] if reconfigured else []) + \
         ([f"revived {', '.join(revived)} (left by the last case)"] if revived else [])
     note(f"{'; '.join(what)}; waiting for BGP to converge again, seconds of wall time")
     started = time.monotonic()
-    deadline = started + BGP_CONVERGE_TIMEOUT_S
-    while reconfigured and (down := [s for n in record.routing["switches"]
-                                     for s in frr.sessions_not_established(record.name, n)]):
-        if time.monotonic() > deadline:
-            raise frr.FrrFailed(f"BGP sessions not Established {BGP_CONVERGE_TIMEOUT_S:.0f} s after bgpd restarted: "
-                                f"{', '.join(down[:6])}; FRR's logs on {reconfigured[0]}:\n"
-                                f"{frr.log_tail(frr.folder(record.name, reconfigured[0]))}")
-        time.sleep(0.05)
-    narrower = wait_converged(fabric, record)
+    narrower = wait_converged(fabric, record, established=bool(reconfigured))
     note(f"BGP converged in {time.monotonic() - started:.1f} s (wall clock)"
          + (f", narrower than the fabric's equal-cost paths: {', '.join(narrower)}" if narrower else ""))
 
