@@ -209,6 +209,8 @@ def test_a_labs_bgp_design_numbers_each_spine_and_a_case_takes_multipath_relax_a
                         "  - {case: b, traffic: elephant, bgp: {multipath_relax: false, maximum_paths: 4}}\n")
     lab = load_lab("l1")
     configs = {name: config for name, (config, _) in lab_bgp(lab).items()}
+    assert {how for _, how in lab_bgp(lab).values()} == {design.description(per_spine=True)}
+    assert "one per spine" in design.description(per_spine=True)
     assert configs["spine1"].asn != configs["spine2"].asn
     assert {configs["spine1"].asn, configs["spine2"].asn}.isdisjoint({configs["leaf1"].asn, configs["leaf2"].asn})
     # each leaf's sessions name each spine's own AS
@@ -252,12 +254,12 @@ def test_a_switch_whose_profile_sets_bgp_asn_is_rendered_from_it_the_others_get_
     profile["DEVICE_METADATA"]["localhost"]["bgp_asn"] = "none"
     (lab_home.parent / "mine.json").write_text(json.dumps(profile))
     configs = lab_bgp(load_lab("l1"))
-    assert {how for _, how in configs.values()} == {design.DESCRIPTION}
+    assert {how for _, how in configs.values()} == {design.description(per_spine=False)}
     # An AS number and no session: the design, said so.
     (lab_home.parent / "mine.json").write_text(json.dumps({**profile, "DEVICE_METADATA": DOC["DEVICE_METADATA"],
                                                            "BGP_NEIGHBOR": {}}))
     configs = lab_bgp(load_lab("l1"))
-    assert all(how.startswith(design.DESCRIPTION) and "sets bgp_asn but no BGP_NEIGHBOR" in how
+    assert all(how.startswith(design.description(per_spine=False)) and "sets bgp_asn but no BGP_NEIGHBOR" in how
                for _, how in configs.values())
     profile["DEVICE_METADATA"]["localhost"]["bgp_asn"] = "65x"
     (lab_home.parent / "mine.json").write_text(json.dumps(profile))

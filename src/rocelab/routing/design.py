@@ -36,8 +36,12 @@ FIRST_PRIVATE_4BYTE_ASN = 4200000000  # RFC 6996
 LOOPBACKS = ipaddress.IPv4Network((HOST_POOL.network_address, 24))
 MAX_SWITCHES = LOOPBACKS.num_addresses - 2
 KEEPALIVE_S, HOLDTIME_S = 3, 9
-DESCRIPTION = ("generated: a private ASN per leaf, one for the spines, eBGP on the /31s, "
-               "multipath-relax, maximum-paths, BFD")
+
+
+def description(per_spine: bool) -> str:
+    """What the generated design is, in the words `status` and the run's routing line use."""
+    spines = "one per spine" if per_spine else "one for the spines"
+    return f"generated: a private ASN per leaf, {spines}, eBGP on the /31s, multipath-relax, maximum-paths, BFD"
 
 
 def leaf_asn(ordinal: int) -> int:
@@ -110,8 +114,7 @@ def lab_bgp(lab: Lab, case: Design | None = None) -> dict[str, tuple[BgpConfig, 
             why = f" ({display(path)} sets bgp_asn but no BGP_NEIGHBOR)" if has_bgp(doc) else ""
             per_spine = design.spine_asn == "per-spine"
             out[node.name] = (read_bgp(generated(lab.fabric, node, per_spine), f"{lab.source} (generated)", node.name),
-                              DESCRIPTION.replace("one for the spines", "one per spine") + why if per_spine
-                              else DESCRIPTION + why)
+                              description(per_spine) + why)
     if design.multipath_relax is not None or design.maximum_paths is not None:
         said = Design(multipath_relax=design.multipath_relax, maximum_paths=design.maximum_paths).text()
         out = {name: (replace(config, multipath_relax=config.multipath_relax if design.multipath_relax is None
