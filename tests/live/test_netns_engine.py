@@ -110,12 +110,22 @@ def test_down_leaves_no_namespace_veth_or_process(bring_up):
     assert lab_state.load(spec.name) is None
 
 
+def autogroup_nice(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/autogroup").read_text().split()[-1])  # "/autogroup-578 nice 19"
+
+
 def test_every_cpu_is_kept_awake_at_idle_priority_unless_told_not_to(bring_up, monkeypatch):
     spec, record = bring_up("incast-1x5")
     cpus = sorted(os.sched_getaffinity(0))
     assert len(record.awake) == len(cpus)
     assert sorted(next(iter(os.sched_getaffinity(pid))) for pid in record.awake) == cpus
     assert all(os.sched_getscheduler(pid) == os.SCHED_IDLE for pid in record.awake)
+    if Path(awake.AUTOGROUP).exists():  # and their sessions' groups yield to every other session's
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not all(autogroup_nice(pid) == awake.AUTOGROUP_NICE
+                                                      for pid in record.awake):
+            time.sleep(0.05)
+        assert [autogroup_nice(pid) for pid in record.awake] == [awake.AUTOGROUP_NICE] * len(cpus)
     assert set(record.awake) <= set(pids_in(record.namespaces))  # `down` stops them with the agents
     status = json.loads(subprocess.run([*CLI, "status", "--json"], capture_output=True, text=True).stdout)
     assert next(lab for lab in status["labs"] if lab["name"] == spec.name)["awake_cpus"] == len(cpus)

@@ -11,7 +11,14 @@ late, p99 0.13-0.71 ms, with the machine idle, and p99 0.06-0.08 ms, never later
 beside two busy processes. This process is such a busy process that takes nothing from anyone:
 it spins at SCHED_IDLE, pinned to one CPU, so every other process (ordinary ones included) and
 every agent (real-time, rocelab.kernel.loop.claim_cpu) runs ahead of it at once, inside the
-VM, without the host's help. It lives in one of the lab's namespaces, so `down` stops it with
+VM, without the host's help. SCHED_IDLE alone is not enough where the kernel groups processes
+by session (CONFIG_SCHED_AUTOGROUP, on by default in Debian's kernel and this VM's): the
+scheduler first shares the CPUs fairly between sessions' groups, then by policy inside each, so
+a spinner started in a session of its own took half a CPU from every ordinary process of other
+sessions (`rocelab run`, pytest, FRR, the training workers): a CPU-bound loop took 2.07-2.08
+times its CPU time on the wall clock beside the spinners, 1.05-1.07 once their groups were at
+nice 19, 1.04 with none (2026-11-26, benchmarks/bench_awake_share.py). So each spinner puts its
+group there. It lives in one of the lab's namespaces, so `down` stops it with
 the agents; ROCELAB_KEEP_AWAKE=0 starts none (a laptop on battery, say: labs then need higher
 TDFs).
 """
@@ -20,8 +27,11 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 KEEP_AWAKE_ENV = "ROCELAB_KEEP_AWAKE"
+AUTOGROUP = "/proc/self/autogroup"  # absent where the kernel has no autogroups: nothing to lower then
+AUTOGROUP_NICE = 19  # the lowest weight a session's group can have
 
 
 def wanted() -> bool:
@@ -36,6 +46,8 @@ def commands() -> list[list[str]]:
 def spin(cpu: int) -> None:
     os.sched_setaffinity(0, {cpu})
     os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    if os.path.exists(AUTOGROUP):
+        Path(AUTOGROUP).write_text(f"{AUTOGROUP_NICE}\n")
     while True:
         pass
 
