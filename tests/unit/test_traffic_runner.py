@@ -73,7 +73,7 @@ def test_qps_spread_a_transfer_over_distinct_udp_source_ports():
     qps = nic.counters()["qps"]
     per_qp = [q["tx_bytes"] for q in qps.values()]
     assert len(per_qp) == 4 and min(per_qp) > 0.2 * sum(per_qp)
-    assert len({nic.qp(int(qpn))._tx._sport for qpn in qps}) == 4  # ECMP entropy
+    assert len({nic.qp(int(qpn))._tx.udp_sport for qpn in qps}) == 4  # ECMP entropy
 
 
 def test_a_transfer_is_an_equal_share_per_qp_cut_into_messages():

@@ -277,7 +277,10 @@ class Dcqcn:
                 self._advance_timers(at)
                 self._reduce_pending = False
                 self._reduce(at)
-        self._advance_timers(now)
+        # Called for every packet sent: most calls find no timer due.
+        alpha_due, increase_due = self._alpha_due_s, self._increase_due_s
+        if (alpha_due is not None and alpha_due <= now) or (increase_due is not None and increase_due <= now):
+            self._advance_timers(now)
 
     def next_change_s(self) -> float | None:
         """The next rate-increase timer or held reduction; None at line rate with nothing held."""

@@ -24,11 +24,14 @@ from dataclasses import fields
 
 from rocelab.roce.cc import CcRegistry, builtin_cc_registry
 from rocelab.roce.config import NicConfig
-from rocelab.roce.qp import MemoryRegion, QpCounters, QpState, QueuePair, WorkCompletion, reorder_summary
+from rocelab.roce.qp import NEVER, MemoryRegion, QpCounters, QpState, QueuePair, WorkCompletion, reorder_summary
 from rocelab.ethernet import ECN_CE, PauseTimers, mac_bytes, pause_duration_s
 from rocelab.roce.wire import (
-    PRIORITIES, PSN_MASK, QPN_MASK, MalformedFrame, NotRoce, Opcode, PauseFrame, ip_to_bytes, parse_frame,
+    OP_ACKNOWLEDGE, OP_CNP, PRIORITIES, PSN_MASK, QPN_MASK, MalformedFrame, NotRoce, PauseFrame, ip_to_bytes,
+    parse_frame,
 )
+
+_RTS = QpState.RTS  # bound once: an enum's member costs ~10× a global to read (see wire.OP_CNP)
 
 _FIRST_QPN = 0x11  # QP0 and QP1 are InfiniBand's management QPs; rxe also starts here
 _FIRST_VA = 0x7F00_0000_0000
@@ -69,6 +72,7 @@ class Nic:
         self._retired_distances: Counter[int] = Counter()  # and their reorder distances
         # Control frames (ACK, NAK, CNP) per priority, with the QP they count against.
         self._control: list[deque[tuple[QueuePair, bytes]]] = [deque() for _ in range(PRIORITIES)]
+        self._control_frames = 0  # how many wait in _control: most polls find none
         self._burst_s = self.config.pacing_burst_bytes * 8 / self.port_rate_bps
         self._port_free_s = 0.0
         self._now = 0.0
@@ -164,8 +168,14 @@ class Nic:
 
     def poll_completions(self, max_entries: int | None = None) -> list[WorkCompletion]:
         """Completed work requests of every QP, oldest first, removed from the queue."""
-        count = len(self._completions) if max_entries is None else max_entries
-        return [self._completions.popleft() for _ in range(min(count, len(self._completions)))]
+        completions = self._completions
+        if not completions:  # what most calls find
+            return []
+        if max_entries is None or max_entries >= len(completions):  # all of them, at once
+            taken = list(completions)
+            completions.clear()
+            return taken
+        return [completions.popleft() for _ in range(max_entries)]
 
     def qp(self, qpn: int) -> QueuePair:
         try:
@@ -198,65 +208,78 @@ class Nic:
         if qp is None:
             self.drops["unknown_qp"] += 1
             return
-        if qp.state is not QpState.RTS:
+        if qp.state is not _RTS:
             qp.drops["qp_not_ready"] += 1
             return
         if pkt.src_ip != qp.remote_ip:
             qp.drops["wrong_source_ip"] += 1
             return
-        qp.counters.rx_packets += 1
-        qp.counters.rx_bytes += pkt.frame_bytes
+        counters = qp.counters
+        counters.rx_packets += 1
+        counters.rx_bytes += pkt.frame_bytes
         opcode = pkt.opcode
-        if opcode == Opcode.ACKNOWLEDGE:
+        if opcode == OP_ACKNOWLEDGE:
             qp.on_ack(pkt, now)
-        elif opcode == Opcode.CNP:
+        elif opcode == OP_CNP:
             qp.on_cnp(now)
         else:
             if pkt.ecn == ECN_CE:
                 cnp = qp.cnp_frame(now)
                 if cnp is not None:
                     self._control[qp.cnp_priority].append((qp, cnp))
+                    self._control_frames += 1
             reply = qp.on_request(pkt)
             if reply is not None:
                 self._control[qp.priority].append((qp, reply))
+                self._control_frames += 1
 
     def poll(self, now: float) -> list[bytes]:
         """Frames to transmit now, in order; the port pacer decides how many."""
         self._now = now
+        sendable = self._control_frames > 0
         for qp in self._connected:
-            qp.check_timeout(now)
-            qp.repace(now)
+            # Timers only where due: check_timeout and repace would return at once elsewhere.
+            if qp.rto_deadline_s <= now:
+                qp.check_timeout(now)
+            if now < qp.next_send_s:
+                qp.repace(now)
+            if qp.ready_s <= now:
+                sendable = True
         frames = []
-        overhead = self.config.frame_overhead_bytes
-        free = max(self._port_free_s, now - self._burst_s)
-        while free <= now:
-            frame = self._next_frame(now)
-            if frame is None:
-                break
-            frames.append(frame)
-            self.tx_packets += 1
-            self.tx_bytes += len(frame)
-            free += (len(frame) + overhead) * 8 / self.port_rate_bps
+        free = self._port_free_s
+        if now - self._burst_s > free:  # max() without the builtin call: this runs every poll
+            free = now - self._burst_s
+        if sendable:  # else _next_frame would find nothing to send
+            overhead = self.config.frame_overhead_bytes
+            while free <= now:
+                frame = self._next_frame(now)
+                if frame is None:
+                    break
+                frames.append(frame)
+                self.tx_packets += 1
+                self.tx_bytes += len(frame)
+                free += (len(frame) + overhead) * 8 / self.port_rate_bps
         self._port_free_s = free
         return frames
 
     def _next_frame(self, now: float) -> bytes | None:
         pause_until = self._pause.until_s
-        if any(self._control):  # most calls find no control frame: one test in C, not eight in Python
+        if self._control_frames:
             for priority in range(PRIORITIES - 1, -1, -1):
                 queue = self._control[priority]
                 if queue and pause_until[priority] <= now:
                     qp, frame = queue.popleft()
+                    self._control_frames -= 1
                     qp.counters.tx_packets += 1
                     qp.counters.tx_bytes += len(frame)
                     return frame
         qps = self._connected
         n = len(qps)
+        rr_next = self._rr_next
         for i in range(n):
-            qp = qps[(self._rr_next + i) % n]
-            ready = qp.ready_at()
-            if ready is not None and ready <= now and pause_until[qp.priority] <= now:
-                self._rr_next = (self._rr_next + i + 1) % n
+            qp = qps[(rr_next + i) % n]
+            if qp.ready_s <= now and pause_until[qp.priority] <= now:
+                self._rr_next = (rr_next + i + 1) % n
                 return qp.next_frame(now)
         return None
 
@@ -264,19 +287,28 @@ class Nic:
         """The earliest time poll() has something to do (≤ now: at once), None if nothing."""
         port = self._port_free_s
         pause_until = self._pause.until_s
-        due = float("inf")
-        if any(self._control):
+        due = NEVER
+        if self._control_frames:
             for priority in range(PRIORITIES):
                 if self._control[priority]:
                     due = min(due, max(port, pause_until[priority]))
         for qp in self._connected:
-            timer = qp.timer_due()
-            if timer is not None:
-                due = min(due, timer)
-            ready = qp.wake_at()
-            if ready is not None:
-                due = min(due, max(ready, port, pause_until[qp.priority]))
-        return None if due == float("inf") else due
+            if qp.rto_deadline_s < due:
+                due = qp.rto_deadline_s
+            # A QP with a packet to send is due at max(wake_at(), port, pause): that can lower
+            # `due` only if each of the three is below it, so with many QPs, once one is due as
+            # soon as the port frees, the rest are not asked.
+            if qp.ready_s != NEVER and port < due:
+                pause = pause_until[qp.priority]
+                if pause < due:
+                    wake = qp.wake_at()
+                    if wake < due:  # due = max(wake, port, pause)
+                        due = wake
+                        if port > due:
+                            due = port
+                        if pause > due:
+                            due = pause
+        return None if due == NEVER else due
 
     # ---- PFC ---------------------------------------------------------------------------
 

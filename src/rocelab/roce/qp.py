@@ -56,6 +56,8 @@ from rocelab.roce.wire import (
     SYNDROME_KIND_MASK,
     SYNDROME_KIND_NAK,
     SYNDROME_KIND_RNR_NAK,
+    OP_ACKNOWLEDGE,
+    OP_CNP,
     FlowHeaders,
     Opcode,
     RocePacket,
@@ -160,12 +162,13 @@ QP_COUNTERS = tuple(f.name for f in fields(QpCounters))
 
 
 class _SendWr:
-    __slots__ = ("wr_id", "opcode", "data", "remote_va", "r_key", "first_seq", "last_seq")
+    __slots__ = ("wr_id", "opcode", "segment_opcodes", "data", "remote_va", "r_key", "first_seq", "last_seq")
 
     def __init__(self, wr_id: int, opcode: WcOpcode, data: memoryview, remote_va: int,
                  r_key: int, first_seq: int, last_seq: int):
         self.wr_id = wr_id
         self.opcode = opcode
+        self.segment_opcodes = _SEGMENT_OPCODES[opcode]  # looked up once, not per packet
         self.data = data
         self.remote_va = remote_va
         self.r_key = r_key
@@ -181,19 +184,24 @@ class _RecvWr:
         self.buf = buf
 
 
-_BEGINS_MESSAGE = frozenset((Opcode.SEND_FIRST, Opcode.SEND_ONLY,
-                             Opcode.RDMA_WRITE_FIRST, Opcode.RDMA_WRITE_ONLY))
-_ENDS_MESSAGE = frozenset((Opcode.SEND_LAST, Opcode.SEND_ONLY,
-                           Opcode.RDMA_WRITE_LAST, Opcode.RDMA_WRITE_ONLY))
-_FULL_SEGMENT = frozenset((Opcode.SEND_FIRST, Opcode.SEND_MIDDLE,
-                           Opcode.RDMA_WRITE_FIRST, Opcode.RDMA_WRITE_MIDDLE))
-_WRITE_OPCODES = frozenset((Opcode.RDMA_WRITE_FIRST, Opcode.RDMA_WRITE_MIDDLE,
-                            Opcode.RDMA_WRITE_LAST, Opcode.RDMA_WRITE_ONLY))
+NEVER = float("inf")  # a time that does not come: no timer running, nothing to send
+# What the per-packet paths use of the enums, bound once and opcodes as ints (see wire.OP_CNP).
+_RTS = QpState.RTS
+_RDMA_WRITE = WcOpcode.RDMA_WRITE
+_SYNDROME_ACK = int(Syndrome.ACK)
+_BEGINS_MESSAGE = frozenset(map(int, (Opcode.SEND_FIRST, Opcode.SEND_ONLY,
+                                      Opcode.RDMA_WRITE_FIRST, Opcode.RDMA_WRITE_ONLY)))
+_ENDS_MESSAGE = frozenset(map(int, (Opcode.SEND_LAST, Opcode.SEND_ONLY,
+                                    Opcode.RDMA_WRITE_LAST, Opcode.RDMA_WRITE_ONLY)))
+_FULL_SEGMENT = frozenset(map(int, (Opcode.SEND_FIRST, Opcode.SEND_MIDDLE,
+                                    Opcode.RDMA_WRITE_FIRST, Opcode.RDMA_WRITE_MIDDLE)))
+_WRITE_OPCODES = frozenset(map(int, (Opcode.RDMA_WRITE_FIRST, Opcode.RDMA_WRITE_MIDDLE,
+                                     Opcode.RDMA_WRITE_LAST, Opcode.RDMA_WRITE_ONLY)))
 # (ONLY, FIRST, MIDDLE, LAST) per kind of work request.
 _SEGMENT_OPCODES = {
-    WcOpcode.RDMA_WRITE: (Opcode.RDMA_WRITE_ONLY, Opcode.RDMA_WRITE_FIRST,
-                          Opcode.RDMA_WRITE_MIDDLE, Opcode.RDMA_WRITE_LAST),
-    WcOpcode.SEND: (Opcode.SEND_ONLY, Opcode.SEND_FIRST, Opcode.SEND_MIDDLE, Opcode.SEND_LAST),
+    WcOpcode.RDMA_WRITE: tuple(map(int, (Opcode.RDMA_WRITE_ONLY, Opcode.RDMA_WRITE_FIRST,
+                                         Opcode.RDMA_WRITE_MIDDLE, Opcode.RDMA_WRITE_LAST))),
+    WcOpcode.SEND: tuple(map(int, (Opcode.SEND_ONLY, Opcode.SEND_FIRST, Opcode.SEND_MIDDLE, Opcode.SEND_LAST))),
 }
 _NAK_STATUS = {
     Syndrome.NAK_INVALID_REQUEST: WcStatus.REM_INV_REQ_ERR,
@@ -227,6 +235,16 @@ def default_udp_sport(qpn: int, remote_qpn: int) -> int:
 class QueuePair:
     """One RC QP. Made by `Nic.create_qp`; the NIC feeds it packets and asks it for frames."""
 
+    # Slots: a QP has too many attributes for CPython's shared-key instance dicts, and its
+    # per-packet reads and writes are quicker through slots than through a dict of its own.
+    __slots__ = ("qpn", "initial_psn", "state", "error_status", "counters", "drops", "_mac", "_ip", "_cfg",
+                 "_mrs", "_completions", "remote_qpn", "remote_ip", "priority", "cnp_priority", "cc", "_pmtu",
+                 "_tx", "_cnp_tx", "_send_wrs", "_send_idx", "_next_seq", "_send_seq", "_una_seq",
+                 "_sent_high_seq", "_rto_s", "rto_deadline_s", "_retries", "_rnr_retries", "_rnr_until_s",
+                 "next_send_s", "ready_s", "_pace_from_s", "_pace_bits", "_pace_rate_bps", "_expected_seq",
+                 "_msn", "_nak_sent", "_dup_acked", "_unacked_packets", "_recvs", "_rx_view", "_rx_offset",
+                 "_rx_is_write", "_rx_recv", "_last_cnp_s", "_kept", "reorder_distances")
+
     def __init__(self, qpn: int, initial_psn: int, *, mac: bytes, ip: bytes, config: NicConfig,
                  memory_regions: dict[int, MemoryRegion], completions: deque[WorkCompletion]):
         self.qpn = qpn
@@ -257,11 +275,15 @@ class QueuePair:
         self._una_seq = initial_psn  # oldest unacknowledged PSN
         self._sent_high_seq = initial_psn  # one past the highest PSN ever sent
         self._rto_s = config.retransmit_timeout_s
-        self._rto_deadline_s: float | None = None
+        self.rto_deadline_s = NEVER  # the retransmit timer, NEVER when not running; it runs only while RTS
         self._retries = 0
         self._rnr_retries = 0
         self._rnr_until_s = 0.0
         self.next_send_s = 0.0  # pacer: earliest start of the next data packet
+        # When the next data packet may start (pacer, RNR wait), NEVER if none can. The NIC reads
+        # it for every QP at every poll and next_event, so it is kept (_update_ready) wherever what
+        # it depends on moves, not worked out there.
+        self.ready_s = NEVER
         # The pacer as a rate limiter: the bits of the last packet still to "drain" at the CC
         # rate from _pace_from_s; a rate change mid-gap re-plans what is left (repace).
         self._pace_from_s = 0.0
@@ -326,6 +348,7 @@ class QueuePair:
                                    ecn=0, ttl=cfg.ttl, udp_sport=sport,
                                    vlan_tci=tci(self.cnp_priority))
         self.state = QpState.RTS
+        self._update_ready()
 
     def retarget(self, config: NicConfig) -> None:
         """The NIC's settings changed: a connected QP's frames wait on the priority the new
@@ -334,6 +357,7 @@ class QueuePair:
         if self._tx is not None:
             self.priority = config.priority_of(self._tx.dscp)
             self.cnp_priority = config.priority_of(self._cnp_tx.dscp)
+        self._update_ready()  # the window may have changed
 
     # ---- posting -------------------------------------------------------------------
 
@@ -366,69 +390,77 @@ class QueuePair:
         self._send_wrs.append(_SendWr(wr_id, opcode, view, remote_va, r_key, first,
                                       first + packets - 1))
         self._next_seq = first + packets
+        self._update_ready()
 
     # ---- requester: sending --------------------------------------------------------
 
-    def ready_at(self) -> float | None:
-        """When the next data packet may start (pacer, RNR wait), None if none can."""
-        if (self.state is not QpState.RTS or self._send_seq >= self._next_seq
+    def _update_ready(self) -> None:
+        if (self.state is not _RTS or self._send_seq >= self._next_seq
                 or self._send_seq - self._una_seq >= self._cfg.max_inflight_packets):
-            return None
-        return max(self.next_send_s, self._rnr_until_s)
+            self.ready_s = NEVER
+        else:  # max() without the builtin's call: this runs for every packet sent
+            self.ready_s = self._rnr_until_s if self._rnr_until_s > self.next_send_s else self.next_send_s
 
     def next_frame(self, now: float) -> bytes:
-        """The data packet at the send cursor; call only when ready_at() ≤ now."""
+        """The data packet at the send cursor; call only when ready_s ≤ now."""
         cfg = self._cfg
         seq = self._send_seq
         wr = self._send_wrs[self._send_idx]
         index = seq - wr.first_seq
-        only, first, middle, last = _SEGMENT_OPCODES[wr.opcode]
+        only, first, middle, last = wr.segment_opcodes
         is_last = seq == wr.last_seq
         extension = b""
-        if is_last and index == 0:
-            opcode = only
-        elif index == 0:
-            opcode = first
+        if index == 0:
+            opcode = only if is_last else first
+            if wr.opcode is _RDMA_WRITE:
+                extension = reth(wr.remote_va, wr.r_key, wr.data.nbytes)
         else:
             opcode = last if is_last else middle
-        if index == 0 and wr.opcode is WcOpcode.RDMA_WRITE:
-            extension = reth(wr.remote_va, wr.r_key, wr.data.nbytes)
-        payload = wr.data[index * self._pmtu:(index + 1) * self._pmtu]
+        offset = index * self._pmtu
+        payload = wr.data[offset:offset + self._pmtu]
         self._send_seq = seq + 1
         if is_last:
             self._send_idx += 1
         ackreq = (is_last or seq % cfg.ack_req_interval_packets == 0
-                  or self._send_seq - self._una_seq >= cfg.max_inflight_packets)
+                  or seq + 1 - self._una_seq >= cfg.max_inflight_packets)
         frame = self._tx.frame(opcode, self.remote_qpn, seq, ackreq=ackreq,
                                extension=extension, payload=payload)
+        size = len(frame)
         counters = self.counters
         counters.tx_packets += 1
-        counters.tx_bytes += len(frame)
+        counters.tx_bytes += size
         if seq < self._sent_high_seq:
             counters.retransmitted_packets += 1
-            counters.retransmitted_bytes += len(frame)
+            counters.retransmitted_bytes += size
         else:
             self._sent_high_seq = seq + 1
-        if self._rto_deadline_s is None:
-            self._rto_deadline_s = now + self._rto_s
+        if self.rto_deadline_s == NEVER:
+            self.rto_deadline_s = now + self._rto_s
         # Pace at the congestion-control rate, counting what the wire carries.
-        wire_bytes = len(frame) + cfg.frame_overhead_bytes
+        wire_bytes = size + cfg.frame_overhead_bytes
         cc = self.cc
         cc.advance(now)
         cc.on_sent(wire_bytes, now)
-        start = max(self.next_send_s, now - cfg.pacing_burst_bytes * 8 / cc.rate_bps)
-        self._pace_from_s, self._pace_bits, self._pace_rate_bps = start, wire_bytes * 8, cc.rate_bps
-        self.next_send_s = start + wire_bytes * 8 / cc.rate_bps
+        rate_bps = cc.rate_bps
+        start = now - cfg.pacing_burst_bytes * 8 / rate_bps
+        if self.next_send_s >= start:  # max(next_send_s, start)
+            start = self.next_send_s
+        self._pace_from_s, self._pace_bits, self._pace_rate_bps = start, wire_bytes * 8, rate_bps
+        self.next_send_s = start + wire_bytes * 8 / rate_bps
+        self._update_ready()
         return frame
 
-    def wake_at(self) -> float | None:
-        """When the NIC must next look at this QP's sending: ready_at(), or sooner when the
-        congestion control's own timer can raise the rate while the pacer waits."""
-        ready = self.ready_at()
-        if ready is None or self.cc is None:
-            return ready
+    def wake_at(self) -> float:
+        """When the NIC must next look at this QP's sending, given ready_s is not NEVER:
+        ready_s, or sooner when the congestion control's own timer can raise the rate while the
+        pacer waits."""
+        ready = self.ready_s
         change = self.cc.next_change_s()
-        return ready if change is None else min(ready, max(change, self._pace_from_s))
+        if change is None:
+            return ready
+        if self._pace_from_s > change:  # min(ready, max(change, pace_from)), without the calls
+            change = self._pace_from_s
+        return change if change < ready else ready
 
     def repace(self, now: float) -> None:
         """Apply the CC's timers up to `now`; if the rate moved while the pacer waits, what is
@@ -443,6 +475,7 @@ class QueuePair:
         left_bits = max(0.0, self._pace_bits - (now - self._pace_from_s) * self._pace_rate_bps)
         self._pace_from_s, self._pace_bits, self._pace_rate_bps = now, left_bits, rate_bps
         self.next_send_s = now + left_bits / rate_bps
+        self._update_ready()
 
     # ---- requester: ACK, NAK, timeout ----------------------------------------------
 
@@ -473,7 +506,7 @@ class QueuePair:
                 return
             self._rnr_until_s = now + self._cfg.rnr_retry_delay_s
             # The wait is the responder's request, not a loss: no timeout during it.
-            self._rto_deadline_s = self._rnr_until_s + self._rto_s
+            self.rto_deadline_s = self._rnr_until_s + self._rto_s
             self._rewind(seq)
             return
         self.counters.naks_received += 1
@@ -500,7 +533,8 @@ class QueuePair:
             # Acknowledged beyond the cursor (after a rewind): skip what arrived.
             self._send_seq = seq + 1
             self._send_idx = 0
-        self._rto_deadline_s = now + self._rto_s if self._una_seq < self._sent_high_seq else None
+        self.rto_deadline_s = now + self._rto_s if self._una_seq < self._sent_high_seq else NEVER
+        self._update_ready()
 
     def _rewind(self, seq: int) -> None:
         """Go back N: send again from `seq`."""
@@ -510,16 +544,13 @@ class QueuePair:
             if wr.last_seq >= seq:
                 break
             self._send_idx += 1
-
-    def timer_due(self) -> float | None:
-        return self._rto_deadline_s if self.state is QpState.RTS else None
+        self._update_ready()
 
     def check_timeout(self, now: float) -> None:
-        deadline = self._rto_deadline_s
-        if deadline is None or now < deadline or self.state is not QpState.RTS:
+        if now < self.rto_deadline_s or self.state is not _RTS:
             return
         if self._una_seq >= self._sent_high_seq:
-            self._rto_deadline_s = None
+            self.rto_deadline_s = NEVER
             return
         self.counters.timeouts += 1
         self._retries += 1
@@ -527,7 +558,7 @@ class QueuePair:
             self._fail(WcStatus.RETRY_EXC_ERR)
             return
         self._rto_s *= 2
-        self._rto_deadline_s = now + self._rto_s
+        self.rto_deadline_s = now + self._rto_s
         self._rewind(self._una_seq)
 
     # ---- responder -----------------------------------------------------------------
@@ -535,10 +566,11 @@ class QueuePair:
     def on_request(self, pkt: RocePacket) -> bytes | None:
         """A SEND or RDMA WRITE packet for this QP's responder; returns an ACK/NAK or None."""
         expected = self._expected_seq
-        delta = psn_delta(pkt.psn, expected & PSN_MASK)
-        window = self._cfg.psn_window_packets
+        psn = pkt.psn
+        # Nearly every packet carries the expected PSN: no signed distance to work out.
+        delta = 0 if psn == expected & PSN_MASK else psn_delta(psn, expected & PSN_MASK)
         if delta > 0:
-            if delta > window:
+            if delta > self._cfg.psn_window_packets:
                 self.drops["psn_out_of_window"] += 1
                 return None
             if self._cfg.receive_order == "place":
@@ -553,7 +585,7 @@ class QueuePair:
             self.counters.naks_sent_out_of_order += 1
             return self._aeth_frame(Syndrome.NAK_PSN_SEQUENCE_ERROR, expected)
         if delta < 0:
-            if -delta > window:
+            if -delta > self._cfg.psn_window_packets:
                 self.drops["psn_out_of_window"] += 1
                 return None
             self.counters.duplicates_received += 1
@@ -574,7 +606,7 @@ class QueuePair:
         if ackreq or self._unacked_packets >= self._cfg.ack_coalesce_packets:
             self._unacked_packets = 0
             self.counters.acks_sent += 1
-            return self._aeth_frame(Syndrome.ACK, self._expected_seq - 1)
+            return self._aeth_frame(_SYNDROME_ACK, self._expected_seq - 1)
         return None
 
     def _keep(self, pkt: RocePacket, seq: int, delta: int) -> bytes | None:
@@ -662,7 +694,7 @@ class QueuePair:
         return None
 
     def _aeth_frame(self, syndrome: int, seq: int) -> bytes:
-        return self._tx.frame(Opcode.ACKNOWLEDGE, self.remote_qpn, seq,
+        return self._tx.frame(OP_ACKNOWLEDGE, self.remote_qpn, seq,
                               extension=aeth(syndrome, self._msn))
 
     # ---- congestion notification ----------------------------------------------------
@@ -675,7 +707,7 @@ class QueuePair:
             return None
         self._last_cnp_s = now
         self.counters.cnps_sent += 1
-        return self._cnp_tx.frame(Opcode.CNP, self.remote_qpn, 0, becn=True,
+        return self._cnp_tx.frame(OP_CNP, self.remote_qpn, 0, becn=True,
                                   extension=CNP_RESERVED)
 
     def on_cnp(self, now: float) -> None:
@@ -699,7 +731,7 @@ class QueuePair:
         self.error_status = status
         if status is not WcStatus.WR_FLUSH_ERR:
             self.counters.fatal_errors += 1
-        self._rto_deadline_s = None
+        self.rto_deadline_s = NEVER
         for i, wr in enumerate(self._send_wrs):
             self._complete(wr.wr_id, wr.opcode, (oldest or status) if i == 0
                            else WcStatus.WR_FLUSH_ERR, wr.data.nbytes)
@@ -712,6 +744,7 @@ class QueuePair:
         self._recvs.clear()
         self._send_seq = self._una_seq = self._next_seq
         self._kept.clear()
+        self._update_ready()
 
     def report(self, now: float) -> dict:
         """JSON-able counters and state of this QP, congestion control advanced to `now`."""

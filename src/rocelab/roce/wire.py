@@ -16,7 +16,7 @@ import struct
 from enum import IntEnum
 
 from rocelab.ethernet import (ECN_CE, ECN_MASK, ETH, ETH_P_8021Q, ETH_P_IPV4, ETH_P_MAC_CONTROL, IPPROTO_UDP, IPV4,
-                              IPV4_DONT_FRAGMENT, ROCE_UDP_PORT,
+                              IPV4_DONT_FRAGMENT, MIN_FRAME_BYTES, ROCE_UDP_PORT,
                               PRIORITIES, ipv4_checksum, mac_control, padded)
 from zlib import crc32
 
@@ -40,9 +40,21 @@ RETH = struct.Struct("!QII")
 AETH = struct.Struct("!I")
 CNP_RESERVED = bytes(16)
 
-# IPv4 (no options) / UDP / BTH in one pack: a packet's headers after Ethernet, built and read at once.
+# IPv4 (no options) / UDP / BTH in one struct: parse_frame reads them at once and packs the
+# ICRC's masked view of them at once.
 IPV4_UDP_BTH = struct.Struct("!BBHHHBBH4s4s" "HHHH" "BBHII")
+# FlowHeaders' two packs a packet, the runs of bytes fixed per flow passed whole. As sent, behind
+# [Ethernet, version/IHL, TOS]: total length, [id, flags, TTL, protocol], checksum, [addresses,
+# UDP ports], UDP length, UDP checksum, opcode+flags, P_Key, QPN word, PSN word ...
+_SENT_TAIL = "H6sH12sHHHHII"
+# ... and the ICRC's masked view behind its first two bytes (0x45 0xFF): total length, [id ...
+# UDP ports], UDP length, 0xFFFF, opcode+flags, P_Key, QPN word, PSN word.
+_MASKED_TAIL = struct.Struct("!H20sHHHHII")
+_MASKED_CRC = crc32(b"\x45\xff", LRH_CRC)  # every ICRC's value after those two bytes
 IPV4_HEADER_BYTES = IPV4.size
+_ETH_BYTES = ETH.size
+_VLAN_TAG_BYTES = VLAN_TAG.size
+_UDP_BYTES = UDP.size
 BTH_BYTES = BTH.size
 RETH_BYTES = RETH.size
 AETH_BYTES = AETH.size
@@ -52,6 +64,9 @@ _BTH_ACKREQ = 0x80000000
 _BTH_PADCNT_SHIFT = 4
 _BTH_TVER_MASK = 0x0F
 _PAD = (b"", b"\x00", b"\x00\x00", b"\x00\x00\x00")
+_IPV4_UDP_BTH_BYTES = IPV4_UDP_BTH.size
+_UDP_BTH_ICRC_BYTES = _UDP_BYTES + BTH_BYTES + ICRC_BYTES  # a RoCEv2 datagram less extension and payload
+_from_bytes = int.from_bytes  # bound once: parse_frame reads every IPv4 header with it
 
 
 class Opcode(IntEnum):
@@ -83,7 +98,12 @@ EXTENSION_BYTES = {
     Opcode.CNP: len(CNP_RESERVED),
 }
 _EXTENSION_BY_INT = {int(op): n for op, n in EXTENSION_BYTES.items()}
-_WITH_RETH = frozenset((Opcode.RDMA_WRITE_FIRST, Opcode.RDMA_WRITE_ONLY))
+# Opcodes as plain ints for the per-packet paths: reading a member off an enum class goes through
+# the metaclass's __getattr__ hook (~10× a global's cost), and an int matches an int faster than
+# an IntEnum.
+OP_ACKNOWLEDGE = int(Opcode.ACKNOWLEDGE)
+OP_CNP = int(Opcode.CNP)
+_WITH_RETH = frozenset((int(Opcode.RDMA_WRITE_FIRST), int(Opcode.RDMA_WRITE_ONLY)))
 
 
 class Syndrome(IntEnum):
@@ -124,12 +144,6 @@ def ip_to_bytes(ip: str | bytes) -> bytes:
     return ipaddress.IPv4Address(ip).packed
 
 
-def _ones_complement_sum(total: int) -> int:
-    """Fold a 32-bit sum of 16-bit words into 16 bits (the fast path's incremental checksum)."""
-    total = (total & 0xFFFF) + (total >> 16)
-    return (total & 0xFFFF) + (total >> 16)
-
-
 class FlowHeaders:
     """The headers of one direction of one QP, precomputed so a packet costs a few packs.
 
@@ -138,27 +152,33 @@ class FlowHeaders:
     entropy). IPv4 identification is 0 with Don't Fragment set (RFC 6864 atomic datagrams).
     """
 
-    __slots__ = ("_eth", "dscp", "_tos", "_ttl", "_src_ip", "_dst_ip", "_sport", "_pkey", "_csum_base")
+    __slots__ = ("dscp", "udp_sport", "_pkey", "_csum_base", "_sent", "_sent_head", "_sent_id_ttl", "_sent_addrs",
+                 "_masked_id_ports")
 
     def __init__(self, src_mac: bytes, dst_mac: bytes, src_ip: bytes, dst_ip: bytes, *,
                  dscp: int, ecn: int, ttl: int, udp_sport: int, pkey: int = DEFAULT_PKEY,
                  vlan_tci: int | None = None):
         if vlan_tci is None:
-            self._eth = ETH.pack(dst_mac, src_mac, ETH_P_IPV4)
+            eth = ETH.pack(dst_mac, src_mac, ETH_P_IPV4)
         else:
-            self._eth = (ETH.pack(dst_mac, src_mac, ETH_P_8021Q)
-                         + VLAN_TAG.pack(vlan_tci, ETH_P_IPV4))
+            eth = ETH.pack(dst_mac, src_mac, ETH_P_8021Q) + VLAN_TAG.pack(vlan_tci, ETH_P_IPV4)
         self.dscp = dscp
-        self._tos = (dscp << 2) | ecn
-        self._ttl = ttl
-        self._src_ip = src_ip
-        self._dst_ip = dst_ip
-        self._sport = udp_sport
+        self.udp_sport = udp_sport
+        tos = (dscp << 2) | ecn
         self._pkey = pkey
-        # Checksum of every IPv4 word except total length, so a packet adds one word.
-        fixed = IPV4.pack(0x45, self._tos, 0, 0, IPV4_DONT_FRAGMENT, ttl, IPPROTO_UDP, 0,
-                          src_ip, dst_ip)
-        self._csum_base = sum(IPV4_WORDS.unpack(fixed))
+        # The runs of bytes no packet changes, packed once.
+        self._sent = struct.Struct(f"!{len(eth) + 2}s{_SENT_TAIL}")
+        self._sent_head = eth + bytes((0x45, tos))
+        self._sent_id_ttl = struct.pack("!HHBB", 0, IPV4_DONT_FRAGMENT, ttl, IPPROTO_UDP)
+        self._sent_addrs = src_ip + dst_ip + struct.pack("!HH", udp_sport, ROCE_UDP_PORT)
+        self._masked_id_ports = (struct.pack("!HHBBH", 0, IPV4_DONT_FRAGMENT, 0xFF, IPPROTO_UDP, 0xFFFF)
+                                 + self._sent_addrs)
+        # Checksum of every IPv4 word except total length, folded, so a packet adds one word and
+        # folds once.
+        fixed = IPV4.pack(0x45, tos, 0, 0, IPV4_DONT_FRAGMENT, ttl, IPPROTO_UDP, 0, src_ip, dst_ip)
+        base = sum(IPV4_WORDS.unpack(fixed))
+        base = (base & 0xFFFF) + (base >> 16)
+        self._csum_base = (base & 0xFFFF) + (base >> 16)
 
     def frame(self, opcode: int, dest_qpn: int, psn: int, *, ackreq: bool = False,
               becn: bool = False, extension: bytes = b"",
@@ -166,23 +186,29 @@ class FlowHeaders:
         """One RoCEv2 frame with correct lengths, IPv4 checksum, pad count and ICRC."""
         # The NIC's hottest function: one pack for the headers as sent and one for the ICRC's
         # masked view of them (TOS, TTL, checksums and the FECN/BECN byte all ones).
-        pad = -len(payload) & 3
-        udp_bytes = 8 + BTH_BYTES + len(extension) + len(payload) + pad + ICRC_BYTES
+        size = len(payload)
+        pad = -size & 3
+        udp_bytes = _UDP_BTH_ICRC_BYTES + len(extension) + size + pad
         total = IPV4_HEADER_BYTES + udp_bytes
-        csum = ~_ones_complement_sum(self._csum_base + total) & 0xFFFF
-        flags = pad << _BTH_PADCNT_SHIFT
+        # The one's complement sum of the fixed words (folded, ≤ 0xFFFF) and the total length
+        # is below 0x20000: one fold.
+        csum = self._csum_base + total
+        csum = ~((csum & 0xFFFF) + (csum >> 16)) & 0xFFFF
+        opcode_flags = (opcode << 8) | (pad << _BTH_PADCNT_SHIFT)
         psn_word = (_BTH_ACKREQ | psn & PSN_MASK) if ackreq else psn & PSN_MASK
-        src, dst, sport, pkey = self._src_ip, self._dst_ip, self._sport, self._pkey
-        crc = crc32(IPV4_UDP_BTH.pack(0x45, 0xFF, total, 0, IPV4_DONT_FRAGMENT, 0xFF, IPPROTO_UDP, 0xFFFF, src, dst,
-                                      sport, ROCE_UDP_PORT, udp_bytes, 0xFFFF,
-                                      opcode, flags, pkey, 0xFF000000 | dest_qpn, psn_word) + extension, LRH_CRC)
+        pkey = self._pkey
+        crc = crc32(_MASKED_TAIL.pack(total, self._masked_id_ports, udp_bytes, 0xFFFF, opcode_flags, pkey,
+                                      0xFF000000 | dest_qpn, psn_word), _MASKED_CRC)
+        if extension:
+            crc = crc32(extension, crc)
         crc = crc32(payload, crc)
         if pad:
             crc = crc32(_PAD[pad], crc)
-        headers = IPV4_UDP_BTH.pack(0x45, self._tos, total, 0, IPV4_DONT_FRAGMENT, self._ttl, IPPROTO_UDP, csum,
-                                    src, dst, sport, ROCE_UDP_PORT, udp_bytes, 0,
-                                    opcode, flags, pkey, (_BTH_BECN | dest_qpn) if becn else dest_qpn, psn_word)
-        return padded(b"".join((self._eth, headers, extension, payload, _PAD[pad], ICRC.pack(crc))))
+        headers = self._sent.pack(self._sent_head, total, self._sent_id_ttl, csum, self._sent_addrs, udp_bytes, 0,
+                                  opcode_flags, pkey, (_BTH_BECN | dest_qpn) if becn else dest_qpn, psn_word)
+        frame = b"".join((headers, extension, payload, _PAD[pad], ICRC.pack(crc)))
+        # Only an empty SEND_ONLY, untagged, is shorter than the Ethernet minimum.
+        return frame if len(frame) >= MIN_FRAME_BYTES else padded(frame)
 
 
 def reth(va: int, r_key: int, dma_length: int) -> bytes:
@@ -223,51 +249,57 @@ class PauseFrame:
 def parse_frame(frame: bytes) -> RocePacket | PauseFrame:
     """Parse and validate one Ethernet frame (no FCS). Raises MalformedFrame or NotRoce."""
     n = len(frame)
-    if n < ETH.size:
+    if n < _ETH_BYTES:
         raise MalformedFrame("truncated")
     ethertype = (frame[12] << 8) | frame[13]
-    off = ETH.size
+    off = _ETH_BYTES
     if ethertype == ETH_P_8021Q:
-        if n < off + VLAN_TAG.size:
+        if n < off + _VLAN_TAG_BYTES:
             raise MalformedFrame("truncated")
         ethertype = (frame[16] << 8) | frame[17]
-        off += VLAN_TAG.size
+        off += _VLAN_TAG_BYTES
     if ethertype == ETH_P_MAC_CONTROL:
         return _parse_mac_control(frame, off)
     if ethertype != ETH_P_IPV4:
         raise NotRoce("not IPv4")
     if n < off + IPV4_HEADER_BYTES:
         raise MalformedFrame("truncated")
-    ver_ihl, tos, total, _ident, frag, _ttl, proto, _csum, src_ip, dst_ip = IPV4.unpack_from(
-        frame, off)
+    # An IPv4 header without options (all RoCE sends) and room behind it: every header in one
+    # read, checked below in the same order as when read one by one.
+    at_once = frame[off] == 0x45 and n >= off + _IPV4_UDP_BTH_BYTES
+    if at_once:
+        (ver_ihl, tos, total, _ident, frag, _ttl, proto, _csum, src_ip, dst_ip, sport, dport, udp_bytes, _udp_csum,
+         opcode, flags, pkey, qpn_word, psn_word) = IPV4_UDP_BTH.unpack_from(frame, off)
+    else:
+        ver_ihl, tos, total, _ident, frag, _ttl, proto, _csum, src_ip, dst_ip = IPV4.unpack_from(frame, off)
     ihl = (ver_ihl & 0x0F) * 4
     if ver_ihl >> 4 != 4 or ihl < IPV4_HEADER_BYTES or total < ihl:
         raise MalformedFrame("bad_ip_header")
     if proto != IPPROTO_UDP:
         raise NotRoce("not UDP")
     end = off + total
-    if end > n or off + ihl + UDP.size > n:
+    if end > n or off + ihl + _UDP_BYTES > n:
         raise MalformedFrame("truncated")
-    if ihl == IPV4_HEADER_BYTES:
-        word_sum = sum(IPV4_WORDS.unpack_from(frame, off))
-    else:
-        word_sum = sum(struct.unpack_from(f"!{ihl // 2}H", frame, off))
-    if _ones_complement_sum(word_sum) != 0xFFFF:
+    # A valid header's 16-bit words add up, folded, to 0xFFFF. Their sum is ≡ the header read as
+    # one number (mod 0xFFFF, as 2^16 ≡ 1) and not 0 (version 4): the same test, no words unpacked.
+    if _from_bytes(frame[off:off + ihl], "big") % 0xFFFF:
         raise MalformedFrame("bad_ip_checksum")
     udp = off + ihl
-    sport, dport, udp_bytes, _udp_csum = UDP.unpack_from(frame, udp)
+    if not at_once:
+        sport, dport, udp_bytes, _udp_csum = UDP.unpack_from(frame, udp)
     if dport != ROCE_UDP_PORT:
         raise NotRoce("not UDP port 4791")
     if frag & _IPV4_FRAGMENT_BITS:
         raise MalformedFrame("ip_fragment")
     if udp_bytes != total - ihl:
         raise MalformedFrame("bad_udp_length")
-    bth = udp + UDP.size
+    bth = udp + _UDP_BYTES
     if bth + BTH_BYTES + ICRC_BYTES > end:
         raise MalformedFrame("truncated")
+    if not at_once:
+        opcode, flags, pkey, qpn_word, psn_word = BTH.unpack_from(frame, bth)
     view = memoryview(frame)
     icrc_at = end - ICRC_BYTES
-    opcode, flags, pkey, qpn_word, psn_word = BTH.unpack_from(frame, bth)
     if ihl == IPV4_HEADER_BYTES:  # the masked headers packed from what was read: no copy to patch
         masked = IPV4_UDP_BTH.pack(ver_ihl, 0xFF, total, _ident, frag, 0xFF, proto, 0xFFFF, src_ip, dst_ip,
                                    sport, dport, udp_bytes, 0xFFFF, opcode, flags, pkey, qpn_word | 0xFF000000, psn_word)
@@ -292,14 +324,14 @@ def parse_frame(frame: bytes) -> RocePacket | PauseFrame:
     pkt.ecn = tos & ECN_MASK
     pkt.dscp = tos >> 2
     pkt.opcode = opcode
-    pkt.becn = bool(qpn_word & _BTH_BECN)
+    pkt.becn = (qpn_word & _BTH_BECN) != 0
     pkt.dest_qpn = qpn_word & QPN_MASK
-    pkt.ackreq = bool(psn_word & _BTH_ACKREQ)
+    pkt.ackreq = (psn_word & _BTH_ACKREQ) != 0
     pkt.psn = psn_word & PSN_MASK
     pkt.va = pkt.r_key = pkt.dma_length = pkt.syndrome = pkt.msn = 0
     if opcode in _WITH_RETH:
         pkt.va, pkt.r_key, pkt.dma_length = RETH.unpack_from(frame, bth + BTH_BYTES)
-    elif opcode == Opcode.ACKNOWLEDGE:
+    elif opcode == OP_ACKNOWLEDGE:
         word = AETH.unpack_from(frame, bth + BTH_BYTES)[0]
         pkt.syndrome = word >> 24
         pkt.msn = word & 0xFFFFFF
