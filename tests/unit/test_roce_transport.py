@@ -249,6 +249,40 @@ def test_send_without_receive_gets_rnr_nak_then_retries():
     assert a.qp(qa).counters.timeouts == 0
 
 
+def test_an_rnr_wait_with_a_dcqcn_timer_pending_lets_time_move_on():
+    """DCQCN's rate-increase timer falls due while the QP waits out an RNR NAK: the timer runs
+    then, and the NIC's next event moves past it. It used to stay at the timer's time (the CC
+    ran its timers only while the pacer waited), so an agent polled the NIC again and again at
+    the same instant, never reaching the end of the wait."""
+    a, b = nic_pair(rnr_retry_delay_s=1e-3, cc_algorithm="dcqcn")
+    qa, qb = connect_qps(a, b)
+    a.post_send(qa, 1, b"hello")
+    a.qp(qa).cc.on_cnp(0.0)  # the rate cut: its increase timer runs from here
+    cut_bps = a.qp(qa).cc.rate_bps
+    now, same = 0.0, 0
+
+    def step() -> None:
+        nonlocal now, same
+        due = min(d for d in (a.next_event(now), b.next_event(now)) if d is not None)
+        same = same + 1 if due <= now else 0
+        assert same < 10, f"next_event answers {due} at {now} again and again"
+        now = max(now, due)
+        for frame in a.poll(now):
+            b.receive(frame, now)
+        for frame in b.poll(now):
+            a.receive(frame, now)
+
+    while now < 0.5e-3:
+        step()
+    assert a.qp(qa).counters.rnr_naks_received == 1
+    assert a.qp(qa).cc.rate_bps > cut_bps  # its timers ran during the wait
+    buf = bytearray(16)
+    b.post_recv(qb, 7, buf)
+    while a.qp(qa).counters.messages_sent == 0:
+        step()
+    assert now >= 1e-3 and buf[:5] == b"hello"  # not before the wait ends
+
+
 @pytest.mark.parametrize("mistake", ["past_the_end", "deregistered"])
 def test_bad_r_key_fails_both_ends_with_remote_access_error(mistake):
     a, b = nic_pair()

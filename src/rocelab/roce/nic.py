@@ -241,7 +241,7 @@ class Nic:
             # Timers only where due: check_timeout and repace would return at once elsewhere.
             if qp.rto_deadline_s <= now:
                 qp.check_timeout(now)
-            if now < qp.next_send_s:
+            if qp.waiting(now):
                 qp.repace(now)
             if qp.ready_s <= now:
                 sendable = True

@@ -450,6 +450,10 @@ class QueuePair:
         self._update_ready()
         return frame
 
+    def waiting(self, now: float) -> bool:
+        """Whether the QP holds back a packet it has, or a gap of its pacer's, at `now`."""
+        return now < self.next_send_s or now < self.ready_s < NEVER
+
     def wake_at(self) -> float:
         """When the NIC must next look at this QP's sending, given ready_s is not NEVER:
         ready_s, or sooner when the congestion control's own timer can raise the rate while the
@@ -463,12 +467,15 @@ class QueuePair:
         return change if change < ready else ready
 
     def repace(self, now: float) -> None:
-        """Apply the CC's timers up to `now`; if the rate moved while the pacer waits, what is
-        left of the gap drains at the new rate, as a hardware rate limiter does."""
+        """Apply the CC's timers up to `now` while the QP waits to send (its pacer, or an RNR
+        wait: wake_at() wakes the NIC for them in both); if the rate moved while the pacer
+        waits, what is left of the gap drains at the new rate, as a hardware rate limiter does."""
         cc = self.cc
-        if cc is None or now >= self.next_send_s:
+        if cc is None or not self.waiting(now):
             return
         cc.advance(now)
+        if now >= self.next_send_s:  # an RNR wait: no gap of the pacer's to re-plan
+            return
         rate_bps = cc.rate_bps
         if rate_bps == self._pace_rate_bps or now < self._pace_from_s:
             return
