@@ -4,8 +4,7 @@
 
 The thin shell around rocelab.switch.pipeline.Switch (its C fast path where built,
 rocelab.switch.fastpath): AF_PACKET ports, the FIB read from the namespace's kernel (and
-re-read, by a thread of its own, whenever netlink says routes, neighbours, links or addresses
-changed: rocelab.switch.kernel_fib.FibReader), the QoS
+re-read whenever netlink says routes, neighbours, links or addresses changed), the QoS
 profile from a SONiC config_db.json, and a control socket:
 
     ping                                   → {"node", "scheduling", "pipeline": "c" | "python", "pipeline_why"}
@@ -175,7 +174,6 @@ class Switchd:
         self.names = [p.name for p in self.specs]
         self.ipr = IPRoute()
         self.fib: Fib = kernel_fib.read_fib(self.ipr, self.names)
-        self.kernel_fib = self.fib  # the kernel's, as last read: self.fib is what the ASIC forwards on
         self.pfc_wd_tdf = config.get("pfc_wd_tdf", config["tdf"])
         self.profile = load_profile(config["profile"], self.pfc_wd_tdf)
         self.rng = random.Random(config.get("seed", 0))
@@ -186,7 +184,7 @@ class Switchd:
         self.reloads = 0
         # A shut port's neighbours and routes, which the kernel drops with the link, for startup.
         self.parked: dict[str, kernel_fib.PortState] = {}
-        self.reader = kernel_fib.FibReader(self.names)
+        self.events = kernel_fib.watch()
         self.down: frozenset[str] = frozenset()  # ports whose link is down: in no route
         self.programming: FibProgramming | None = None
         # A timer thread writes here when a FIB change comes due; the loop wakes and programs it.
@@ -194,27 +192,25 @@ class Switchd:
         self.cpu = CpuPort(self.switch, config["ports"])
         self.loop = Loop(self.cpu, {n: open_port(n) for n in self.names},
                          [ControlServer(Path(config["socket"]), self.handle)],
-                         watchers={self.reader.ready_fd: self.refresh_fib, self.programmed_r: self.program_fib},
+                         watchers={self.events.fileno(): self.refresh_fib, self.programmed_r: self.program_fib},
                          early_s=config.get("early_s", 0.0))
 
     def refresh_fib(self) -> None:
-        """The kernel's routes changed (the reader thread has read them): a port gone down
-        leaves every route at once; the rest reaches the forwarding table at once, or after the
-        ASIC's programming time once the engine asked for it (fib_programming)."""
-        for down, fib in self.reader.take():
-            moved = fib != self.kernel_fib or down != self.down  # else a change that touched neither
-            if down - self.down:
-                self.down = down
-                self.install_fib(self.fib)
-            self.down, self.kernel_fib = down, fib
-            if not moved:
-                continue
-            if self.programming is None:
-                self.install_fib(fib)
-                continue
-            now = time.monotonic()
-            due = self.programming.submit(fib, now)
-            threading.Timer(max(due - now, 0.0), os.write, (self.programmed_w, b"!")).start()
+        """The kernel's routes changed: into the forwarding table at once, or after the ASIC's
+        programming time once the engine asked for it (fib_programming)."""
+        self.events.get()
+        down = kernel_fib.down_ports(self.ipr, self.names)
+        if down - self.down:
+            self.down = down
+            self.install_fib(self.fib)
+        self.down = down
+        fib = kernel_fib.read_fib(self.ipr, self.names)
+        if self.programming is None:
+            self.install_fib(fib)
+            return
+        now = time.monotonic()
+        due = self.programming.submit(fib, now)
+        threading.Timer(max(due - now, 0.0), os.write, (self.programmed_w, b"!")).start()
 
     def program_fib(self) -> None:
         os.read(self.programmed_r, 4096)
@@ -321,7 +317,6 @@ class Switchd:
         return {"mode": self.balance.mode, "source": self.balance.source}
 
     def run(self) -> None:
-        self.reader.start()
         try:
             self.loop.run()
         finally:

@@ -8,16 +8,11 @@ forwards to a next-hop MAC and does no ARP. Runs inside the switch's namespace.
 
 from __future__ import annotations
 
-import os
-import sys
-import threading
-from collections import deque
 from dataclasses import dataclass
 
 from pyroute2 import IPRoute
 from pyroute2.netlink.rtnl import RTMGRP_IPV4_IFADDR, RTMGRP_IPV4_ROUTE, RTMGRP_LINK, RTMGRP_NEIGH
 
-from rocelab.kernel.loop import claim_cpu
 from rocelab.switch.fib import Fib, NextHop
 
 MAIN_TABLE = 254
@@ -30,16 +25,7 @@ AF_INET = 2
 
 
 def read_fib(ipr: IPRoute, ports: list[str]) -> Fib:
-    return read_state(ipr, ports)[1]
-
-
-def read_state(ipr: IPRoute, ports: list[str]) -> tuple[frozenset[str], Fib]:
-    """The ports whose link is not up (shut here, or the far end's carrier lost), and the FIB:
-    one dump of the links serves both (pyroute2 parses each dump in Python, a few ms a reading)."""
-    links = ipr.get_links()
-    ifname = {link["index"]: link.get_attr("IFLA_IFNAME") for link in links}
-    down = frozenset(link.get_attr("IFLA_IFNAME") for link in links
-                     if link.get_attr("IFLA_IFNAME") in ports and link.get_attr("IFLA_OPERSTATE") != "UP")
+    ifname = {link["index"]: link.get_attr("IFLA_IFNAME") for link in ipr.get_links()}
     neighbours: dict[tuple[str, str], str] = {}  # (port, ip) → mac
     for neigh in ipr.get_neighbours(family=AF_INET):
         mac = neigh.get_attr("NDA_LLADDR")
@@ -66,7 +52,13 @@ def read_state(ipr: IPRoute, ports: list[str]) -> tuple[frozenset[str], Fib]:
                 hops.append(NextHop(port, mac))
         if hops:  # a connected route has no gateway: its /32s above carry it
             routes[prefix] = hops
-    return down, Fib(routes, local)
+    return Fib(routes, local)
+
+
+def down_ports(ipr: IPRoute, ports: list[str]) -> frozenset[str]:
+    """The ports whose link is not up (shut here, or the far end's carrier lost)."""
+    return frozenset(link.get_attr("IFLA_IFNAME") for link in ipr.get_links()
+                     if link.get_attr("IFLA_IFNAME") in ports and link.get_attr("IFLA_OPERSTATE") != "UP")
 
 
 @dataclass(frozen=True)
@@ -97,53 +89,9 @@ def restore_port_state(ipr: IPRoute, index: int, state: PortState) -> None:
         ipr.route("replace", dst=prefix, gateway=gateway, oif=index)
 
 
-class FibReader:
-    """Reads the ports' link state and the FIB whenever netlink says routes, neighbours, links
-    or addresses changed, in a thread of its own, and hands each reading to switchd's loop: a
-    reading is 3-5 ms of pyroute2's Python on this project's machine (more on a busy one), which
-    the loop, reading it itself, spent not forwarding, at every change of a converging BGP
-    fabric. The loop waits on `ready_fd` and calls take().
-
-    The thread claims real-time scheduling as the loop does: an ordinary one, preempted while
-    it held the GIL, kept the loop waiting longer (up to 70 ms against 30 ms). switchd's switch
-    interval is short, so the loop gets the GIL back within ~0.1 ms of asking. What is left is
-    CPU: a reading takes a core for its few ms (`bench_route_churn.py` has the figures)."""
-
-    SWITCH_INTERVAL_S = 1e-4  # Python's default is 5 ms: the loop would wait that long for the GIL
-
-    def __init__(self, ports: list[str]):
-        self.ports = ports
-        self.ready_fd, self._ready_w = os.pipe()
-        self._readings: deque[tuple[frozenset[str], Fib]] = deque()
-        self.failed: Exception | None = None
-
-    def start(self) -> None:
-        sys.setswitchinterval(self.SWITCH_INTERVAL_S)
-        threading.Thread(target=self._run, name="fib-reader", daemon=True).start()
-
-    def take(self) -> list[tuple[frozenset[str], Fib]]:
-        """The readings since the last take, oldest first: (ports down, FIB)."""
-        os.read(self.ready_fd, 4096)
-        if self.failed is not None:
-            raise self.failed
-        taken = []
-        while self._readings:
-            taken.append(self._readings.popleft())
-        return taken
-
-    def _run(self) -> None:
-        claim_cpu()  # this thread's own: as the loop's
-        try:
-            # Made here: pyroute2's sockets answer only in the thread (its asyncio loop) that made them.
-            events, ipr = IPRoute(), IPRoute()
-            events.bind(groups=RTMGRP_IPV4_ROUTE | RTMGRP_NEIGH | RTMGRP_LINK | RTMGRP_IPV4_IFADDR)
-            while True:  # a first reading at once: what changed before the bind, since switchd read its FIB
-                self._post(*read_state(ipr, self.ports))
-                events.get()  # blocks until something changed, and drains what did
-        except Exception as failed:  # the loop's take() raises it: switchd stops as when it read itself
-            self.failed = failed
-            os.write(self._ready_w, b"!")
-
-    def _post(self, down: frozenset[str], fib: Fib) -> None:
-        self._readings.append((down, fib))
-        os.write(self._ready_w, b"!")
+def watch() -> IPRoute:
+    """A netlink socket that becomes readable when routes, neighbours, links or addresses
+    change; drain it with .get() and read the FIB again."""
+    events = IPRoute()
+    events.bind(groups=RTMGRP_IPV4_ROUTE | RTMGRP_NEIGH | RTMGRP_LINK | RTMGRP_IPV4_IFADDR)
+    return events
