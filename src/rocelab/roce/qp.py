@@ -467,11 +467,11 @@ class QueuePair:
         return change if change < ready else ready
 
     def repace(self, now: float) -> None:
-        """Apply the CC's timers up to `now` while the QP waits to send (its pacer, or an RNR
-        wait: wake_at() wakes the NIC for them in both); if the rate moved while the pacer
-        waits, what is left of the gap drains at the new rate, as a hardware rate limiter does."""
+        """Apply the CC's timers up to `now`; call while waiting(now) (its pacer, or an RNR wait:
+        wake_at() wakes the NIC for them in both). If the rate moved while the pacer waits, what
+        is left of the gap drains at the new rate, as a hardware rate limiter does."""
         cc = self.cc
-        if cc is None or not self.waiting(now):
+        if cc is None:
             return
         cc.advance(now)
         if now >= self.next_send_s:  # an RNR wait: no gap of the pacer's to re-plan
