@@ -60,6 +60,7 @@ from pyroute2 import IPRoute
 
 from rocelab.switch import counters, kernel_fib
 from rocelab.kernel.loop import Loop, open_port
+from rocelab.kernel.rtnl import Events, Rtnl
 from rocelab.kernel.control import ControlServer
 from rocelab.ethernet import ETH, ETH_P_8021Q, ETH_P_IPV4, IPPROTO_ICMP, internet_checksum, ipv4_header, mac_bytes
 from rocelab.qos.model import QosProfile
@@ -173,7 +174,8 @@ class Switchd:
         self.link_rate_bps = {p["name"]: p["rate_bps"] for p in config["ports"]}
         self.names = [p.name for p in self.specs]
         self.ipr = IPRoute()
-        self.fib: Fib = kernel_fib.read_fib(self.ipr, self.names)
+        self.rtnl = Rtnl()
+        self.fib: Fib = kernel_fib.read_fib(self.rtnl, self.names, self.rtnl.links())
         self.pfc_wd_tdf = config.get("pfc_wd_tdf", config["tdf"])
         self.profile = load_profile(config["profile"], self.pfc_wd_tdf)
         self.rng = random.Random(config.get("seed", 0))
@@ -184,7 +186,7 @@ class Switchd:
         self.reloads = 0
         # A shut port's neighbours and routes, which the kernel drops with the link, for startup.
         self.parked: dict[str, kernel_fib.PortState] = {}
-        self.events = kernel_fib.watch()
+        self.events = Events()
         self.down: frozenset[str] = frozenset()  # ports whose link is down: in no route
         self.programming: FibProgramming | None = None
         # A timer thread writes here when a FIB change comes due; the loop wakes and programs it.
@@ -198,13 +200,14 @@ class Switchd:
     def refresh_fib(self) -> None:
         """The kernel's routes changed: into the forwarding table at once, or after the ASIC's
         programming time once the engine asked for it (fib_programming)."""
-        self.events.get()
-        down = kernel_fib.down_ports(self.ipr, self.names)
+        self.events.drain()
+        links = self.rtnl.links()
+        down = kernel_fib.down_ports(links, self.names)
         if down - self.down:
             self.down = down
             self.install_fib(self.fib)
         self.down = down
-        fib = kernel_fib.read_fib(self.ipr, self.names)
+        fib = kernel_fib.read_fib(self.rtnl, self.names, links)
         if self.programming is None:
             self.install_fib(fib)
             return

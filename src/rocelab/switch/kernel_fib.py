@@ -3,7 +3,9 @@
 As in SONiC, the control plane and the data plane meet at the kernel FIB: whatever fills
 the routing table (rocelab's static ECMP routes, FRR) is read here and compiled by
 switchd. Connected subnets become one /32 per neighbour entry, since the emulated ASIC
-forwards to a next-hop MAC and does no ARP. Runs inside the switch's namespace.
+forwards to a next-hop MAC and does no ARP. Runs inside the switch's namespace. The FIB is
+read with rocelab.kernel.rtnl (struct over a netlink socket: it is read at every change, in
+switchd's loop); a shut port's state is kept and put back with pyroute2.
 """
 
 from __future__ import annotations
@@ -11,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyroute2 import IPRoute
-from pyroute2.netlink.rtnl import RTMGRP_IPV4_IFADDR, RTMGRP_IPV4_ROUTE, RTMGRP_LINK, RTMGRP_NEIGH
 
+from rocelab.kernel.rtnl import Link, Rtnl
 from rocelab.switch.fib import Fib, NextHop
 
 MAIN_TABLE = 254
@@ -24,41 +26,36 @@ RTPROT_STATIC = 4
 AF_INET = 2
 
 
-def read_fib(ipr: IPRoute, ports: list[str]) -> Fib:
-    ifname = {link["index"]: link.get_attr("IFLA_IFNAME") for link in ipr.get_links()}
+def read_fib(rtnl: Rtnl, ports: list[str], links: list[Link]) -> Fib:
+    """The FIB of the namespace `rtnl` was opened in, over these ports; `links` its links, as
+    just dumped (they also say which ports are down: down_ports)."""
+    ifname = {link.index: link.name for link in links}
     neighbours: dict[tuple[str, str], str] = {}  # (port, ip) → mac
-    for neigh in ipr.get_neighbours(family=AF_INET):
-        mac = neigh.get_attr("NDA_LLADDR")
-        port = ifname.get(neigh["ifindex"])
-        if mac and port in ports:
-            neighbours[(port, neigh.get_attr("NDA_DST"))] = mac
-    local = frozenset(addr.get_attr("IFA_ADDRESS") for addr in ipr.get_addr(family=AF_INET)
-                      if ifname.get(addr["index"]) in ports)
+    for ifindex, ip, mac in rtnl.neighbours():
+        port = ifname.get(ifindex)
+        if port in ports:
+            neighbours[(port, ip)] = mac
+    local = frozenset(ip for index, ip in rtnl.addresses() if ifname.get(index) in ports)
 
     routes: dict[str, list[NextHop]] = {}
     for (port, ip), mac in neighbours.items():
         routes[f"{ip}/32"] = [NextHop(port, mac)]
-    for route in ipr.get_routes(family=AF_INET, table=MAIN_TABLE):
-        if route["type"] != RTN_UNICAST:
+    for route in rtnl.routes():
+        if route.table != MAIN_TABLE or route.type != RTN_UNICAST:
             continue
-        prefix = f"{route.get_attr('RTA_DST') or '0.0.0.0'}/{route['dst_len']}"
-        legs = route.get_attr("RTA_MULTIPATH") or [route]
         hops = []
-        for leg in legs:
-            gateway = leg.get_attr("RTA_GATEWAY")
-            port = ifname.get(leg.get_attr("RTA_OIF") if leg is route else leg["oif"])
-            mac = neighbours.get((port, gateway)) if gateway else None
+        for oif, gateway in route.hops:
+            mac = neighbours.get((ifname.get(oif), gateway)) if gateway else None
             if mac:
-                hops.append(NextHop(port, mac))
+                hops.append(NextHop(ifname[oif], mac))
         if hops:  # a connected route has no gateway: its /32s above carry it
-            routes[prefix] = hops
+            routes[route.dst] = hops
     return Fib(routes, local)
 
 
-def down_ports(ipr: IPRoute, ports: list[str]) -> frozenset[str]:
+def down_ports(links: list[Link], ports: list[str]) -> frozenset[str]:
     """The ports whose link is not up (shut here, or the far end's carrier lost)."""
-    return frozenset(link.get_attr("IFLA_IFNAME") for link in ipr.get_links()
-                     if link.get_attr("IFLA_IFNAME") in ports and link.get_attr("IFLA_OPERSTATE") != "UP")
+    return frozenset(link.name for link in links if link.name in ports and not link.up)
 
 
 @dataclass(frozen=True)
@@ -87,11 +84,3 @@ def restore_port_state(ipr: IPRoute, index: int, state: PortState) -> None:
         ipr.neigh("replace", dst=address, lladdr=mac, ifindex=index, state=NUD_PERMANENT)
     for prefix, gateway in state.routes:
         ipr.route("replace", dst=prefix, gateway=gateway, oif=index)
-
-
-def watch() -> IPRoute:
-    """A netlink socket that becomes readable when routes, neighbours, links or addresses
-    change; drain it with .get() and read the FIB again."""
-    events = IPRoute()
-    events.bind(groups=RTMGRP_IPV4_ROUTE | RTMGRP_NEIGH | RTMGRP_LINK | RTMGRP_IPV4_IFADDR)
-    return events
