@@ -58,8 +58,9 @@ def test_the_dumps_agree_with_iproute2(ns):
     try:
         links = rtnl.links()
         kernel_links = json.loads(ip(ns, "-j", "link", "show"))
-        assert {(link.index, link.name, link.up) for link in links} == {
-            (link["ifindex"], link["ifname"], link["operstate"] == "UP") for link in kernel_links}
+        assert {(link.index, link.name, link.up, link.admin_up, link.mtu) for link in links} == {
+            (link["ifindex"], link["ifname"], link["operstate"] == "UP", "UP" in link["flags"], link["mtu"])
+            for link in kernel_links}
         index = {link["ifname"]: link["ifindex"] for link in kernel_links}
         assert sorted(rtnl.neighbours()) == sorted(
             (index[n["dev"]], n["dst"], n["lladdr"]) for n in json.loads(ip(ns, "-j", "-4", "neigh", "show")))
@@ -90,7 +91,10 @@ def test_the_fib_holds_the_main_tables_unicast_routes_through_the_ports_with_the
                           frozenset({"198.18.0.0", "198.18.1.0", "198.18.2.0"}))
         assert down_ports(rtnl.links(), PORTS) == frozenset()
         ip(ns, "link", "set", "p1", "down")  # e1's carrier lost: its far end went down
-        assert down_ports(rtnl.links(), PORTS) == {"e1"}
+        ip(ns, "link", "set", "e2", "down")  # e2 shut
+        assert down_ports(rtnl.links(), PORTS) == {"e1", "e2"}
+        assert [(link.admin_up, link.up) for link in rtnl.links() if link.name in PORTS] == [
+            (True, True), (True, False), (False, False)]
     finally:
         rtnl.close()
 

@@ -21,7 +21,8 @@ NETLINK_ROUTE = 0
 NLMSG_ERROR, NLMSG_DONE = 2, 3
 NLM_F_REQUEST, NLM_F_DUMP = 0x1, 0x300
 RTM_GETLINK, RTM_GETADDR, RTM_GETROUTE, RTM_GETNEIGH = 18, 22, 26, 30
-IFLA_IFNAME, IFLA_OPERSTATE = 3, 16
+IFLA_MTU, IFLA_IFNAME, IFLA_OPERSTATE = 4, 3, 16
+IFF_UP = 0x1
 IF_OPER_UP = 6
 IFA_ADDRESS = 1
 RTA_DST, RTA_OIF, RTA_GATEWAY, RTA_MULTIPATH, RTA_TABLE = 1, 4, 5, 9, 15
@@ -37,7 +38,7 @@ RTMSG = struct.Struct("=BBBBBBBBI")  # family, dst_len, src_len, tos, table, pro
 NDMSG = struct.Struct("=BxxxiHBB")  # family, ifindex, state, flags, type
 RTNEXTHOP = struct.Struct("=HBBi")  # len, flags, hops, ifindex
 RECV_BYTES = 1 << 20
-LINK_ATTRS = frozenset({IFLA_IFNAME, IFLA_OPERSTATE})
+LINK_ATTRS = frozenset({IFLA_IFNAME, IFLA_OPERSTATE, IFLA_MTU})
 NEIGH_ATTRS = frozenset({NDA_DST, NDA_LLADDR})
 ADDR_ATTRS = frozenset({IFA_ADDRESS})
 ROUTE_ATTRS = frozenset({RTA_DST, RTA_OIF, RTA_GATEWAY, RTA_MULTIPATH, RTA_TABLE})
@@ -68,6 +69,8 @@ class Link:
     index: int
     name: str
     up: bool  # operational state UP
+    admin_up: bool  # IFF_UP: not shut
+    mtu: int
 
 
 @dataclass(frozen=True)
@@ -116,10 +119,11 @@ class Rtnl:
     def links(self) -> list[Link]:
         found = []
         for data, start, end in self.dump(RTM_GETLINK, IFINFOMSG.pack(socket.AF_UNSPEC, 0, 0, 0, 0)):
-            index = IFINFOMSG.unpack_from(data, start)[2]
+            _, _, index, flags, _ = IFINFOMSG.unpack_from(data, start)
             a = attrs(data, start + IFINFOMSG.size, end, LINK_ATTRS)
             name = a.get(IFLA_IFNAME, b"").split(b"\0", 1)[0].decode()
-            found.append(Link(index, name, a.get(IFLA_OPERSTATE, b"\0")[0] == IF_OPER_UP))
+            mtu = struct.unpack("=I", a[IFLA_MTU])[0] if IFLA_MTU in a else 0
+            found.append(Link(index, name, a.get(IFLA_OPERSTATE, b"\0")[0] == IF_OPER_UP, bool(flags & IFF_UP), mtu))
         return found
 
     def neighbours(self) -> list[tuple[int, str, str]]:

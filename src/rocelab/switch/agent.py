@@ -72,7 +72,6 @@ from rocelab.switch.fastpath import choose_pipeline, make_switch
 from rocelab.switch.pipeline import PortSpec, Switch
 
 ICMP_TIME_EXCEEDED = 11
-IFF_UP = 0x1
 ICMP_QUOTED_PAYLOAD_BYTES = 8  # RFC 792: the original IP header plus 64 bits of its data
 _ICMP = struct.Struct("!BBHI")
 
@@ -303,11 +302,9 @@ class Switchd:
             self.programming = FibProgramming(float(rate), self.config["tdf"], self.fib) if rate else None
             return {}
         if op == "links":
-            return {"links": {link.get_attr("IFLA_IFNAME"): {
-                "admin": "up" if link["flags"] & IFF_UP else "down",
-                "oper": "up" if link.get_attr("IFLA_OPERSTATE") == "UP" else "down",
-                "mtu": link.get_attr("IFLA_MTU")} for link in self.ipr.get_links()
-                if link.get_attr("IFLA_IFNAME") in self.cable_delay_s}}
+            return {"links": {link.name: {"admin": "up" if link.admin_up else "down", "oper": "up" if link.up else "down",
+                                          "mtu": link.mtu} for link in self.rtnl.links()
+                              if link.name in self.cable_delay_s}}
         if op == "fib":
             return {"routes": {prefix: [[h.port, h.mac] for h in hops] for prefix, hops in self.fib.routes.items()},
                     "local": sorted(self.fib.local),
