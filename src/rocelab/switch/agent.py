@@ -49,9 +49,9 @@ import ipaddress
 import json
 import os
 import random
+import signal
 import struct
 import sys
-import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -188,8 +188,14 @@ class Switchd:
         self.events = Events()
         self.down: frozenset[str] = frozenset()  # ports whose link is down: in no route
         self.programming: FibProgramming | None = None
-        # A timer thread writes here when a FIB change comes due; the loop wakes and programs it.
+        # An interval timer set for the next FIB change due: its SIGALRM is written here by the
+        # interpreter's C handler at once (set_wakeup_fd), the loop wakes and programs the change.
+        # Not a timer thread: an ordinary thread the loop waits for (its start, the GIL it takes)
+        # stalls the real-time loop whenever another process has the CPU.
         self.programmed_r, self.programmed_w = os.pipe()
+        os.set_blocking(self.programmed_w, False)
+        signal.set_wakeup_fd(self.programmed_w, warn_on_full_buffer=False)
+        signal.signal(signal.SIGALRM, lambda *_: None)
         self.cpu = CpuPort(self.switch, config["ports"])
         self.loop = Loop(self.cpu, {n: open_port(n) for n in self.names},
                          [ControlServer(Path(config["socket"]), self.handle)],
@@ -210,15 +216,23 @@ class Switchd:
         if self.programming is None:
             self.install_fib(fib)
             return
-        now = time.monotonic()
-        due = self.programming.submit(fib, now)
-        threading.Timer(max(due - now, 0.0), os.write, (self.programmed_w, b"!")).start()
+        self.programming.submit(fib, time.monotonic())
+        self.arm_programming()
+
+    def arm_programming(self) -> None:
+        """The interval timer set for the next FIB change due, or cleared when none is."""
+        pending = self.programming.pending if self.programming is not None else []
+        # setitimer takes no zero for "now": zero clears it
+        signal.setitimer(signal.ITIMER_REAL, max(pending[0][0] - time.monotonic(), 1e-6) if pending else 0.0)
 
     def program_fib(self) -> None:
-        os.read(self.programmed_r, 4096)
+        os.read(self.programmed_r, 4096)  # SIGALRM, or a SIGTERM that stops the loop: nothing due then
+        if self.programming is None:
+            return
         fib = self.programming.due(time.monotonic())
         if fib is not None:
             self.install_fib(fib)
+        self.arm_programming()
 
     def install_fib(self, fib: Fib) -> None:
         """A FIB that needs a feature the running pipeline lacks (an ECMP group under a mode the
@@ -300,6 +314,7 @@ class Switchd:
                 self.fib = self.programming.pending[-1][1]
                 self.switch.set_fib(self.fib)
             self.programming = FibProgramming(float(rate), self.config["tdf"], self.fib) if rate else None
+            self.arm_programming()
             return {}
         if op == "links":
             return {"links": {link.name: {"admin": "up" if link.admin_up else "down", "oper": "up" if link.up else "down",
