@@ -1,9 +1,9 @@
 """rtnetlink dumps and change events read with `struct`, for the one place they are hot:
 switchd reading its namespace's FIB whenever a route, neighbour, link or address changes.
 
-pyroute2 parses every message into objects over its asyncio core: a leaf's FIB (links,
-neighbours, addresses, routes) took it 30 ms of CPU here, and its own dump of links 10 ms
-(benchmarks/bench_fib_read.py), while switchd forwarded nothing. This module asks the kernel
+pyroute2 parses every message into objects over its asyncio core: its dumps of a leaf's links,
+neighbours, addresses and routes took 19-50 ms of CPU here, this module's reading with the FIB
+built 0.7-2.8 ms (benchmarks/bench_fib_read.py), and switchd forwarded nothing meanwhile. This module asks the kernel
 the same dumps and reads only the fields a FIB needs (rtnetlink(7), linux/rtnetlink.h,
 linux/if_link.h, linux/neighbour.h). Everything else keeps pyroute2.
 """
