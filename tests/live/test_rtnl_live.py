@@ -52,51 +52,50 @@ def ns():
         subprocess.run(["ip", "netns", "del", name], check=False)
 
 
-def test_the_dumps_agree_with_iproute2(ns):
+@pytest.fixture
+def rtnl(ns):
+    """A dump socket opened in the fixture's namespace."""
     with in_netns(ns):
-        rtnl = Rtnl()
-    try:
-        links = rtnl.links()
-        kernel_links = json.loads(ip(ns, "-j", "link", "show"))
-        assert {(link.index, link.name, link.up, link.admin_up, link.mtu) for link in links} == {
-            (link["ifindex"], link["ifname"], link["operstate"] == "UP", "UP" in link["flags"], link["mtu"])
-            for link in kernel_links}
-        index = {link["ifname"]: link["ifindex"] for link in kernel_links}
-        assert sorted(rtnl.neighbours()) == sorted(
-            (index[n["dev"]], n["dst"], n["lladdr"]) for n in json.loads(ip(ns, "-j", "-4", "neigh", "show")))
-        assert sorted(rtnl.addresses()) == sorted(
-            (link["ifindex"], a["local"]) for link in json.loads(ip(ns, "-j", "-4", "addr", "show"))
-            for a in link["addr_info"])
-        main = {r.dst: r for r in rtnl.routes() if r.table == 254}
-        for route in json.loads(ip(ns, "-j", "-4", "route", "show", "table", "main")):
-            dst = route["dst"] if "/" in route["dst"] else f"{route['dst']}/32"
-            dst = "0.0.0.0/0" if route["dst"] == "default" else dst
-            legs = route.get("nexthops") or [route]
-            assert sorted(main[dst].hops, key=str) == sorted(
-                ((index.get(leg.get("dev"), 0), leg.get("gateway")) for leg in legs), key=str), dst
-        assert {r.dst for r in rtnl.routes() if r.table == 100} == {"198.19.3.0/24"}
-    finally:
-        rtnl.close()
+        sock = Rtnl()
+    yield sock
+    sock.close()
 
 
-def test_the_fib_holds_the_main_tables_unicast_routes_through_the_ports_with_their_neighbours(ns):
-    with in_netns(ns):
-        rtnl = Rtnl()
-    try:
-        fib = read_fib(rtnl, PORTS, rtnl.links())
-        hop = [NextHop(port, mac) for port, mac in zip(PORTS, MACS)]
-        assert fib == Fib({"198.18.0.1/32": [hop[0]], "198.18.1.1/32": [hop[1]], "198.18.2.1/32": [hop[2]],
-                           "198.19.1.0/24": [hop[0], hop[1]], "198.19.2.0/24": [hop[2]],
-                           "198.19.5.0/24": [hop[2]]},  # the leg through p2 is not a port of the switch
-                          frozenset({"198.18.0.0", "198.18.1.0", "198.18.2.0"}))
-        assert down_ports(rtnl.links(), PORTS) == frozenset()
-        ip(ns, "link", "set", "p1", "down")  # e1's carrier lost: its far end went down
-        ip(ns, "link", "set", "e2", "down")  # e2 shut
-        assert down_ports(rtnl.links(), PORTS) == {"e1", "e2"}
-        assert [(link.admin_up, link.up) for link in rtnl.links() if link.name in PORTS] == [
-            (True, True), (True, False), (False, False)]
-    finally:
-        rtnl.close()
+def test_the_dumps_agree_with_iproute2(ns, rtnl):
+    links = rtnl.links()
+    kernel_links = json.loads(ip(ns, "-j", "link", "show"))
+    assert {(link.index, link.name, link.up, link.admin_up, link.mtu) for link in links} == {
+        (link["ifindex"], link["ifname"], link["operstate"] == "UP", "UP" in link["flags"], link["mtu"])
+        for link in kernel_links}
+    index = {link["ifname"]: link["ifindex"] for link in kernel_links}
+    assert sorted(rtnl.neighbours()) == sorted(
+        (index[n["dev"]], n["dst"], n["lladdr"]) for n in json.loads(ip(ns, "-j", "-4", "neigh", "show")))
+    assert sorted(rtnl.addresses()) == sorted(
+        (link["ifindex"], a["local"]) for link in json.loads(ip(ns, "-j", "-4", "addr", "show"))
+        for a in link["addr_info"])
+    main = {r.dst: r for r in rtnl.routes() if r.table == 254}
+    for route in json.loads(ip(ns, "-j", "-4", "route", "show", "table", "main")):
+        dst = route["dst"] if "/" in route["dst"] else f"{route['dst']}/32"
+        dst = "0.0.0.0/0" if route["dst"] == "default" else dst
+        legs = route.get("nexthops") or [route]
+        assert sorted(main[dst].hops, key=str) == sorted(
+            ((index.get(leg.get("dev"), 0), leg.get("gateway")) for leg in legs), key=str), dst
+    assert {r.dst for r in rtnl.routes() if r.table == 100} == {"198.19.3.0/24"}
+
+
+def test_the_fib_holds_the_main_tables_unicast_routes_through_the_ports_with_their_neighbours(ns, rtnl):
+    fib = read_fib(rtnl, PORTS, rtnl.links())
+    hop = [NextHop(port, mac) for port, mac in zip(PORTS, MACS)]
+    assert fib == Fib({"198.18.0.1/32": [hop[0]], "198.18.1.1/32": [hop[1]], "198.18.2.1/32": [hop[2]],
+                       "198.19.1.0/24": [hop[0], hop[1]], "198.19.2.0/24": [hop[2]],
+                       "198.19.5.0/24": [hop[2]]},  # the leg through p2 is not a port of the switch
+                      frozenset({"198.18.0.0", "198.18.1.0", "198.18.2.0"}))
+    assert down_ports(rtnl.links(), PORTS) == frozenset()
+    ip(ns, "link", "set", "p1", "down")  # e1's carrier lost: its far end went down
+    ip(ns, "link", "set", "e2", "down")  # e2 shut
+    assert down_ports(rtnl.links(), PORTS) == {"e1", "e2"}
+    assert [(link.admin_up, link.up) for link in rtnl.links() if link.name in PORTS] == [
+        (True, True), (True, False), (False, False)]
 
 
 def test_a_route_change_wakes_the_event_socket_and_draining_quiets_it(ns):

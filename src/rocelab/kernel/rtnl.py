@@ -3,9 +3,9 @@ switchd reading its namespace's FIB whenever a route, neighbour, link or address
 
 pyroute2 parses every message into objects over its asyncio core: its dumps of a leaf's links,
 neighbours, addresses and routes took 19-50 ms of CPU here, this module's reading with the FIB
-built 0.7-2.8 ms (benchmarks/bench_fib_read.py), and switchd forwarded nothing meanwhile. This module asks the kernel
-the same dumps and reads only the fields a FIB needs (rtnetlink(7), linux/rtnetlink.h,
-linux/if_link.h, linux/neighbour.h). Everything else keeps pyroute2.
+built 0.7-2.8 ms (benchmarks/bench_fib_read.py), and switchd forwarded nothing meanwhile. This
+module asks the kernel the same dumps and reads only the fields a FIB needs (rtnetlink(7),
+linux/rtnetlink.h, linux/if_link.h, linux/neighbour.h). Everything else keeps pyroute2.
 """
 
 from __future__ import annotations
@@ -78,7 +78,6 @@ class Route:
     dst: str  # "a.b.c.d/len"
     table: int
     type: int  # RTN_*
-    protocol: int  # RTPROT_*
     hops: tuple[tuple[int, str | None], ...]  # (ifindex, gateway or None), one per leg
 
 
@@ -151,7 +150,7 @@ class Rtnl:
         interface and gateway."""
         found = []
         for data, start, end in self.dump(RTM_GETROUTE, RTMSG.pack(socket.AF_INET, 0, 0, 0, 0, 0, 0, 0, 0)):
-            _, dst_len, _, _, table, protocol, _, kind, _ = RTMSG.unpack_from(data, start)
+            _, dst_len, _, _, table, _, _, kind, _ = RTMSG.unpack_from(data, start)
             a = attrs(data, start + RTMSG.size, end, ROUTE_ATTRS)
             if RTA_TABLE in a:
                 table = struct.unpack("=I", a[RTA_TABLE])[0]
@@ -168,7 +167,7 @@ class Rtnl:
             else:
                 oif = struct.unpack("=i", a[RTA_OIF])[0] if RTA_OIF in a else 0
                 hops = [(oif, socket.inet_ntoa(a[RTA_GATEWAY]) if RTA_GATEWAY in a else None)]
-            found.append(Route(dst, table, kind, protocol, tuple(hops)))
+            found.append(Route(dst, table, kind, tuple(hops)))
         return found
 
 
