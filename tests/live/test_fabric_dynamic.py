@@ -115,3 +115,22 @@ def test_ecmp_width_on_frr_passes_the_bgp_fabric_and_fails_a_leaf_without_multip
     # leaf2 keeps its multipath-relax: every narrow route found is leaf1's
     narrow = [line for line in result.stdout.lines if "next hop, expected" in line]
     assert narrow and all(line.lstrip().startswith("leaf1:") for line in narrow), narrow
+
+
+def test_ecmp_width_runs_cumulus_unnumbered_bgp_on_frr_and_fails_a_leaf_without_aspath_ignore(
+        pytester: pytest.Pytester):
+    # examples/fabric-bgp-cumulus: every leaf-spine session unnumbered (`neighbor swpN`, IPv6
+    # link-local, `remote-as external`): FRR peers on the ports and installs the routes via
+    # 169.254.0.1 onlink, which switchd forwards on, one next hop per spine.
+    shutil.copytree(EXAMPLES / "fabric-bgp-cumulus", pytester.path / "fabric-bgp-cumulus")
+    everything_else = STATIC + len(DYNAMIC) - 1  # no allreduce budget
+    result = pytester.runpytest_subprocess("--fabric", "fabric-bgp-cumulus", "-v", "-k", "ecmp-width")
+    result.assert_outcomes(passed=1, deselected=everything_else)
+    assert "::ecmp-width PASSED" in result.stdout.str()
+
+    leaf1 = pytester.path / "fabric-bgp-cumulus" / "leaf1" / "nv-config.yml"
+    leaf1.write_text(leaf1.read_text().replace("aspath-ignore: on", "aspath-ignore: off"))
+    result = pytester.runpytest_subprocess("--fabric", "fabric-bgp-cumulus", "-k", "ecmp-width")
+    result.assert_outcomes(failed=1, deselected=everything_else)
+    result.stdout.fnmatch_lines(["leaf1: 198.19.3.0/24 (leaf2's rack) over 1 next hop, expected 2 (one per spine: "
+                                 "spine1, spine2)"])

@@ -20,6 +20,7 @@ from rocelab.switch.kernel_fib import down_ports, read_fib
 pytestmark = pytest.mark.root
 MACS = [f"02:52:4c:00:0b:0{i}" for i in range(3)]
 PORTS = ["e0", "e1", "e2"]
+UNNUMBERED_MACS = ["02:52:4c:00:0c:00", "02:52:4c:00:0c:01"]
 
 
 def ip(ns: str, *args: str) -> str:
@@ -47,6 +48,12 @@ def ns():
         ip(name, "addr", "add", "198.18.9.0/31", "dev", "p2")  # on a port the switch does not have
         ip(name, "neigh", "replace", "198.18.9.1", "lladdr", "02:52:4c:00:0b:09", "dev", "p2", "nud", "permanent")
         ip(name, "route", "add", "198.19.5.0/24", "nexthop", "via", "198.18.9.1", "nexthop", "via", "198.18.2.1")
+        # What zebra installs for routes learnt over unnumbered sessions (RFC 5549): one gateway,
+        # 169.254.0.1 onlink, a permanent neighbour of a different MAC on each port.
+        for i, mac in enumerate(UNNUMBERED_MACS):
+            ip(name, "neigh", "replace", "169.254.0.1", "lladdr", mac, "dev", f"e{i}", "nud", "permanent")
+        ip(name, "route", "add", "198.19.7.0/24", "nexthop", "via", "169.254.0.1", "dev", "e0", "onlink",
+           "nexthop", "via", "169.254.0.1", "dev", "e1", "onlink")
         yield name
     finally:
         subprocess.run(["ip", "netns", "del", name], check=False)
@@ -88,7 +95,9 @@ def test_the_fib_holds_the_main_tables_unicast_routes_through_the_ports_with_the
     hop = [NextHop(port, mac) for port, mac in zip(PORTS, MACS)]
     assert fib == Fib({"198.18.0.1/32": [hop[0]], "198.18.1.1/32": [hop[1]], "198.18.2.1/32": [hop[2]],
                        "198.19.1.0/24": [hop[0], hop[1]], "198.19.2.0/24": [hop[2]],
-                       "198.19.5.0/24": [hop[2]]},  # the leg through p2 is not a port of the switch
+                       "198.19.5.0/24": [hop[2]],  # the leg through p2 is not a port of the switch
+                       # each leg to its own port's peer; 169.254.0.1 itself is no host
+                       "198.19.7.0/24": [NextHop("e0", UNNUMBERED_MACS[0]), NextHop("e1", UNNUMBERED_MACS[1])]},
                       frozenset({"198.18.0.0", "198.18.1.0", "198.18.2.0"}))
     assert down_ports(rtnl.links(), PORTS) == frozenset()
     ip(ns, "link", "set", "p1", "down")  # e1's carrier lost: its far end went down

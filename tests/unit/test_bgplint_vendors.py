@@ -126,6 +126,24 @@ def test_unnumbered_sessions_are_matched_by_port_a_missing_or_misplaced_one_is_n
     assert "neighbor swp2 is no port of leaf2 cabled to a switch" in found["bgp-asn[leaf2]"][1]
 
 
+def test_a_link_unnumbered_at_one_end_and_numbered_at_the_other_is_named_at_both(copy):
+    fabric = copy("fabric-bgp-cumulus")
+    # spine1 peers with leaf1 on leaf1's address (198.18.0.0, eth3's /31) while leaf1 stays unnumbered
+    edit(fabric / "spine1" / "nv-config.yml", "              swp1:\n                peer-group: leaves\n"
+         "                type: unnumbered\n", "              198.18.0.0:\n                peer-group: leaves\n"
+         "                type: numbered\n")
+    found = failing(fabric)
+    assert set(found) == {"bgp-asn[leaf1]", "bgp-asn[spine1]"}
+    assert found["bgp-asn[leaf1]"] == [
+        "leaf1 swp3 (eth3): the session to spine1 is unnumbered (on the port's IPv6 link-local address) here and "
+        "numbered (on an IPv4 address) on spine1: the two ends never meet: configured neighbor swp3; required the "
+        "same kind of session as spine1's neighbor 198.18.0.0\n    from fabric-bgp-cumulus/leaf1/nv-config.yml: "
+        "set.vrf.default.router.bgp.neighbor.swp3.peer-group (line 72); fabric-bgp-cumulus/spine1/nv-config.yml: "
+        "set.vrf.default.router.bgp.neighbor.198.18.0.0.peer-group (line 59)"]
+    assert found["bgp-asn[spine1]"][0].startswith(
+        "spine1 swp1 (eth1): the session to leaf1 is numbered (on an IPv4 address) here and unnumbered")
+
+
 def test_the_yaml_and_commands_forms_read_alike_and_defaults_are_cumulus_s():
     yaml_text = (EXAMPLES / "fabric-bgp-cumulus" / "leaf1" / "nv-config.yml").read_text()
     commands = "\n".join([
@@ -217,7 +235,7 @@ def test_eos_bad_lines_are_input_errors_naming_each_line():
     assert "spine1.cfg: line 22: `router bgp 65999`: a second `router bgp`" in message
 
 
-def test_frr_runs_sonic_and_eos_bgp_and_leaves_unnumbered_sessions_static(copy, tmp_path: Path):
+def test_frr_runs_sonic_eos_and_cumulus_bgp_unnumbered_sessions_on_the_lab_s_ports(copy, tmp_path: Path):
     from rocelab.fabric.lab import lab_from_spec, without_bgp
 
     spec = load_fabric_spec(Path(copy("fabric-bgp-eos").name))
@@ -230,11 +248,25 @@ def test_frr_runs_sonic_and_eos_bgp_and_leaves_unnumbered_sessions_static(copy, 
     spine1.write_text(spine1.read_text().replace("router bgp 65201\n", "router bgp 65201\n   neighbor interface Et3 peer-group LEAVES\n"))
     spec = load_fabric_spec(Path("fabric-bgp-eos"))
     assert lab_from_spec(spec, "fab2", tmp_path / "work2").routing == "static"
-    assert without_bgp(spec).startswith("fabric-bgp-eos/spine1.cfg: rocelab runs FRR from numbered sessions only")
+    assert without_bgp(spec) == ("fabric-bgp-eos/spine1.cfg: spine1's EOS interface peering is not read, so its "
+                                 "sessions would be missing on FRR; its BGP is checked statically")
 
+    # Cumulus's unnumbered sessions run on FRR, on the interfaces the lab names eth3 and eth4
     spec = load_fabric_spec(Path(copy("fabric-bgp-cumulus").name))
-    assert lab_from_spec(spec, "fab3", tmp_path / "work3").routing == "static"
-    assert "(the lab has no IPv6 link-local peering); leaf1's CUMULUS BGP is checked statically" in without_bgp(spec)
+    lab = lab_from_spec(spec, "fab3", tmp_path / "work3")
+    assert lab.routing == "bgp" and without_bgp(spec) is None
+    leaf1 = lab.node_bgp["leaf1"]
+    assert [(n.address, n.unnumbered, n.asn) for n in leaf1.neighbors] == [("eth3", True, "external"),
+                                                                             ("eth4", True, "external")]
+    assert (leaf1.loopback, leaf1.router_id) == ("10.10.10.1/32", "10.10.10.1")
+    # a session on a port the topology does not have: no interface for FRR to peer on
+    leaf2 = Path("fabric-bgp-cumulus/leaf2.nvue")
+    leaf2.write_text(leaf2.read_text() + "nv set vrf default router bgp neighbor swp9 peer-group spines\n")
+    spec = load_fabric_spec(Path("fabric-bgp-cumulus"))
+    assert lab_from_spec(spec, "fab4", tmp_path / "work4").routing == "static"
+    assert without_bgp(spec) == ("fabric-bgp-cumulus/leaf2.nvue: leaf2's unnumbered sessions on swp9: no port of "
+                                 "the switch in the topology, so FRR has no interface to peer on; its BGP is checked "
+                                 "statically")
 
 
 def test_what_the_bgp_readers_ignored_is_printed_beside_the_verdict(copy):

@@ -64,6 +64,32 @@ def test_a_neighbor_renders_as_sonics_general_instance_template():
     ]
 
 
+def test_an_unnumbered_session_renders_as_frr_s_interface_neighbor():
+    from rocelab.routing.nvue import read_nvue_bgp
+
+    text = "\n".join(["nv set interface lo ip address 10.10.10.9/32",
+                      "nv set router bgp autonomous-system 65109",
+                      "nv set vrf default router bgp neighbor swp3 peer-group spines",
+                      "nv set vrf default router bgp neighbor swp3 type unnumbered",
+                      "nv set vrf default router bgp peer-group spines remote-as external",
+                      "nv set vrf default router bgp peer-group spines bfd enable on"])
+    config = read_nvue_bgp(text, "leaf9.nvue", "leaf9")
+    bgpd = render_bgpd(config)
+    assert block(bgpd, "neighbor swp3 interface remote-as external") == [
+        "neighbor swp3 interface remote-as external",
+        "neighbor swp3 timers 3 9",  # Cumulus's datacenter timers, explicit: the file is rendered `traditional`
+        "neighbor swp3 timers connect 10",
+        "neighbor swp3 bfd",
+        "address-family ipv4",
+        "neighbor swp3 peer-group PEER_V4",
+        "neighbor swp3 activate",
+        "exit-address-family",
+    ]
+    # the loopback NVUE puts on lo is the router-id and the loopback's prefix-list
+    assert "bgp router-id 10.10.10.9" in lines(bgpd)
+    assert "ip prefix-list PL_LoopbackV4 permit 10.10.10.9/32" in lines(bgpd)
+
+
 def test_router_bgp_carries_sonics_init_block_and_constants():
     text = render_bgpd(read_bgp(DOC, "leaf1.json"))
     rows = lines(text)

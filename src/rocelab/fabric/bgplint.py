@@ -39,6 +39,11 @@ def _neighbor_field(device: Device, neighbor: Neighbor, name: str) -> str:
     return device.bgp.at(("neighbor", neighbor.address, name), f'{device.file}: BGP_NEIGHBOR."{neighbor.address}".{name}')
 
 
+def _neighbor_at(device: Device, neighbor: Neighbor) -> str:
+    """Where the device's file declares the session."""
+    return device.bgp.at(("neighbor", neighbor.address), f'{device.file}: BGP_NEIGHBOR."{neighbor.address}"')
+
+
 def _asn_field(device: Device) -> str:
     return device.bgp.at(("asn",), f"{device.file}: DEVICE_METADATA.localhost.bgp_asn")
 
@@ -162,6 +167,16 @@ def check_asn(spec: FabricSpec, device: Device) -> list[Finding]:
             continue
         far = spec.devices.get(far_node)
         if far is None or far.bgp is None:
+            continue
+        far_session = _session(spec, far, fabric.peer(port))
+        if far_session is not None and far_session.unnumbered != n.unnumbered:
+            how = {True: "unnumbered (on the port's IPv6 link-local address)", False: "numbered (on an IPv4 address)"}
+            findings.append(Finding(
+                "bgp-asn", device.name, label, None,
+                f"the session to {far_node} is {how[n.unnumbered]} here and {how[far_session.unnumbered]} on "
+                f"{far_node}: the two ends never meet",
+                f"neighbor {n.address}", f"the same kind of session as {far_node}'s neighbor {far_session.address}",
+                f"{_neighbor_at(device, n)}; {_neighbor_at(far, far_session)}"))
             continue
         if n.asn == "external" and far.bgp.asn == bgp.asn:
             findings.append(Finding(

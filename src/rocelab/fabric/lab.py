@@ -31,18 +31,19 @@ import ipaddress
 import multiprocessing
 import struct
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rocelab.kernel import control
 from rocelab.ethernet import ETH, ETH_P_IPV4, IPPROTO_UDP, IPV4_DONT_FRAGMENT, ROCE_UDP_PORT, ipv4_header, mac_bytes
 from rocelab.errors import InputError, Problem
-from rocelab.fabric.spec import FabricSpec
+from rocelab.fabric.spec import Device, FabricSpec
 from rocelab.routing.eos import INTERFACE_PEERING_IGNORED
 from rocelab.qos.headroom import pg_trigger_bytes
 from rocelab.model.hostnics import nicd_settings
 from rocelab.model.lab import Lab
 from rocelab.qos.model import PortQos
+from rocelab.routing.bgp import BgpConfig
 from rocelab.qos.sonic import dump_config_db
 from rocelab.kernel.netns import packet_socket
 from rocelab.probes.storm import hold_pfc_pause
@@ -50,7 +51,7 @@ from rocelab.runtime.readings import read_counters
 from rocelab.runtime.scenario import agent_sockets, start_clean
 from rocelab.engines.state import LabState
 from rocelab.switch.fib import ecmp_hash
-from rocelab.model.topology import Port
+from rocelab.model.topology import Node, Port
 from rocelab.traffic.job import run_job
 from rocelab.traffic.spec import JobSpec
 
@@ -84,30 +85,47 @@ def lab_from_spec(spec: FabricSpec, name: str, workdir: Path) -> Lab:
         raise InputError([Problem(spec.source, "hosts.nics", why) for why in invalid])
     # Where every switch's file gives its BGP, the fabric routes as it would in production: FRR
     # on each, configured from those files (a mix with rocelab's generated design would not peer).
-    # A SONiC config_db's BGP and an EOS `router bgp` read into the same model and render alike;
-    # unnumbered sessions (Cumulus's) would need IPv6 link-local peering, which the lab has not.
-    bgp = {d.name: d.bgp for d in spec.devices.values() if runs_on_frr(d)}
+    # A SONiC config_db's BGP, an EOS `router bgp` and a Cumulus NVUE `router bgp` read into the
+    # same model and render alike; an unnumbered session runs on its port's IPv6 link-local address.
+    bgp = {d.name: on_lab_ports(d, spec.fabric.node(d.name)) for d in spec.devices.values()
+           if frr_refusal(d, spec.fabric.node(d.name)) is None}
     routing = "bgp" if bgp and len(bgp) == len(spec.devices) else "static"
     return Lab(name, spec.source, spec.fabric, "switchd", None, None, "emulated", roce, None, profiles,
                tdf_floor=FABRIC_TDF, host_roce=host_roce, host_notes=tuple(notes), routing=routing,
                node_bgp=bgp if routing == "bgp" else {})
 
 
-def runs_on_frr(device) -> bool:
-    """Whether FRR can run the device's own BGP: a SONiC or EOS one with numbered sessions only
-    (EOS's interface peering is left out of the model, so its sessions would be missing)."""
-    return device.bgp is not None and device.format in ("sonic", "eos") \
-        and not any(n.unnumbered for n in device.bgp.neighbors) \
-        and not any(INTERFACE_PEERING_IGNORED in note for note in device.bgp.notes)
+def frr_refusal(device: Device, node: Node) -> str | None:
+    """Why FRR cannot run the device's own BGP; None: it can."""
+    if device.bgp is None:
+        return device.bgp_absent
+    ports = _lab_ports(device, node)
+    astray = [n.address for n in device.bgp.neighbors if n.unnumbered and n.address not in ports]
+    if astray:
+        return (f"{device.file}: {device.name}'s unnumbered sessions on {', '.join(astray)}: no port of the switch "
+                f"in the topology, so FRR has no interface to peer on; its BGP is checked statically")
+    if any(INTERFACE_PEERING_IGNORED in note for note in device.bgp.notes):
+        return (f"{device.file}: {device.name}'s EOS interface peering is not read, so its sessions would be "
+                f"missing on FRR; its BGP is checked statically")
+    return None
+
+
+def _lab_ports(device: Device, node: Node) -> dict[str, str]:
+    """The file's name of each of the switch's ports (Cumulus `swp3`) → the lab's (`eth3`)."""
+    return {device.port_name(port.name): port.name for port in node.ports}
+
+
+def on_lab_ports(device: Device, node: Node) -> BgpConfig:
+    """The device's BGP with its unnumbered sessions on the lab's interfaces, where FRR runs."""
+    ports = _lab_ports(device, node)
+    return replace(device.bgp, neighbors=tuple(replace(n, address=ports[n.address]) if n.unnumbered else n
+                                               for n in device.bgp.neighbors))
 
 
 def without_bgp(spec: FabricSpec) -> str | None:
     """Why the description cannot run on FRR (lab_from_spec routes it statically); None: it does."""
-    absent = [d.bgp_absent if d.bgp is None else
-              f"{d.file}: rocelab runs FRR from numbered sessions only (the lab has no IPv6 link-local "
-              f"peering); {d.name}'s {d.format.upper()} BGP is checked statically"
-              for d in spec.devices.values() if not runs_on_frr(d)]
-    return "; ".join(absent) or None
+    refusals = [frr_refusal(d, spec.fabric.node(d.name)) for d in spec.devices.values()]
+    return "; ".join(r for r in refusals if r is not None) or None
 
 
 def ecmp_width(spec: FabricSpec, record: LabState) -> list[str]:

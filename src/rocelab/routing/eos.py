@@ -184,6 +184,7 @@ def read_eos_bgp(text: str, source: str, hostname: str) -> BgpConfig:
             notes.append(f"{source}: {peer.first}: neighbor {name}: ignored (IPv6: rocelab's fabric is IPv4)")
             continue
         address = str(ip)
+        where[("neighbor", address)] = f"{source}: {peer.first}"
         where[("neighbor", address, "asn")] = f"{source}: {remote[1]}"
         where[("neighbor", address, "bfd")] = (f"{source}: {bfd}" if bfd else
                                                f"{source}: {peer.first}: no `neighbor {name} bfd`"

@@ -5,10 +5,13 @@ bgpd.main.conf.j2 (router bgp, its init block, Loopback0 and subnets advertised,
 maximum-paths), templates/general/peer-group.conf.j2 and policies.conf.j2 (the PEER_V4 peer
 group and its route-maps), templates/general/instance.conf.j2 per BGP_NEIGHBOR and
 templates/dynamic/instance.conf.j2 per BGP_PEER_RANGE. Written here, not copied: IPv4 only,
-single ASIC, no allow-list, no traffic-shift (docs/routing.md).
+single ASIC, no allow-list, no traffic-shift (docs/routing.md). A Cumulus or EOS configuration
+read into the same model renders the same way; its unnumbered sessions as FRR interface neighbors.
 """
 
 from __future__ import annotations
+
+import ipaddress
 
 from rocelab.routing.bgp import CONNECT_RETRY_S, DEFAULT_HOLDTIME_S, DEFAULT_KEEPALIVE_S, Bfd, BgpConfig, Neighbor, PeerRange
 
@@ -33,7 +36,10 @@ def _bfd(subject: str, bfd: Bfd | None) -> list[str]:
 
 def _neighbor(n: Neighbor) -> list[str]:
     a = n.address
-    lines = [f"  neighbor {a} remote-as {n.asn}"]
+    # An unnumbered session (Cumulus's `neighbor swp51`) is FRR's interface neighbor: bgpd finds the
+    # peer's IPv6 link-local address from its router advertisements and zebra installs the IPv4
+    # routes learnt over it via 169.254.0.1 onlink, a permanent neighbour of the peer's MAC (RFC 5549).
+    lines = [f"  neighbor {a} interface remote-as {n.asn}" if n.unnumbered else f"  neighbor {a} remote-as {n.asn}"]
     if n.name:
         lines.append(f"  neighbor {a} description {n.name}")
     if (n.keepalive_s, n.holdtime_s) != (DEFAULT_KEEPALIVE_S, DEFAULT_HOLDTIME_S):
@@ -65,7 +71,7 @@ def _peer_range(r: PeerRange) -> list[str]:
 def render_bgpd(config: BgpConfig) -> str:
     lines = _header(config, "bgpd")
     if config.loopback:
-        lines += [f"ip prefix-list PL_LoopbackV4 permit {config.networks[0]}", "!"]
+        lines += [f"ip prefix-list PL_LoopbackV4 permit {ipaddress.IPv4Interface(config.loopback).network}", "!"]
     # policies.conf.j2: permit everything in and out, through named route-maps a user can edit.
     lines += ["route-map FROM_BGP_PEER_V4 permit 100", "!", "route-map TO_BGP_PEER_V4 permit 100", "!"]
     if config.peer_ranges:

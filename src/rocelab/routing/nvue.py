@@ -83,6 +83,7 @@ def read_nvue_bgp(text: str, source: str, hostname: str) -> BgpConfig:
     relax, relax_at = False, None
     paths, paths_at = DEFAULT_EBGP_MULTIPATHS, None
     networks: list[str] = []
+    loopback: ipaddress.IPv4Interface | None = None
     peers: dict[str, _Peer] = {}
     groups: dict[str, _Peer] = {}
     first = ""
@@ -91,6 +92,15 @@ def read_nvue_bgp(text: str, source: str, hostname: str) -> BgpConfig:
         if st.unset:
             if _bgp_words(st.words) is not None:
                 notes.append(f"{said}: ignored (rocelab reads the configuration as set)")
+            continue
+        if st.words[:4] == ("interface", "lo", "ip", "address") and len(st.words) == 5:
+            # The loopback bgpd's `network` advertises (and Cumulus's router-id where none is set).
+            try:
+                address = ipaddress.ip_interface(st.words[4])
+            except ValueError:
+                continue  # the QoS reader reads interfaces; a bad address is not BGP's to report
+            if address.version == 4 and loopback is None:
+                loopback = address
             continue
         if st.words[:1] == ("vrf",) and st.words[2:4] == ("router", "bgp") and st.words[1] != "default":
             notes.append(f"{said}: ignored (rocelab reads the default VRF)")
@@ -177,6 +187,7 @@ def read_nvue_bgp(text: str, source: str, hostname: str) -> BgpConfig:
             continue
         bfd = peer.bfd or (group.bfd if group else None)
         address = str(ip) if ip else name
+        where[("neighbor", address)] = f"{source}: {peer.first}"
         where[("neighbor", address, "asn")] = remote[1]
         where[("neighbor", address, "bfd")] = (bfd[1] if bfd else f"{source}: {peer.first}: neighbor {name} has no "
                                                "`bfd enable on`" + (f", nor its peer group {peer.group[0]}" if peer.group else ""))
@@ -186,8 +197,9 @@ def read_nvue_bgp(text: str, source: str, hostname: str) -> BgpConfig:
             peer.holdtime_s or (group.holdtime_s if group else None) or HOLDTIME_S,
             Bfd() if bfd and bfd[0] else None, shutdown=peer.shutdown, unnumbered=ip is None))
     problems.raise_if_any()
-    return BgpConfig(source, asn[0], hostname, router_id, tuple(networks), tuple(neighbors),
-                     multipath_relax=relax, maximum_paths=paths, notes=tuple(notes), constants_source=source,
+    return BgpConfig(source, asn[0], hostname, router_id or (str(loopback.ip) if loopback else None), tuple(networks),
+                     tuple(neighbors), multipath_relax=relax, maximum_paths=paths,
+                     loopback=str(loopback) if loopback else None, notes=tuple(notes), constants_source=source,
                      where=where)
 
 

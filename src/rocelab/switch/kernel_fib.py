@@ -24,6 +24,7 @@ RTN_UNICAST = 1
 # withdraw and reinstall their own routes; only those below are an administrator's, or rocelab's.
 RTPROT_STATIC = 4
 AF_INET = 2
+LINK_LOCAL_V4 = "169.254."
 
 
 def read_fib(rtnl: Rtnl, ports: list[str], links: list[Link]) -> Fib:
@@ -39,7 +40,10 @@ def read_fib(rtnl: Rtnl, ports: list[str], links: list[Link]) -> Fib:
 
     routes: dict[str, list[NextHop]] = {}
     for (port, ip), mac in neighbours.items():
-        routes[f"{ip}/32"] = [NextHop(port, mac)]
+        # 169.254.0.1 is zebra's stand-in gateway for routes learnt over an unnumbered session,
+        # one permanent neighbour per port: a next hop, never a host.
+        if not ip.startswith(LINK_LOCAL_V4):
+            routes[f"{ip}/32"] = [NextHop(port, mac)]
     for route in rtnl.routes():
         if route.table != MAIN_TABLE or route.type != RTN_UNICAST:
             continue
