@@ -7,12 +7,15 @@ process or file."""
 from __future__ import annotations
 
 import ipaddress
+import json
+import os
+import shutil
 import subprocess
 import time
 
 import pytest
 
-from test_labs import cli
+from test_labs import CLI, ROOT, cli
 
 from rocelab import paths
 from rocelab.kernel import control
@@ -109,3 +112,41 @@ def test_down_leaves_no_frr_process_socket_or_file(bgp_lab):
     assert not folder.exists()
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert f"{folder}/" not in ps
+
+
+def test_a_cumulus_leaf_peers_unnumbered_with_generated_spines(tmp_path):
+    # lab.yml `profiles:` gives leaf1 examples/fabric-bgp-cumulus's NVUE file: its own AS 65101 and
+    # unnumbered sessions on swp3/swp4 (`remote-as external`); the spines and leaf2 get the
+    # generated design, whose sessions toward leaf1 take its AS and peer on the port too.
+    home = tmp_path / "home"
+    for folder in ("topologies", "profiles"):
+        shutil.copytree(ROOT / folder, home / folder)
+    lab = home / "labs" / "cumleaf"
+    lab.mkdir(parents=True)
+    shutil.copy(ROOT / "examples" / "fabric-bgp-cumulus" / "leaf1" / "nv-config.yml", lab / "leaf1.yml")
+    (lab / "lab.yml").write_text("topology: leaf-spine-2x2\nnic: emulated\nrouting: bgp\nprofiles:\n  leaf1:\n"
+                                 "    cumulus: leaf1.yml\n"
+                                 "    buffer: {pool_size_bytes: 12MiB, dynamic_th: -5, xoff_bytes: 56KiB}\n")
+
+    def run(*args: str) -> str:
+        done = subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=300, cwd=home,
+                              env={**os.environ, "ROCELAB_HOME": str(home)})
+        assert done.returncode == 0, f"rocelab {' '.join(args)} exited {done.returncode}:\n{done.stderr[-3000:]}"
+        return done.stdout + done.stderr
+
+    try:
+        up = run("up", "cumleaf", "--tdf", "1000")  # waits until every host is reached over every spine
+        assert "routing: bgp (FRR) on leaf1: from labs/cumleaf/leaf1.yml" in " ".join(up.split())
+        summary = run("exec", "spine1", "--", "vtysh", "-c", "show ip bgp summary")
+        row = next(line.split() for line in summary.splitlines() if line.startswith("eth1 "))
+        assert row[2] == "65101" and row[9].isdigit(), summary  # leaf1's AS, Established (a prefix count)
+        # IPv6 on the unnumbered ports alone: a link-local address on eth3 and eth4, none to the hosts
+        shown = subprocess.run(["ip", "-n", "cumleaf.leaf1", "-j", "-6", "addr", "show"], capture_output=True,
+                               text=True, check=True).stdout
+        assert sorted(link["ifname"] for link in json.loads(shown) if link["addr_info"]) == ["eth3", "eth4"]
+        routes = control.request(control.socket_path("cumleaf", "leaf2"), "fib")["routes"]
+        assert len(routes["198.19.1.0/24"]) == 2, routes  # leaf1's rack over both spines
+        assert "0% packet loss" in run("exec", "h3", "--", "ping", "-c", "1", "-W", "2", "198.19.1.2")
+    finally:
+        subprocess.run([*CLI, "down", "cumleaf"], capture_output=True, timeout=120, cwd=home,
+                       env={**os.environ, "ROCELAB_HOME": str(home)})

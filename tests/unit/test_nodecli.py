@@ -93,6 +93,22 @@ def test_show_pfc_counters_and_queue_counters_read_the_core(node):
     assert [line.split()[:2] for line in q[2:]] == [["Ethernet4", f"UC{i}"] for i in range(8)]
 
 
+def test_what_the_cpu_takes_is_no_rx_drop_but_a_routing_miss_and_a_bad_frame_are(node):
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.inet6 import ICMPv6ND_RS, IPv6
+    from scapy.layers.l2 import ARP, Ether
+
+    mac = "02:00:00:00:00:01"  # eth1's
+    for frame in (Ether(dst="ff:ff:ff:ff:ff:ff") / ARP(),  # ARP, IPv6 ND: the kernel's, as an ASIC traps them
+                  Ether(dst="33:33:00:00:00:02") / IPv6(dst="ff02::2") / ICMPv6ND_RS(),
+                  Ether(dst=mac) / IP(src="198.19.1.2", dst="203.0.113.9") / UDP(),  # no route: a discard
+                  Ether(dst=mac) / IP(src="198.19.1.2", dst="203.0.113.9")):  # shorter than its IPv4 length
+        raw = bytes(frame)
+        node.agent.switch.receive("eth1", raw[:-4] if frame.haslayer(IP) and not frame.haslayer(UDP) else raw, 0.0)
+    row = type_(node, "show interfaces counters").output.splitlines()[2].split()
+    assert row[0] == "Ethernet0" and (row[2], row[5], row[6]) == ("4", "1", "1")  # RX_OK, RX_ERR, RX_DRP
+
+
 def test_sonic_clear_zeroes_only_its_view(node):
     node.agent.switch._ports[0].pfc_tx_frames[3] = 7
     node.agent.switch._ports[0].rx_packets = 9

@@ -294,6 +294,36 @@ def test_a_switch_whose_profile_sets_bgp_asn_is_rendered_from_it_the_others_get_
     assert caught.value.problems[0].file.endswith("mine.json")
 
 
+def test_a_cumulus_leaf_in_profiles_runs_its_own_unnumbered_bgp_and_the_spines_meet_it(lab_home):
+    from pathlib import Path
+
+    nv_config = Path(__file__).resolve().parents[2] / "examples" / "fabric-bgp-cumulus" / "leaf1" / "nv-config.yml"
+    (lab_home.parent / "leaf1.yml").write_text(nv_config.read_text())
+    lab_home.write_text("topology: leaf-spine-2x2\nrouting: bgp\nprofiles:\n  leaf1:\n    cumulus: leaf1.yml\n"
+                        "    buffer: {pool_size_bytes: 12MiB, dynamic_th: -5, xoff_bytes: 56KiB}\n")
+    configs = lab_bgp(load_lab("l1"))
+    leaf1, how = configs["leaf1"]
+    assert how.endswith("leaf1.yml") and leaf1.asn == 65101
+    assert [(n.address, n.unnumbered, n.asn) for n in leaf1.neighbors] == [("eth3", True, "external"),
+                                                                             ("eth4", True, "external")]
+    # each spine peers with leaf1 on its own port to it, unnumbered, expecting leaf1's AS; with
+    # leaf2 as the design has it
+    spine1, how = configs["spine1"]
+    assert [(n.address, n.unnumbered, n.asn) for n in spine1.neighbors] == [
+        ("eth1", True, 65101), ("198.18.0.4", False, configs["leaf2"][0].asn)]
+    assert how.endswith("toward leaf1: their AS, their kind of session")
+    assert configs["leaf2"][1] == design.description(per_spine=False)  # no session to leaf1: as generated
+
+    # a session on a port leaf-spine-2x2 does not give leaf1
+    (lab_home.parent / "leaf1.yml").write_text(nv_config.read_text().replace("swp4:", "swp9:"))
+    with pytest.raises(InputError) as caught:
+        lab_bgp(load_lab("l1"))
+    (problem,) = caught.value.problems
+    assert problem.file.endswith("lab.yml") and problem.path == "profiles.leaf1"
+    assert problem.message.endswith("l1/leaf1.yml: leaf1's unnumbered sessions on swp9: no port of the switch in the "
+                                    "topology, so FRR has no interface to peer on")
+
+
 def test_without_frr_up_is_an_input_error_naming_the_package(tmp_path, monkeypatch):
     monkeypatch.setattr(frr, "FRR_DAEMONS_DIR", tmp_path)
     with pytest.raises(InputError) as caught:

@@ -31,19 +31,18 @@ import ipaddress
 import multiprocessing
 import struct
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from rocelab.kernel import control
 from rocelab.ethernet import ETH, ETH_P_IPV4, IPPROTO_UDP, IPV4_DONT_FRAGMENT, ROCE_UDP_PORT, ipv4_header, mac_bytes
 from rocelab.errors import InputError, Problem
-from rocelab.fabric.spec import Device, FabricSpec
-from rocelab.routing.eos import INTERFACE_PEERING_IGNORED
+from rocelab.fabric.spec import FabricSpec
+from rocelab.routing.design import frr_refusal, on_lab_ports
 from rocelab.qos.headroom import pg_trigger_bytes
 from rocelab.model.hostnics import nicd_settings
 from rocelab.model.lab import Lab
 from rocelab.qos.model import PortQos
-from rocelab.routing.bgp import BgpConfig
 from rocelab.qos.sonic import dump_config_db
 from rocelab.kernel.netns import packet_socket
 from rocelab.probes.storm import hold_pfc_pause
@@ -51,7 +50,7 @@ from rocelab.runtime.readings import read_counters
 from rocelab.runtime.scenario import agent_sockets, start_clean
 from rocelab.engines.state import LabState
 from rocelab.switch.fib import ecmp_hash
-from rocelab.model.topology import Node, Port
+from rocelab.model.topology import Port
 from rocelab.traffic.job import run_job
 from rocelab.traffic.spec import JobSpec
 
@@ -93,33 +92,6 @@ def lab_from_spec(spec: FabricSpec, name: str, workdir: Path) -> Lab:
     return Lab(name, spec.source, spec.fabric, "switchd", None, None, "emulated", roce, None, profiles,
                tdf_floor=FABRIC_TDF, host_roce=host_roce, host_notes=tuple(notes), routing=routing,
                node_bgp=bgp if routing == "bgp" else {})
-
-
-def frr_refusal(device: Device, node: Node) -> str | None:
-    """Why FRR cannot run the device's own BGP; None: it can."""
-    if device.bgp is None:
-        return device.bgp_absent
-    ports = _lab_ports(device, node)
-    astray = [n.address for n in device.bgp.neighbors if n.unnumbered and n.address not in ports]
-    if astray:
-        return (f"{device.file}: {device.name}'s unnumbered sessions on {', '.join(astray)}: no port of the switch "
-                f"in the topology, so FRR has no interface to peer on; its BGP is checked statically")
-    if any(INTERFACE_PEERING_IGNORED in note for note in device.bgp.notes):
-        return (f"{device.file}: {device.name}'s EOS interface peering is not read, so its sessions would be "
-                f"missing on FRR; its BGP is checked statically")
-    return None
-
-
-def _lab_ports(device: Device, node: Node) -> dict[str, str]:
-    """The file's name of each of the switch's ports (Cumulus `swp3`) → the lab's (`eth3`)."""
-    return {device.port_name(port.name): port.name for port in node.ports}
-
-
-def on_lab_ports(device: Device, node: Node) -> BgpConfig:
-    """The device's BGP with its unnumbered sessions on the lab's interfaces, where FRR runs."""
-    ports = _lab_ports(device, node)
-    return replace(device.bgp, neighbors=tuple(replace(n, address=ports[n.address]) if n.unnumbered else n
-                                               for n in device.bgp.neighbors))
 
 
 def without_bgp(spec: FabricSpec) -> str | None:

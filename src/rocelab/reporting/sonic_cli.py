@@ -11,7 +11,7 @@ from __future__ import annotations
 from tabulate import tabulate
 
 from rocelab.qos.configdb import pfc_priorities, ports
-from rocelab.reporting.views import RX_ERRORS
+from rocelab.reporting.views import rx_drops
 from rocelab.units import format_rate
 
 PRIORITIES = 8
@@ -23,10 +23,6 @@ def _table(rows: list[list], headers: list[str]) -> str:
 
 def _n(value: int | None) -> str:
     return "N/A" if value is None else f"{value:,}"
-
-
-def _drops(drops: dict, keep=lambda reason: True) -> int:
-    return sum(d["packets"] for reason, d in drops.items() if keep(reason))
 
 
 def port_names(doc: dict) -> dict[str, str]:
@@ -45,11 +41,7 @@ def interfaces_counters(counters: dict, names: dict[str, str], links: dict, befo
     """`show interfaces counters` (portstat): BPS and UTIL production-equivalent (emulated × TDF)."""
     rows = []
     for lab, port in sorted(counters["ports"].items(), key=lambda i: int(i[0][3:])):
-        rx_err = _drops(port["drops"], lambda r: r in RX_ERRORS)
-        rx_drp = _drops(port["drops"], lambda r: r not in RX_ERRORS and r != "impairment_loss") + \
-            sum(_drops(pg["drops"]) for pg in port["pgs"])
-        tx_drp = sum(_drops(q["drops"]) for q in port["queues"]) + \
-            _drops(port["drops"], lambda r: r == "impairment_loss")
+        rx_err, rx_drp, tx_drp = rx_drops(port)
         rates = ["N/A"] * 4
         if before is not None:
             old = before["ports"][lab]

@@ -26,12 +26,16 @@ from rocelab.kernel.loop import LATENESS_BOUNDS_S
 from rocelab.qos.model import PRIORITIES
 from rocelab.runtime.fidelity import AgentTiming
 from rocelab.switch.counters import (
-    BAD_IPV4_CHECKSUM, BAD_IPV4_HEADER, FLOW_CONTROL_DISABLED, MAC_CONTROL_UNSUPPORTED, OVERSIZED, TRUNCATED,
+    BAD_IPV4_CHECKSUM, BAD_IPV4_HEADER, FLOW_CONTROL_DISABLED, IMPAIRMENT_LOSS, MAC_CONTROL_UNSUPPORTED, NOT_IPV4,
+    OVERSIZED, TO_SELF, TRUNCATED,
 )
 from rocelab.units import format_rate
 
 VIEWS = ("interfaces", "queues", "pfc", "wred", "watermarks", "drops", "pfcwd", "fidelity")
 RX_ERRORS = frozenset({TRUNCATED, OVERSIZED, BAD_IPV4_HEADER, BAD_IPV4_CHECKSUM, MAC_CONTROL_UNSUPPORTED})
+# What an ASIC traps to the CPU (BGP and BFD to the switch's address, ARP, IPv6 ND) is no discard:
+# the emulated one leaves it to the namespace's kernel, which receives it on the same port.
+TRAPPED = frozenset({NOT_IPV4, TO_SELF})
 
 
 def _table(title: str, columns: list[str]) -> Table:
@@ -49,6 +53,16 @@ def _drop_packets(drops: dict, keep=lambda reason: True) -> int:
     return sum(d["packets"] for reason, d in drops.items() if keep(reason))
 
 
+def rx_drops(port: dict) -> tuple[int, int, int]:
+    """A port's RX_ERR, RX_DRP and TX_DRP, in packets, as portstat counts them."""
+    drops = port["drops"]
+    rx_err = _drop_packets(drops, lambda r: r in RX_ERRORS)
+    rx_drp = _drop_packets(drops, lambda r: r not in RX_ERRORS and r not in TRAPPED and r != IMPAIRMENT_LOSS) + \
+        sum(_drop_packets(pg["drops"]) for pg in port["pgs"])
+    tx_drp = sum(_drop_packets(q["drops"]) for q in port["queues"]) + _drop_packets(drops, lambda r: r == IMPAIRMENT_LOSS)
+    return rx_err, rx_drp, tx_drp
+
+
 def interfaces(node: str, now: dict, before: dict | None, interval_s: float, rates: dict[str, float],
                tdf: int) -> Table:
     table = _table(f"{node}: interface counters (BPS production-equivalent: emulated × TDF {tdf}, "
@@ -56,11 +70,7 @@ def interfaces(node: str, now: dict, before: dict | None, interval_s: float, rat
                    ["IFACE", "STATE", "RX_OK", "RX_BPS", "RX_UTIL", "RX_ERR", "RX_DRP", "RX_OVR",
                     "TX_OK", "TX_BPS", "TX_UTIL", "TX_ERR", "TX_DRP", "TX_OVR"])
     for name, port in now["ports"].items():
-        pgs_drops = sum(_drop_packets(pg["drops"]) for pg in port["pgs"])
-        queue_drops = sum(_drop_packets(q["drops"]) for q in port["queues"])
-        rx_err = _drop_packets(port["drops"], lambda r: r in RX_ERRORS)
-        rx_drp = _drop_packets(port["drops"], lambda r: r not in RX_ERRORS and r != "impairment_loss") + pgs_drops
-        tx_drp = queue_drops + _drop_packets(port["drops"], lambda r: r == "impairment_loss")
+        rx_err, rx_drp, tx_drp = rx_drops(port)
         rx_bps = tx_bps = None
         if before is not None:
             old = before["ports"][name]

@@ -17,14 +17,17 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import replace
+from typing import Mapping
 
 from rocelab.errors import InputError, Problem
+from rocelab.fabric.spec import Device
 from rocelab.model.lab import Lab
 from rocelab.model.topology import HOST_POOL, Fabric, Node
 from rocelab.paths import display
 from rocelab.qos.ports import lab_to_sonic
 from rocelab.qos.sonic import read_config_db
 from rocelab.routing.bgp import BgpConfig, Design, has_bgp, read_bgp
+from rocelab.routing.eos import INTERFACE_PEERING_IGNORED
 
 SPINE_ASN = 65000  # the spine tier's
 FIRST_SPINE_ASN = 64512  # spine_asn: per-spine, the first of RFC 6996's private range, below the leaves'
@@ -88,21 +91,74 @@ def generated(fabric: Fabric, node: Node, per_spine: bool = False) -> dict:
             "INTERFACE": interfaces, "BGP_NEIGHBOR": neighbors}
 
 
+def frr_refusal(device: Device, node: Node) -> str | None:
+    """Why FRR cannot run the device's own BGP; None: it can."""
+    if device.bgp is None:
+        return device.bgp_absent
+    ports = _lab_ports(device, node)
+    astray = [n.address for n in device.bgp.neighbors if n.unnumbered and n.address not in ports]
+    if astray:
+        return (f"{device.file}: {device.name}'s unnumbered sessions on {', '.join(astray)}: no port of the switch "
+                f"in the topology, so FRR has no interface to peer on; its BGP is checked statically")
+    if any(INTERFACE_PEERING_IGNORED in note for note in device.bgp.notes):
+        return (f"{device.file}: {device.name}'s EOS interface peering is not read, so its sessions would be "
+                f"missing on FRR; its BGP is checked statically")
+    return None
+
+
+def _lab_ports(device: Device, node: Node) -> dict[str, str]:
+    """The file's name of each of the switch's ports (Cumulus `swp3`) → the lab's (`eth3`)."""
+    return {device.port_name(port.name): port.name for port in node.ports}
+
+
+def on_lab_ports(device: Device, node: Node) -> BgpConfig:
+    """The device's BGP with its unnumbered sessions on the lab's interfaces, where FRR runs."""
+    ports = _lab_ports(device, node)
+    return replace(device.bgp, neighbors=tuple(replace(n, address=ports[n.address]) if n.unnumbered else n
+                                               for n in device.bgp.neighbors))
+
+
+def meet(fabric: Fabric, node: Node, config: BgpConfig, own: Mapping[str, BgpConfig]) -> BgpConfig:
+    """A generated switch's sessions toward switches that run their own BGP: the far end's AS, and
+    on the port (unnumbered) where the far end peers unnumbered there (Cumulus's design)."""
+    port_to = {str(fabric.peer(port).address.ip): port for port in node.ports}
+    neighbors = []
+    for n in config.neighbors:
+        port = port_to.get(n.address)
+        far = fabric.peer(port) if port is not None else None
+        theirs = own.get(far.node) if far is not None else None
+        if theirs is not None:
+            n = replace(n, asn=theirs.asn)
+            if any(m.unnumbered and m.address == far.name for m in theirs.neighbors):
+                n = replace(n, address=port.name, unnumbered=True)
+        neighbors.append(n)
+    return replace(config, neighbors=tuple(neighbors))
+
+
 def lab_bgp(lab: Lab, case: Design | None = None) -> dict[str, tuple[BgpConfig, str]]:
-    """Every switch's BGP configuration and where it comes from: the switch's config_db where
-    it sets bgp_asn and has sessions (a lab.yml `profiles:` entry is read for its QoS only),
-    or the lab's own (Lab.node_bgp: a fabric description's), else the generated design; then
-    the lab.yml's `bgp:` over it, and a case's over the lab's. An InputError for a profile's bad
-    BGP fields, before anything is built."""
+    """Every switch's BGP configuration and where it comes from: the lab's own (Lab.node_bgp: a
+    fabric description's), or the switch's profile where it gives BGP with sessions (a lab.yml
+    `profiles:` entry in SONiC, EOS or Cumulus form, or a config_db setting bgp_asn), else the
+    generated design; then the lab.yml's `bgp:` over it, and a case's over the lab's. An
+    InputError for a profile's bad BGP fields, before anything is built."""
     if len(lab.fabric.switches) > MAX_SWITCHES:
         raise InputError([Problem(lab.source, "routing", f"has {len(lab.fabric.switches)} switches; "
                                   f"the generated Loopback0s in {LOOPBACKS} fit {MAX_SWITCHES}", "routing: static")])
     design = (case or Design()).over(lab.bgp)
     out = {}
+    designed: set[str] = set()
     for node in lab.fabric.switches:
         if node.name in lab.node_bgp:
             config = lab.node_bgp[node.name]
             out[node.name] = (config, f"from {config.source}")
+            continue
+        device = lab.node_nos.get(node.name)
+        if device is not None and device.bgp is not None and (device.bgp.neighbors or device.bgp.peer_ranges):
+            refusal = frr_refusal(device, node)
+            if refusal is not None:
+                raise InputError([Problem(lab.source, f"profiles.{node.name}", refusal.removesuffix(
+                    "; its BGP is checked statically"), "sessions on the switch's ports, or routing: static")])
+            out[node.name] = (on_lab_ports(device, node), f"from {device.file}")
             continue
         path = None if node.name in lab.node_qos else lab.node_profiles.get(node.name) or lab.profile
         doc = read_config_db(path) if path else {}
@@ -115,6 +171,12 @@ def lab_bgp(lab: Lab, case: Design | None = None) -> dict[str, tuple[BgpConfig, 
             per_spine = design.spine_asn == "per-spine"
             out[node.name] = (read_bgp(generated(lab.fabric, node, per_spine), f"{lab.source} (generated)", node.name),
                               description(per_spine) + why)
+            designed.add(node.name)
+    own = {name: config for name, (config, _) in out.items() if name not in designed}
+    for name in designed & {lab.fabric.peer(p).node for o in own for p in lab.fabric.node(o).ports}:
+        config, how = out[name]
+        out[name] = (meet(lab.fabric, lab.fabric.node(name), config, own),
+                     f"{how}; toward {', '.join(sorted(own))}: their AS, their kind of session")
     if design.multipath_relax is not None or design.maximum_paths is not None:
         said = Design(multipath_relax=design.multipath_relax, maximum_paths=design.maximum_paths).text()
         out = {name: (replace(config, multipath_relax=config.multipath_relax if design.multipath_relax is None
