@@ -10,6 +10,7 @@ only where its daemon does not answer.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -77,8 +78,9 @@ NOTHING = {"containers": [], "namespaces": [], "state": []}
 
 @pytest.fixture(scope="module")
 def line(docker_engine):
+    # PFC alone (no DCQCN to slow the sender first); the leaves route with FRR from the image
     spec = replace(load_lab(str(LINE)), name=unique_lab_name("line"), nic="emulated", profile=PROFILE,
-                   roce={"cc_algorithm": "none"})  # PFC alone: no DCQCN to slow the sender first
+                   roce={"cc_algorithm": "none"}, routing="bgp")
     record = calibration.up(docker_engine, spec)
     yield spec, record
     docker_engine.down(record)
@@ -101,6 +103,29 @@ def test_agents_run_inside_the_nodes_containers(line):
     for process in record.processes:
         pids = dockercli.docker("top", container_name(spec.name, process["node"]), "-eo", "pid").split()[1:]
         assert str(process["pid"]) in pids, process
+
+
+def test_frr_runs_inside_the_switch_containers_and_routes_the_line(line):
+    spec, record = line
+    for node in ("leaf1", "leaf2"):
+        container = dockercli.container_pid(container_name(spec.name, node))
+        daemons = [d for d in record.routing["daemons"] if d["node"] == node]
+        assert sorted(d["what"] for d in daemons) == ["bfdd", "bgpd", "zebra"]
+        for daemon in daemons:  # the image's FRR, in the container's filesystem, as the image's frr user
+            assert os.readlink(f"/proc/{daemon['pid']}/ns/mnt") == os.readlink(f"/proc/{container}/ns/mnt")
+            assert os.readlink(f"/proc/{daemon['pid']}/exe") == f"/usr/lib/frr/{daemon['what']}"
+        frr_uid = dockercli.docker("exec", container_name(spec.name, node), "id", "-u", "frr").strip()
+        assert all(Path(f"/proc/{d['pid']}/status").read_text().split("Uid:")[1].split()[0] == frr_uid
+                   for d in daemons)
+    # vtysh typed in leaf1 (its container's own) finds its daemons; the session to leaf2 is up
+    summary = subprocess.run([*CLI, "exec", "leaf1", "--lab", spec.name, "--", "vtysh", "-c", "show ip bgp summary"],
+                             capture_output=True, text=True, check=True).stdout
+    row = next(line.split() for line in summary.splitlines() if line.startswith("198.18."))
+    assert row[9].isdigit(), summary  # State/PfxRcd: a prefix count once Established
+    h2_subnet = str(spec.fabric.node("h2").ports[0].address.network)
+    routes = subprocess.run(["ip", "-n", record.node("leaf1").netns, "route", "show", h2_subnet, "proto", "bgp"],
+                            capture_output=True, text=True, check=True).stdout
+    assert routes.startswith(h2_subnet), routes
 
 
 def test_rdma_writes_cross_two_switch_containers_with_pfc_frames_on_the_wire(line, tmp_path):

@@ -79,6 +79,10 @@ def test_rocelab_nodes_run_rocelabs_images_without_a_management_network() -> Non
     assert nodes["h1"]["image"] == HOST_IMAGE == f"rocelab/host:{__version__}"
     assert nodes["spine2"]["image"] == SWITCH_IMAGE
     assert "mgmt" not in doc  # containerlab's default management network, for NOS nodes only
+    # a BGP lab's switches run zebra, which asks for CAP_SYS_ADMIN; its hosts run no FRR
+    from dataclasses import replace
+    nodes = clab_document(replace(load_lab("leaf-spine-2x2"), routing="bgp"), Path("/unused"))["topology"]["nodes"]
+    assert nodes["leaf1"]["cap-add"] == nodes["spine1"]["cap-add"] == ["SYS_ADMIN"] and "cap-add" not in nodes["h1"]
 
 
 def test_link_facts_travel_in_vars() -> None:

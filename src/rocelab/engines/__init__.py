@@ -10,6 +10,7 @@ from typing import Protocol
 
 from rocelab.engines.clab import ClabEngine
 from rocelab.engines.docker import DockerEngine
+from rocelab.engines.frr import Daemons
 from rocelab.engines.netns import NetnsEngine
 from rocelab.model.lab import Lab
 from rocelab.model.tdf import TdfChoice
@@ -33,6 +34,7 @@ class AgentProcess(Protocol):
 class Engine(Protocol):
     name: str
     shares_agents: bool  # one agent process may serve several nodes (nicd: every host)
+    frr_daemons: Daemons  # where a switch's FRR runs (routing: bgp)
 
     def up(self, lab: Lab, tdf_choice: TdfChoice | None = None) -> LabState: ...
 

@@ -49,6 +49,10 @@ def _document(lab: Lab, workdir: Path, configs: tuple[StartupConfig, ...]) -> di
         if config is None:
             image = node.image or (SWITCH_IMAGE if node.is_switch else HOST_IMAGE)
             nodes[node.name] = {"kind": "linux", "image": image, "network-mode": "none", "group": node.role}
+            if node.is_switch and lab.routing == "bgp":
+                # zebra asks for CAP_SYS_ADMIN (its netns VRFs) at start and exits without it;
+                # SONiC runs its bgp container privileged.
+                nodes[node.name]["cap-add"] = ["SYS_ADMIN"]
         else:
             nodes[node.name] = {"kind": node.kind, "image": node.image or config.kind.default_image,
                                 "group": node.role, **config.kind.clab_fields(workdir / config.filename)}

@@ -23,7 +23,7 @@ from rocelab.kernel import control
 
 from rocelab.engines import dockercli
 
-from rocelab.engines import images
+from rocelab.engines import frr, images
 
 from rocelab import paths
 from rocelab.engines.clabfile import container_name, write_clab
@@ -106,11 +106,39 @@ class ContainerAgent:
             return None  # not written yet: the engine's start timeout bounds the wait
 
 
+def exec_detached(lab: str, node: str, ns: str, argv: list[str], log: Path) -> ContainerAgent:
+    """argv started inside the node's container (`docker exec --detach`), its output to `log` and
+    its exit status beside it (log.exit), both in the lab's bind-mounted state folder."""
+    exit_file = log.with_suffix(".exit")
+    exit_file.unlink(missing_ok=True)
+    script = f"{shlex.join(argv)} >{shlex.quote(str(log))} 2>&1; echo $? >{shlex.quote(str(exit_file))}"
+    dockercli.docker("exec", "--detach", container_name(lab, node), "sh", "-c", script)
+    return ContainerAgent.find(ns, argv, exit_file)
+
+
+class ContainerDaemons:
+    """The switch image's FRR inside the switch's container, as SONiC runs it in its bgp
+    container: its files in the lab's state folder (bind-mounted at the same path), so this
+    machine's vtysh reaches the daemons by their sockets as on the netns engine."""
+
+    @staticmethod
+    def prepare_frr(lab: str, node: str) -> tuple[int, int]:
+        # FRR's own socket folder is the switch's: `vtysh` typed in the container finds its daemons.
+        ids = dockercli.docker("exec", container_name(lab, node), "sh", "-c",
+                               f"rm -rf /run/frr && ln -s {shlex.quote(str(frr.folder(lab, node)))} /run/frr && "
+                               f"id -u {frr.FRR_USER} && id -g {frr.FRR_USER}").split()
+        return int(ids[0]), int(ids[1])
+
+    @staticmethod
+    def launch_frr(lab: str, node: str, ns: str, argv: list[str], out: Path) -> ContainerAgent:
+        return exec_detached(lab, node, ns, argv, out)
+
+
 class ContainerEngine(NetnsEngine):
     """Subclasses say how to check their prerequisites, deploy a .clab.yml and destroy it."""
 
     shares_agents = False  # each node's agent runs in its own container
-    runs_frr = False  # the switch image carries no FRR yet
+    frr_daemons = ContainerDaemons()
 
     def _require(self, lab: Lab) -> None:
         raise NotImplementedError
@@ -135,13 +163,8 @@ class ContainerEngine(NetnsEngine):
 
     def spawn_agent(self, lab: Lab, node: Node, ns: str, module: str) -> ContainerAgent:
         config = write_agent_config(lab, node)
-        log = control.log_path(lab.name, node.name)
-        exit_file = log.with_suffix(".exit")
-        exit_file.unlink(missing_ok=True)
-        argv = ["python", "-m", module, str(config)]
-        script = f"{shlex.join(argv)} >{shlex.quote(str(log))} 2>&1; echo $? >{shlex.quote(str(exit_file))}"
-        dockercli.docker("exec", "--detach", container_name(lab.name, node.name), "sh", "-c", script)
-        return ContainerAgent.find(ns, argv, exit_file)
+        return exec_detached(lab.name, node.name, ns, ["python", "-m", module, str(config)],
+                             control.log_path(lab.name, node.name))
 
     def down(self, record: LabState) -> None:
         """The containers first (their processes go with them), then the namespace entries,

@@ -18,7 +18,7 @@ import stat
 import subprocess
 import time
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping, Protocol
 
 from rocelab import paths
 from rocelab.errors import InputError, Problem
@@ -39,12 +39,14 @@ class FrrFailed(RuntimeError):
     pass
 
 
-def require_frr(what: str) -> None:
-    """An InputError (exit 2) naming the package when FRR's daemons or vtysh are missing."""
-    missing = [d for d in ("zebra", "bgpd", "bfdd") if not os.access(FRR_DAEMONS_DIR / d, os.X_OK)]
+def require_frr(what: str, daemons_here: bool = True) -> None:
+    """An InputError (exit 2) naming the package when FRR's daemons (where they run on this
+    machine) or vtysh (which reads every engine's sessions) are missing."""
+    missing = [d for d in ("zebra", "bgpd", "bfdd") if daemons_here and not os.access(FRR_DAEMONS_DIR / d, os.X_OK)]
     missing += [] if shutil.which("vtysh") else ["vtysh"]
     try:
-        pwd.getpwnam(FRR_USER)
+        if daemons_here:
+            pwd.getpwnam(FRR_USER)
     except KeyError:
         missing.append(f"the {FRR_USER} user")
     if missing:
@@ -56,19 +58,43 @@ def folder(lab: str, node: str) -> Path:
     return paths.STATE_DIR / lab / node / "frr"
 
 
-def write_files(lab: str, node: str, config: BgpConfig) -> Path:
-    """The daemons' configuration files, in a folder the frr user owns."""
+def write_files(lab: str, node: str, config: BgpConfig, owner: tuple[int, int]) -> Path:
+    """The daemons' configuration files, in a folder the frr user (uid, gid `owner`) owns."""
     where = folder(lab, node)
     where.mkdir(parents=True, exist_ok=True)
     # The frr user must pass through the state folders to reach its own (a private STATE_DIR,
     # as the tests make, is 0700): search permission only, never a listing.
     for parent in (paths.STATE_DIR, paths.STATE_DIR / lab, where.parent):
         parent.chmod(parent.stat().st_mode | stat.S_IXOTH)
-    user = pwd.getpwnam(FRR_USER)
-    os.chown(where, user.pw_uid, user.pw_gid)
+    os.chown(where, *owner)
     for name, text in render(config).items():
         (where / name).write_text(text)
     return where
+
+
+class Daemons(Protocol):
+    """Where a switch's daemons run: this machine's FRR in the switch's namespace (the netns
+    engine), or the image's inside the switch's container (docker, clab)."""
+
+    def prepare_frr(self, lab: str, node: str) -> tuple[int, int]:
+        """Ready the node for its daemons; the uid and gid they drop to there."""
+
+    def launch_frr(self, lab: str, node: str, ns: str, argv: list[str], out: Path) -> Any:
+        """Start one daemon; something with `pid` and `poll()`."""
+
+
+class HostDaemons:
+    """This machine's FRR, started inside the switch's namespace."""
+
+    @staticmethod
+    def prepare_frr(lab: str, node: str) -> tuple[int, int]:
+        user = pwd.getpwnam(FRR_USER)
+        return user.pw_uid, user.pw_gid
+
+    @staticmethod
+    def launch_frr(lab: str, node: str, ns: str, argv: list[str], out: Path) -> subprocess.Popen:
+        with out.open("wb") as log:
+            return popen_in(ns, argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, close_fds=True)
 
 
 def daemons(config: BgpConfig) -> list[str]:
@@ -85,26 +111,20 @@ def argv(daemon: str, where: Path) -> list[str]:
     return args
 
 
-def start(lab: str, node: str, ns: str, config: BgpConfig) -> list[tuple[str, subprocess.Popen]]:
-    """Start the switch's daemons inside its namespace: zebra first, the others once its zserv
-    socket is there (a client that finds none retries only after seconds)."""
-    where = write_files(lab, node, config)
+def start(lab: str, node: str, ns: str, config: BgpConfig, runner: Daemons) -> list[tuple[str, Any]]:
+    """Start the switch's daemons: zebra first, the others once its zserv socket is there (a
+    client that finds none retries only after seconds)."""
+    where = write_files(lab, node, config, runner.prepare_frr(lab, node))
     started = []
     for daemon in daemons(config):
-        proc = _spawn(daemon, where, ns)
+        proc = runner.launch_frr(lab, node, ns, argv(daemon, where), where / f"{daemon}.out")
         started.append((daemon, proc))
         if daemon == "zebra":
             _wait_for(where / "zserv.api", proc, node)
     return started
 
 
-def _spawn(daemon: str, where: Path, ns: str) -> subprocess.Popen:
-    with (where / f"{daemon}.out").open("wb") as out:
-        return popen_in(ns, argv(daemon, where), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                        close_fds=True)
-
-
-def restart_bgpd(lab: str, configs: Mapping[str, tuple[str, BgpConfig]]) -> dict[str, subprocess.Popen]:
+def restart_bgpd(lab: str, configs: Mapping[str, tuple[str, BgpConfig]], runner: Daemons) -> dict[str, Any]:
     """bgpd restarted on every switch (name → its namespace and configuration) whose configuration
     renders another bgpd.conf than the one it runs: its sessions close with a Cease and come back,
     as after a restart of SONiC's bgp container; zebra, bfdd and the kernel's other routes stay.
@@ -113,7 +133,11 @@ def restart_bgpd(lab: str, configs: Mapping[str, tuple[str, BgpConfig]]) -> dict
     changed = {node: pair for node, pair in configs.items()
                if (folder(lab, node) / "bgpd.conf").read_text() != render(pair[1])["bgpd.conf"]}
     stop([int((folder(lab, node) / "bgpd.pid").read_text()) for node in changed], grace_s=DAEMON_STOP_TIMEOUT_S)
-    return {node: _spawn("bgpd", write_files(lab, node, config), ns) for node, (ns, config) in changed.items()}
+    started = {}
+    for node, (ns, config) in changed.items():
+        where = write_files(lab, node, config, runner.prepare_frr(lab, node))
+        started[node] = runner.launch_frr(lab, node, ns, argv("bgpd", where), where / "bgpd.out")
+    return started
 
 
 def _wait_for(sock: Path, proc: subprocess.Popen, node: str) -> None:

@@ -7,7 +7,8 @@ engine's choice, not the image's), imported once and tagged twice:
 
 1. base: `debootstrap --variant=minbase` of this machine's release against the mirror its
    apt already uses, with python3, venv, iproute2, ping, traceroute and tcpdump (what
-   `invoke exec` users reach for); cached as a tarball,
+   `invoke exec` users reach for) and frr (a switch container's routing suite, `routing: bgp`);
+   cached as a tarball,
    so only the first build pays for it;
 2. a venv at /opt/rocelab holding rocelab, built as a wheel from this checkout, and its
    dependencies, all as wheels the host's pip fetched (the chroot needs no network);
@@ -36,7 +37,7 @@ from rocelab.engines import dockercli
 from rocelab.engines.clabfile import HOST_IMAGE, SWITCH_IMAGE
 from rocelab.errors import InputError, Problem
 
-BASE_PACKAGES = ("python3", "python3-venv", "iproute2", "iputils-ping", "traceroute", "tcpdump")
+BASE_PACKAGES = ("python3", "python3-venv", "iproute2", "iputils-ping", "traceroute", "tcpdump", "frr")
 VENV = "/opt/rocelab"
 SOURCE_LABEL = "org.rocelab.source"
 IMAGE_CHANGES = (
@@ -242,6 +243,10 @@ def _build(tags: list[str], source: Path, digest: str, on_step: Callable[[str], 
     if not base.is_file():
         on_step(f"debootstrap {suite} ({arch}) from {mirror}")
         build_base(base, suite, mirror)
+        # A base of other packages or another mirror is never read again: 200 MB each.
+        for stale in cache.glob("base-*.tar"):
+            if stale != base:
+                stale.unlink()
     on_step("wheels: rocelab from this checkout, and its dependencies")
     build_wheels(cache / "wheels", source)
     first, *others = tags

@@ -254,7 +254,7 @@ class NetnsEngine:
     # One agent process for every node its kind can serve (nicd: all the hosts): the nodes share
     # this machine's namespaces, and fewer processes wait less for the cores (rocelab.roce.agent).
     shares_agents = True
-    runs_frr = True  # FRR from this machine's frr package, in each switch's namespace
+    frr_daemons: frr.Daemons = frr.HostDaemons()  # this machine's frr package, in each switch's namespace
 
     def up(self, lab: Lab, tdf_choice: TdfChoice | None = None) -> LabState:
         """Build the lab. Its TDF is chosen before (rocelab.runtime.calibration.up picks one
@@ -270,10 +270,7 @@ class NetnsEngine:
                                         f"run `invoke down {lab.name}` first")])
         bgp = None
         if lab.routing == "bgp":
-            if not self.runs_frr:
-                raise InputError([Problem(lab.source, "routing", f"bgp runs on the netns engine only, not yet on {self.name}",
-                                          "--engine netns, or --routing static")])
-            frr.require_frr(lab.source)
+            frr.require_frr(lab.source, daemons_here=isinstance(self.frr_daemons, frr.HostDaemons))
             bgp = lab_bgp(lab)  # a profile's bad BGP fields stop here, before anything is made
         record = plan(lab, self.name, tdf_choice, bgp)
         lab_state.save(record)
@@ -318,7 +315,8 @@ class NetnsEngine:
                 if node.name in bgp:
                     record.routing["daemons"] += [
                         {"node": node.name, "pid": proc.pid, "what": daemon}
-                        for daemon, proc in frr.start(lab.name, node.name, ns_of[node.name], bgp[node.name][0])]
+                        for daemon, proc in frr.start(lab.name, node.name, ns_of[node.name], bgp[node.name][0],
+                                                  self.frr_daemons)]
             lab_state.save(record)
         agents: list[tuple[list[Node], Agent]] = []
         if dataplane.agent is not None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
-from rocelab.engines import frr
+from rocelab.engines import builtin_engines, frr
 from rocelab.engines import state as lab_state
 from rocelab.engines.netns import wait_converged
 from rocelab.engines.state import LabState
@@ -89,7 +89,8 @@ def reconfigure_bgp(record: LabState, configs: Mapping[str, tuple[BgpConfig, str
     renders another bgpd.conf than the one it runs (rocelab.engines.frr.restart_bgpd), the lab's
     record following; those switches."""
     started = frr.restart_bgpd(record.name, {node: (record.node(node).netns, config)
-                                             for node, (config, _) in configs.items()})
+                                             for node, (config, _) in configs.items()},
+                               builtin_engines().get(record.engine).frr_daemons)
     for node, proc in started.items():
         record.routing["daemons"] = [d for d in record.routing["daemons"]
                                      if (d["node"], d["what"]) != (node, "bgpd")] + [
