@@ -121,6 +121,8 @@ class ContainerDaemons:
     container: its files in the lab's state folder (bind-mounted at the same path), so this
     machine's vtysh reaches the daemons by their sockets as on the netns engine."""
 
+    on_this_machine = False
+
     @staticmethod
     def prepare_frr(lab: str, node: str) -> tuple[int, int]:
         # FRR's own socket folder is the switch's: `vtysh` typed in the container finds its daemons.

@@ -76,6 +76,8 @@ class Daemons(Protocol):
     """Where a switch's daemons run: this machine's FRR in the switch's namespace (the netns
     engine), or the image's inside the switch's container (docker, clab)."""
 
+    on_this_machine: bool  # this machine's frr package runs them (so it must be installed)
+
     def prepare_frr(self, lab: str, node: str) -> tuple[int, int]:
         """Ready the node for its daemons; the uid and gid they drop to there."""
 
@@ -85,6 +87,8 @@ class Daemons(Protocol):
 
 class HostDaemons:
     """This machine's FRR, started inside the switch's namespace."""
+
+    on_this_machine = True
 
     @staticmethod
     def prepare_frr(lab: str, node: str) -> tuple[int, int]:

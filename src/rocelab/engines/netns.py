@@ -270,7 +270,7 @@ class NetnsEngine:
                                         f"run `invoke down {lab.name}` first")])
         bgp = None
         if lab.routing == "bgp":
-            frr.require_frr(lab.source, daemons_here=isinstance(self.frr_daemons, frr.HostDaemons))
+            frr.require_frr(lab.source, daemons_here=self.frr_daemons.on_this_machine)
             bgp = lab_bgp(lab)  # a profile's bad BGP fields stop here, before anything is made
         record = plan(lab, self.name, tdf_choice, bgp)
         lab_state.save(record)

@@ -83,11 +83,11 @@ def lab_from_spec(spec: FabricSpec, name: str, workdir: Path) -> Lab:
     if invalid:
         raise InputError([Problem(spec.source, "hosts.nics", why) for why in invalid])
     # Where every switch's file gives its BGP, the fabric routes as it would in production: FRR
-    # on each, configured from those files (a mix with rocelab's generated design would not peer).
+    # on each, configured from those files (the gate checks the files' routing, not a design's).
     # A SONiC config_db's BGP, an EOS `router bgp` and a Cumulus NVUE `router bgp` read into the
     # same model and render alike; an unnumbered session runs on its port's IPv6 link-local address.
     bgp = {d.name: on_lab_ports(d, spec.fabric.node(d.name)) for d in spec.devices.values()
-           if frr_refusal(d, spec.fabric.node(d.name)) is None}
+           if d.bgp is not None and frr_refusal(d, spec.fabric.node(d.name)) is None}
     routing = "bgp" if bgp and len(bgp) == len(spec.devices) else "static"
     return Lab(name, spec.source, spec.fabric, "switchd", None, None, "emulated", roce, None, profiles,
                tdf_floor=FABRIC_TDF, host_roce=host_roce, host_notes=tuple(notes), routing=routing,
@@ -96,8 +96,13 @@ def lab_from_spec(spec: FabricSpec, name: str, workdir: Path) -> Lab:
 
 def without_bgp(spec: FabricSpec) -> str | None:
     """Why the description cannot run on FRR (lab_from_spec routes it statically); None: it does."""
-    refusals = [frr_refusal(d, spec.fabric.node(d.name)) for d in spec.devices.values()]
-    return "; ".join(r for r in refusals if r is not None) or None
+    why = []
+    for d in spec.devices.values():
+        if d.bgp is None:
+            why.append(d.bgp_absent)
+        elif (refusal := frr_refusal(d, spec.fabric.node(d.name))) is not None:
+            why.append(f"{refusal}; its BGP is checked statically")
+    return "; ".join(why) or None
 
 
 def ecmp_width(spec: FabricSpec, record: LabState) -> list[str]:

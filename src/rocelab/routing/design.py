@@ -92,17 +92,15 @@ def generated(fabric: Fabric, node: Node, per_spine: bool = False) -> dict:
 
 
 def frr_refusal(device: Device, node: Node) -> str | None:
-    """Why FRR cannot run the device's own BGP; None: it can."""
-    if device.bgp is None:
-        return device.bgp_absent
+    """Why FRR cannot run the device's own BGP (which it has); None: it can."""
     ports = _lab_ports(device, node)
     astray = [n.address for n in device.bgp.neighbors if n.unnumbered and n.address not in ports]
     if astray:
         return (f"{device.file}: {device.name}'s unnumbered sessions on {', '.join(astray)}: no port of the switch "
-                f"in the topology, so FRR has no interface to peer on; its BGP is checked statically")
+                f"in the topology, so FRR has no interface to peer on")
     if any(INTERFACE_PEERING_IGNORED in note for note in device.bgp.notes):
         return (f"{device.file}: {device.name}'s EOS interface peering is not read, so its sessions would be "
-                f"missing on FRR; its BGP is checked statically")
+                f"missing on FRR")
     return None
 
 
@@ -156,8 +154,8 @@ def lab_bgp(lab: Lab, case: Design | None = None) -> dict[str, tuple[BgpConfig, 
         if device is not None and device.bgp is not None and (device.bgp.neighbors or device.bgp.peer_ranges):
             refusal = frr_refusal(device, node)
             if refusal is not None:
-                raise InputError([Problem(lab.source, f"profiles.{node.name}", refusal.removesuffix(
-                    "; its BGP is checked statically"), "sessions on the switch's ports, or routing: static")])
+                raise InputError([Problem(lab.source, f"profiles.{node.name}", refusal,
+                                          "sessions on the switch's ports, or routing: static")])
             out[node.name] = (on_lab_ports(device, node), f"from {device.file}")
             continue
         path = None if node.name in lab.node_qos else lab.node_profiles.get(node.name) or lab.profile
@@ -173,10 +171,13 @@ def lab_bgp(lab: Lab, case: Design | None = None) -> dict[str, tuple[BgpConfig, 
                               description(per_spine) + why)
             designed.add(node.name)
     own = {name: config for name, (config, _) in out.items() if name not in designed}
-    for name in designed & {lab.fabric.peer(p).node for o in own for p in lab.fabric.node(o).ports}:
-        config, how = out[name]
-        out[name] = (meet(lab.fabric, lab.fabric.node(name), config, own),
-                     f"{how}; toward {', '.join(sorted(own))}: their AS, their kind of session")
+    for name in designed:
+        node = lab.fabric.node(name)
+        toward = sorted({lab.fabric.peer(port).node for port in node.ports} & set(own))
+        if toward:
+            config, how = out[name]
+            out[name] = (meet(lab.fabric, node, config, own), f"{how}; toward {', '.join(toward)}: their AS, "
+                                                              "their kind of session")
     if design.multipath_relax is not None or design.maximum_paths is not None:
         said = Design(multipath_relax=design.multipath_relax, maximum_paths=design.maximum_paths).text()
         out = {name: (replace(config, multipath_relax=config.multipath_relax if design.multipath_relax is None
