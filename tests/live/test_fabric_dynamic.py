@@ -120,8 +120,8 @@ def test_ecmp_width_on_frr_passes_the_bgp_fabric_and_fails_a_leaf_without_multip
 def test_ecmp_width_runs_cumulus_unnumbered_bgp_on_frr_and_fails_a_leaf_without_aspath_ignore(
         pytester: pytest.Pytester):
     # examples/fabric-bgp-cumulus: every leaf-spine session unnumbered (`neighbor swpN`, IPv6
-    # link-local, `remote-as external`): FRR peers on the ports and installs the routes via
-    # 169.254.0.1 onlink, which switchd forwards on, one next hop per spine.
+    # link-local, `remote-as external`): FRR peers on the ports' link-local addresses, and each
+    # leaf forwards to the other's racks over one next hop per spine.
     shutil.copytree(EXAMPLES / "fabric-bgp-cumulus", pytester.path / "fabric-bgp-cumulus")
     everything_else = STATIC + len(DYNAMIC) - 1  # no allreduce budget
     result = pytester.runpytest_subprocess("--fabric", "fabric-bgp-cumulus", "-v", "-k", "ecmp-width")

@@ -37,8 +37,9 @@ def _bfd(subject: str, bfd: Bfd | None) -> list[str]:
 def _neighbor(n: Neighbor) -> list[str]:
     a = n.address
     # An unnumbered session (Cumulus's `neighbor swp51`) is FRR's interface neighbor: bgpd finds the
-    # peer's IPv6 link-local address from its router advertisements and zebra installs the IPv4
-    # routes learnt over it via 169.254.0.1 onlink, a permanent neighbour of the peer's MAC (RFC 5549).
+    # peer's IPv6 link-local address from its router advertisements; where the port has no IPv4
+    # address, zebra installs the routes learnt via 169.254.0.1 onlink, a permanent neighbour of
+    # the peer's MAC (RFC 5549).
     lines = [f"  neighbor {a} interface remote-as {n.asn}" if n.unnumbered else f"  neighbor {a} remote-as {n.asn}"]
     if n.name:
         lines.append(f"  neighbor {a} description {n.name}")
