@@ -1,6 +1,6 @@
 """rocelab's images and the container engines, live: the images hold this checkout's rocelab;
-two switch containers and two host containers in a line carry RDMA writes, with PFC frames on
-the wire where the line narrows; `down` leaves no container, namespace or veth, also after a
+two switch containers and two host containers in a line, routed by the image's FRR running in
+each switch container, carry RDMA writes, with PFC frames on the wire where the line narrows; `down` leaves no container, namespace or veth, also after a
 failed `up`; and `invoke images` without debootstrap says what is missing.
 
 Needs Docker Engine (`.ci/run` installs Debian's docker.io and starts it); skips, saying so,

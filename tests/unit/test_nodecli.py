@@ -101,8 +101,8 @@ def test_what_the_cpu_takes_is_no_rx_drop_but_a_routing_miss_and_a_bad_frame_are
     mac = "02:00:00:00:00:01"  # eth1's
     for frame in (Ether(dst="ff:ff:ff:ff:ff:ff") / ARP(),  # ARP, IPv6 ND: the kernel's, as an ASIC traps them
                   Ether(dst="33:33:00:00:00:02") / IPv6(dst="ff02::2") / ICMPv6ND_RS(),
-                  Ether(dst=mac) / IP(src="198.19.1.2", dst="203.0.113.9") / UDP(),  # no route: a discard
-                  Ether(dst=mac) / IP(src="198.19.1.2", dst="203.0.113.9")):  # shorter than its IPv4 length
+                  Ether(dst=mac) / IP(src="198.19.1.2", dst="198.19.200.9") / UDP(),  # no route: a discard
+                  Ether(dst=mac) / IP(src="198.19.1.2", dst="198.19.200.9")):  # shorter than its IPv4 length
         raw = bytes(frame)
         node.agent.switch.receive("eth1", raw[:-4] if frame.haslayer(IP) and not frame.haslayer(UDP) else raw, 0.0)
     row = type_(node, "show interfaces counters").output.splitlines()[2].split()
