@@ -42,13 +42,13 @@ class FrrFailed(RuntimeError):
 def require_frr(what: str, daemons_here: bool = True) -> None:
     """An InputError (exit 2) naming the package when FRR's daemons (where they run on this
     machine) or vtysh (which reads every engine's sessions) are missing."""
-    missing = [d for d in ("zebra", "bgpd", "bfdd") if daemons_here and not os.access(FRR_DAEMONS_DIR / d, os.X_OK)]
-    missing += [] if shutil.which("vtysh") else ["vtysh"]
-    try:
-        if daemons_here:
+    missing = [] if shutil.which("vtysh") else ["vtysh"]
+    if daemons_here:
+        missing += [d for d in ("zebra", "bgpd", "bfdd") if not os.access(FRR_DAEMONS_DIR / d, os.X_OK)]
+        try:
             pwd.getpwnam(FRR_USER)
-    except KeyError:
-        missing.append(f"the {FRR_USER} user")
+        except KeyError:
+            missing.append(f"the {FRR_USER} user")
     if missing:
         raise InputError([Problem(what, "routing: bgp", f"needs FRR, and this machine lacks {', '.join(missing)}",
                                   FRR_PACKAGE_HINT)])
@@ -121,7 +121,7 @@ def start(lab: str, node: str, ns: str, config: BgpConfig, runner: Daemons) -> l
     where = write_files(lab, node, config, runner.prepare_frr(lab, node))
     started = []
     for daemon in daemons(config):
-        proc = runner.launch_frr(lab, node, ns, argv(daemon, where), where / f"{daemon}.out")
+        proc = _launch(runner, lab, node, ns, daemon, where)
         started.append((daemon, proc))
         if daemon == "zebra":
             _wait_for(where / "zserv.api", proc, node)
@@ -139,9 +139,14 @@ def restart_bgpd(lab: str, configs: Mapping[str, tuple[str, BgpConfig]], runner:
     stop([int((folder(lab, node) / "bgpd.pid").read_text()) for node in changed], grace_s=DAEMON_STOP_TIMEOUT_S)
     started = {}
     for node, (ns, config) in changed.items():
-        where = write_files(lab, node, config, runner.prepare_frr(lab, node))
-        started[node] = runner.launch_frr(lab, node, ns, argv("bgpd", where), where / "bgpd.out")
+        running = folder(lab, node).stat()  # prepared at `up`: owned by the daemons' user already
+        where = write_files(lab, node, config, (running.st_uid, running.st_gid))
+        started[node] = _launch(runner, lab, node, ns, "bgpd", where)
     return started
+
+
+def _launch(runner: Daemons, lab: str, node: str, ns: str, daemon: str, where: Path) -> Any:
+    return runner.launch_frr(lab, node, ns, argv(daemon, where), where / f"{daemon}.out")
 
 
 def _wait_for(sock: Path, proc: subprocess.Popen, node: str) -> None:

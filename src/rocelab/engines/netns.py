@@ -303,7 +303,8 @@ class NetnsEngine:
                 # what bgpd peers over; everywhere else it stays off (COMMON_SYSCTLS).
                 unnumbered = [n.address for n in bgp[node.name][0].neighbors if n.unnumbered] \
                     if bgp and node.name in bgp else []
-                write_sysctls(ns_of[node.name], {f"net/ipv6/conf/{port}/disable_ipv6": "0" for port in unnumbered})
+                if unnumbered:
+                    write_sysctls(ns_of[node.name], {f"net/ipv6/conf/{port}/disable_ipv6": "0" for port in unnumbered})
             for node in ours:
                 config = bgp[node.name][0] if bgp and node.name in bgp else None
                 self._configure(handles[node.name], node, fabric, config)
