@@ -120,12 +120,15 @@ def test_shutdown_and_startup_of_a_port(lab_pfc):
     line = next(l for l in on("leaf1", "show interfaces status").stdout.splitlines() if l.split()[0] == "Ethernet4")
     assert line.split()[7:9] == ["down", "down"]
     assert "NO-CARRIER" in on("h2", "ip link show eth1").stdout
+    # The kernel took the shut port's subnet away; `show ip route` lists the kernel's table.
+    assert on("leaf1", "show ip route 198.19.2.1").stdout == "% Network not in table\n"
     before = rx_ok("Ethernet4")
     assert on("h2", f"ping -c 2 -W 1 {h1}", check=False).returncode != 0
     assert rx_ok("Ethernet4") == before
     cli("config", "leaf1", "--", "interface", "startup", "Ethernet4")
     line = next(l for l in on("leaf1", "show interfaces status").stdout.splitlines() if l.split()[0] == "Ethernet4")
     assert line.split()[7:9] == ["up", "up"]
+    assert "C>* 198.19.2.0/24 is directly connected, Ethernet4" in on("leaf1", "show ip route").stdout
     time.sleep(0.5)
     assert on("h2", f"ping -c 2 -W 2 {h1}", check=False).returncode == 0
     assert rx_ok("Ethernet4") > before

@@ -49,9 +49,12 @@ class Agent:
             self.admin[fields["port"]] = fields["admin"]
         elif op == "links":
             return {"links": {p: {"admin": a, "oper": a, "mtu": 9100} for p, a in self.admin.items()}}
-        elif op == "fib":
+        elif op == "fib":  # two kernel routes, the second not yet programmed (switchd's FIB lacks it)
             return {"routes": {"198.18.0.0/24": [["eth1", "02:aa:00:00:00:01"], ["eth2", "02:aa:00:00:00:02"]]},
-                    "local": []}
+                    "local": [], "pending": 1, "down": [],
+                    "kernel": [["198.18.0.0/24", 4, [["eth1", "198.18.4.1"], ["eth2", "198.18.4.3"]]],
+                               ["198.18.4.0/31", 2, [["eth1", None]]],
+                               ["198.19.0.0/16", 4, [["eth2", "198.18.4.3"]]]]}
         return {}
 
     def changes(self) -> list[tuple[str, dict]]:
@@ -128,8 +131,19 @@ def test_show_pfc_priority_and_watermarks(node):
 
 def test_show_ip_route_and_running_config(node):
     route = type_(node, "show ip route").output.splitlines()
-    assert route[2] == "S>* 198.18.0.0/24 via 02:aa:00:00:00:01, Ethernet0"
-    assert route[3].strip() == "via 02:aa:00:00:00:02, Ethernet4"
+    assert route[0].startswith("Codes: K - kernel route, C - connected") and "q - queued" in route[4]
+    listed = route[route.index("") + 1:]
+    assert listed[0] == "K>* 198.18.0.0/24 [0/0] via 198.18.4.1, Ethernet0"
+    assert listed[1] == "  *                     via 198.18.4.3, Ethernet4"
+    assert listed[2] == "C>* 198.18.4.0/31 is directly connected, Ethernet0"
+    assert listed[3] == "K>q 198.19.0.0/16 [0/0] via 198.18.4.3, Ethernet4"  # in the kernel, not yet in switchd
+    assert type_(node, "show ip route 198.19.7.1").output.splitlines() == [  # FRR's entry for the longest match
+        "Routing entry for 198.19.0.0/16", '  Known via "kernel", distance 0, metric 0, best',
+        "  q 198.18.4.3, via Ethernet4", ""]
+    assert "* directly connected, Ethernet0" in type_(node, "show ip route 198.18.4.0/31").output
+    assert type_(node, "show ip route 203.0.113.0/24").output == "% Network not in table\n"
+    refused = type_(node, "show ip route bgp")
+    assert refused.exit_code == 2 and "at most an address or a prefix" in refused.output
     running = json.loads(type_(node, "show runningconfiguration all").output)
     assert running["PORT"]["Ethernet8"]["alias"] == "eth3" and "WRED_PROFILE" in running
 

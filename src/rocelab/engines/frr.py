@@ -157,10 +157,15 @@ def _wait_for(sock: Path, proc: subprocess.Popen, node: str) -> None:
         time.sleep(0.01)
 
 
+def vtysh(lab: str, node: str, command: str) -> subprocess.CompletedProcess:
+    """One vtysh command against the switch's daemons, its output captured."""
+    return subprocess.run(["vtysh", "--vty_socket", str(folder(lab, node)), "-c", command],
+                          capture_output=True, text=True, timeout=VTYSH_TIMEOUT_S)
+
+
 def sessions_not_established(lab: str, node: str) -> list[str]:
     """The switch's BGP peers whose session is not Established, as bgpd reports them."""
-    shown = subprocess.run(["vtysh", "--vty_socket", str(folder(lab, node)), "-c", "show bgp summary json"],
-                           capture_output=True, text=True, timeout=VTYSH_TIMEOUT_S)
+    shown = vtysh(lab, node, "show bgp summary json")
     try:
         peers = json.loads(shown.stdout).get("ipv4Unicast", {}).get("peers", {})
     except json.JSONDecodeError:

@@ -78,6 +78,7 @@ class Route:
     dst: str  # "a.b.c.d/len"
     table: int
     type: int  # RTN_*
+    protocol: int  # RTPROT_*: who installed it (2 the kernel, for a connected subnet; 186 zebra's BGP)
     hops: tuple[tuple[int, str | None], ...]  # (ifindex, gateway or None), one per leg
 
 
@@ -150,7 +151,7 @@ class Rtnl:
         interface and gateway."""
         found = []
         for data, start, end in self.dump(RTM_GETROUTE, RTMSG.pack(socket.AF_INET, 0, 0, 0, 0, 0, 0, 0, 0)):
-            _, dst_len, _, _, table, _, _, kind, _ = RTMSG.unpack_from(data, start)
+            _, dst_len, _, _, table, protocol, _, kind, _ = RTMSG.unpack_from(data, start)
             a = attrs(data, start + RTMSG.size, end, ROUTE_ATTRS)
             if RTA_TABLE in a:
                 table = struct.unpack("=I", a[RTA_TABLE])[0]
@@ -167,7 +168,7 @@ class Rtnl:
             else:
                 oif = struct.unpack("=i", a[RTA_OIF])[0] if RTA_OIF in a else 0
                 hops = [(oif, socket.inet_ntoa(a[RTA_GATEWAY]) if RTA_GATEWAY in a else None)]
-            found.append(Route(dst, table, kind, tuple(hops)))
+            found.append(Route(dst, table, kind, protocol, tuple(hops)))
         return found
 
 

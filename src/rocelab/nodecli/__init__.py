@@ -10,6 +10,7 @@ case's `commands:`.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
@@ -40,7 +41,9 @@ def live_switch(record: LabState, name: str, command: str) -> SwitchNode:
             {p["name"]: int(round(p["rate_bps"] * record.tdf)) for p in config["ports"]}, record.tdf, command)
     if config.get("nos") == "eos":  # its EOS running-config, read as `up` read it (the lab's profiles: entry)
         return EosNode(*args, load_lab(record.name).node_nos[name])
-    return SwitchNode(*args)
+    # SONiC's `show ip route` is FRR's, where the switch runs it.
+    runs_frr = name in record.routing.get("switches", {})
+    return SwitchNode(*args, vtysh=functools.partial(frr.vtysh, record.name, name) if runs_frr else None)
 
 
 def start_ports(record: LabState, name: str, ports: list[str]) -> None:

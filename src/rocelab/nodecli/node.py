@@ -19,6 +19,7 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import subprocess
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -60,8 +61,9 @@ class SwitchNode:
     ports with their production rates (eth1 → b/s), `tdf` the lab's."""
 
     def __init__(self, folder: Path, name: str, agent: Agent, interfaces: dict[str, int], tdf: int,
-                 command: str = ""):
+                 command: str = "", vtysh: Callable[[str], subprocess.CompletedProcess] | None = None):
         self.folder, self.name, self.agent, self.interfaces, self.tdf = folder, name, agent, interfaces, tdf
+        self.vtysh = vtysh  # the switch's FRR (a vtysh command → its output), where it runs FRR
         self.command = command  # what the user typed: the time line's label for a change
         self.home = folder / name
         self.running_path = self.home / "running.json"

@@ -188,11 +188,31 @@ def ip():
     """Show IP (IPv4) commands"""
 
 
-@ip.command(name="route")
+@ip.command(name="route", context_settings={"ignore_unknown_options": True})
+@click.argument("args", nargs=-1)
 @pass_node
-def ip_route(node: SwitchNode):
-    """Show IP (IPv4) routing table: what switchd forwards with"""
-    click.echo(sonic_cli.ip_route(node.fib(), node.names()))
+def ip_route(node: SwitchNode, args: tuple[str, ...]):
+    """Show IP (IPv4) routing table"""
+    fib, names = node.fib(), node.names()
+    if node.vtysh is None:  # rocelab's static routes: the kernel's table, in FRR's shape
+        usage = click.UsageError(f"{' '.join(args)}: with rocelab's static routes (no FRR on this switch) "
+                                 "`show ip route` takes at most an address or a prefix (A.B.C.D[/M])")
+        if len(args) > 1:
+            raise usage
+        try:
+            click.echo(sonic_cli.ip_route(fib, names, args[0] if args else None))
+        except ValueError:  # not an address or a prefix
+            raise usage from None
+        return
+    # As SONiC's show does: FRR's own `show ip route`, with SONiC's names for the ports.
+    shown = node.vtysh(" ".join(("show", "ip", "route", *args)))
+    click.echo(sonic_cli.sonic_names(shown.stdout, names), nl=False)
+    click.echo(sonic_cli.sonic_names(shown.stderr, names), err=True, nl=False)
+    if fib["pending"]:
+        click.echo(f"(the ASIC has {fib['pending']} FIB change(s) still to program: switchd forwards on the "
+                   "routes before them)")
+    if shown.returncode:
+        raise SystemExit(shown.returncode)
 
 
 # --- sonic-clear

@@ -8,6 +8,9 @@ rocelab interface (eth1) to its SONiC port (Ethernet0): the PORT table's aliases
 
 from __future__ import annotations
 
+import ipaddress
+import re
+
 from tabulate import tabulate
 
 from rocelab.qos.configdb import pfc_priorities, ports
@@ -164,13 +167,68 @@ def ecn_list(doc: dict) -> str:
     return "\n".join(out)
 
 
-def ip_route(fib: dict, names: dict[str, str]) -> str:
-    """`show ip route`: the FIB switchd forwards with (what the kernel holds, as SONiC's
-    fpmsyncd programs it), in FRR's shape: `S>*` static or connected `C>*` per prefix."""
-    lines = ["Codes: K - kernel route, C - connected, S - static, > - selected route, * - FIB route", ""]
-    for prefix, hops in sorted(fib["routes"].items()):
-        code = "C>*" if prefix.endswith("/32") and len(hops) == 1 else "S>*"
-        for i, (port, mac) in enumerate(hops):
-            lead = f"{code} {prefix}" if i == 0 else " " * (len(code) + 1 + len(prefix))
-            lines.append(f"{lead} via {mac}, {names.get(port, port)}")
+FRR_CODES = """Codes: K - kernel route, C - connected, S - static, R - RIP,
+       O - OSPF, I - IS-IS, B - BGP, E - EIGRP, N - NHRP,
+       T - Table, v - VNC, V - VNC-Direct, A - Babel, F - PBR,
+       f - OpenFabric,
+       > - selected route, * - FIB route, q - queued, r - rejected, b - backup
+       t - trapped, o - offload failure
+"""
+RTPROT_KERNEL = 2  # a connected subnet's route, the kernel's own
+PORT_NAME = re.compile(r"\beth\d+\b")
+
+
+def ip_route(fib: dict, names: dict[str, str], only: str | None = None) -> str:
+    """`show ip route [A.B.C.D[/M]]` where no FRR runs: the kernel's routes (switchd's `fib` op,
+    "kernel") as FRR's zebra would list them, rocelab's static routes as kernel routes (K) and
+    each port's subnet as connected (C); a route switchd has not programmed yet (the ASIC's
+    FIB programming time) is queued (q), not in the FIB (*). `only`: FRR's entry for that
+    prefix, or for the longest one holding that address."""
+    if only is not None:
+        return "\n".join(_route_entry(route, fib, names) for route in _matching(fib["kernel"], only)) \
+            or "% Network not in table"
+    lines = [FRR_CODES]
+    for prefix, protocol, hops in fib["kernel"]:
+        if _connected(protocol, hops):
+            lines.append(f"C>* {prefix} is directly connected, {names.get(hops[0][0], hops[0][0])}")
+            continue
+        mark = _fib_mark(fib, prefix, hops)
+        lead = f"K>{mark} {prefix} [0/0] "
+        for i, (port, gateway) in enumerate(hops):
+            start = lead if i == 0 else f"  {mark}".ljust(len(lead))
+            lines.append(f"{start}via {gateway}, {names.get(port, port)}")
     return "\n".join(lines)
+
+
+def _connected(protocol: int, hops: list) -> bool:
+    return protocol == RTPROT_KERNEL and not any(gateway for _, gateway in hops)
+
+
+def _fib_mark(fib: dict, prefix: str, hops: list) -> str:
+    """FRR's `*` where switchd forwards on the route as the kernel holds it, `q` where not yet."""
+    return "*" if sorted(p for p, _ in fib["routes"].get(prefix, [])) == sorted(p for p, _ in hops) else "q"
+
+
+def _route_entry(route: list, fib: dict, names: dict[str, str]) -> str:
+    prefix, protocol, hops = route
+    if _connected(protocol, hops):
+        return (f"Routing entry for {prefix}\n  Known via \"connected\", distance 0, metric 0, best\n"
+                f"  * directly connected, {names.get(hops[0][0], hops[0][0])}\n")
+    mark = _fib_mark(fib, prefix, hops)
+    legs = "".join(f"  {mark} {gateway}, via {names.get(port, port)}\n" for port, gateway in hops)
+    return f"Routing entry for {prefix}\n  Known via \"kernel\", distance 0, metric 0, best\n{legs}"
+
+
+def _matching(routes: list[list], only: str) -> list[list]:
+    if "/" in only:
+        wanted = ipaddress.ip_network(only, strict=False)
+        return [r for r in routes if ipaddress.ip_network(r[0]) == wanted]
+    address = ipaddress.ip_address(only)
+    holding = [r for r in routes if address in ipaddress.ip_network(r[0])]
+    return [max(holding, key=lambda r: ipaddress.ip_network(r[0]).prefixlen)] if holding else []
+
+
+def sonic_names(text: str, names: dict[str, str]) -> str:
+    """FRR's output with SONiC's names for the ports (eth3 → Ethernet8), as a SONiC switch's
+    kernel names them."""
+    return PORT_NAME.sub(lambda m: names.get(m.group(0), m.group(0)), text)

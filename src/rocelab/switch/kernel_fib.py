@@ -57,6 +57,18 @@ def read_fib(rtnl: Rtnl, ports: list[str], links: list[Link]) -> Fib:
     return Fib(routes, local)
 
 
+def kernel_routes(rtnl: Rtnl, ports: list[str], links: list[Link]) -> list[list]:
+    """The main table's unicast routes through these ports, as `show ip route` lists them:
+    [prefix, protocol (RTPROT_*), [[port, gateway or None], …]], by prefix."""
+    ifname = {link.index: link.name for link in links}
+    found = []
+    for route in rtnl.routes():
+        hops = [[ifname[oif], gateway] for oif, gateway in route.hops if ifname.get(oif) in ports]
+        if route.table == MAIN_TABLE and route.type == RTN_UNICAST and hops:
+            found.append([route.dst, route.protocol, hops])
+    return sorted(found, key=lambda r: (tuple(int(x) for x in r[0].split("/")[0].split(".")), r[0]))
+
+
 def down_ports(links: list[Link], ports: list[str]) -> frozenset[str]:
     """The ports whose link is not up (shut here, or the far end's carrier lost)."""
     return frozenset(link.name for link in links if link.name in ports and not link.up)
