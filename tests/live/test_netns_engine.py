@@ -114,8 +114,37 @@ def autogroup_nice(pid: int) -> int:
     return int(Path(f"/proc/{pid}/autogroup").read_text().split()[-1])  # "/autogroup-578 nice 19"
 
 
-def test_every_cpu_is_kept_awake_at_idle_priority_unless_told_not_to(bring_up, monkeypatch):
-    spec, record = bring_up("incast-1x5")
+def halts() -> int:
+    """How often the CPUs entered a cpuidle state deeper than polling (0 where there is no cpuidle)."""
+    return sum(int(state.joinpath("usage").read_text())
+               for state in Path("/sys/devices/system/cpu").glob("cpu[0-9]*/cpuidle/state[1-9]*"))
+
+
+def lab_status(name: str) -> tuple[dict, str]:
+    status = json.loads(subprocess.run([*CLI, "status", "--json"], capture_output=True, text=True).stdout)
+    shown = subprocess.run([*CLI, "status"], capture_output=True, text=True).stdout
+    return next(lab for lab in status["labs"] if lab["name"] == name), " ".join(shown.split())
+
+
+def test_the_cpus_are_kept_awake_by_a_pm_qos_request_or_idle_priority_spinners_unless_told_not_to(bring_up,
+                                                                                                    monkeypatch):
+    from rocelab.engines import builtin_engines
+
+    if awake.how() == awake.PM_QOS_MODE:
+        spec, record = bring_up("incast-1x5")
+        [holder] = record.awake
+        assert awake.PM_QOS in [os.readlink(fd) for fd in Path(f"/proc/{holder}/fd").iterdir()]
+        before = halts()
+        time.sleep(1)  # this test sleeps, the lab is idle: the CPUs poll and never halt
+        assert halts() == before
+        assert set(record.awake) <= set(pids_in(record.namespaces))  # `down` stops it with the agents
+        shown, text = lab_status(spec.name)
+        assert shown["awake"] == {"how": "pm-qos", "processes": 1} and f"PM QoS request of 0 µs on {awake.PM_QOS}" in text
+        builtin_engines().get("netns").down(record)
+        time.sleep(0.2)  # the request goes with its holder: halting resumes
+        assert halts() > before or not before
+    monkeypatch.setenv(awake.KEEP_AWAKE_ENV, "spin")
+    spec, record = bring_up("leaf-spine-2x2")
     cpus = sorted(os.sched_getaffinity(0))
     assert len(record.awake) == len(cpus)
     assert sorted(next(iter(os.sched_getaffinity(pid))) for pid in record.awake) == cpus
@@ -126,13 +155,11 @@ def test_every_cpu_is_kept_awake_at_idle_priority_unless_told_not_to(bring_up, m
                                                       for pid in record.awake):
             time.sleep(0.05)
         assert [autogroup_nice(pid) for pid in record.awake] == [awake.AUTOGROUP_NICE] * len(cpus)
-    assert set(record.awake) <= set(pids_in(record.namespaces))  # `down` stops them with the agents
-    status = json.loads(subprocess.run([*CLI, "status", "--json"], capture_output=True, text=True).stdout)
-    assert next(lab for lab in status["labs"] if lab["name"] == spec.name)["awake_cpus"] == len(cpus)
-    shown = subprocess.run([*CLI, "status"], capture_output=True, text=True).stdout
-    assert f"CPUs kept awake: {len(cpus)}" in " ".join(shown.split())
+    assert set(record.awake) <= set(pids_in(record.namespaces))
+    shown, text = lab_status(spec.name)
+    assert shown["awake"] == {"how": "spinners", "processes": len(cpus)} and f"CPUs kept awake: {len(cpus)}" in text
     monkeypatch.setenv(awake.KEEP_AWAKE_ENV, "0")
-    _, bare = bring_up("leaf-spine-2x2")
+    _, bare = bring_up("leaf-spine-4x2")
     assert bare.awake == []
 
 

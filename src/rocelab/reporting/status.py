@@ -43,7 +43,8 @@ def status_json(record: LabState, engines) -> dict:
         # "static", or "bgp" with each switch's BGP source ("how") and what its rendering left out
         "routing": {"mode": record.routing.get("mode", "static"), "switches": record.routing.get("switches", {}),
                     "fib_routes_per_s": record.routing.get("fib_routes_per_s")},
-        "awake_cpus": len(record.awake),  # rocelab.kernel.awake: CPUs kept from halting while the lab is up
+        # rocelab.kernel.awake: how the CPUs are kept from halting while the lab is up, by how many processes
+        "awake": {"how": awake.running(record.awake), "processes": len(record.awake)},
         "nodes": [
             {"name": n.name, "role": n.role, "netns": n.netns, "running": alive[n.name],
              "pipeline": pipelines.get(n.name),  # a switch's: {"pipeline": "c" | "python", "why"}
@@ -71,6 +72,18 @@ def routing_lines(routing: dict) -> list[str]:
                                   for note in switch["notes"]]
 
 
+def awake_line(kept: dict) -> str:
+    """What `status` says of the lab's keep-awake processes (rocelab.kernel.awake)."""
+    if kept["how"] == awake.PM_QOS_MODE:
+        return (f"CPUs kept awake: by the kernel's polling idle, a PM QoS request of 0 µs on {awake.PM_QOS} (a "
+                f"halted vCPU wakes late; {awake.KEEP_AWAKE_ENV}=0 at `up` holds none)")
+    if kept["how"] == "spinners":
+        return (f"CPUs kept awake: {kept['processes']}, by idle-priority spinners (a halted vCPU wakes late; "
+                f"{awake.KEEP_AWAKE_ENV}=0 at `up` starts none)")
+    return (f"CPUs kept awake: none ({awake.KEEP_AWAKE_ENV}=0 at `up`): a halted vCPU wakes late, so the agents "
+            "may fall behind at a TDF `up` picked with them")
+
+
 def status_table(record: LabState, engines) -> Table:
     doc = status_json(record, engines)
     table = Table(title=f"{doc['name']} — {doc['status']} · engine {doc['engine']} · data plane "
@@ -81,10 +94,7 @@ def status_table(record: LabState, engines) -> Table:
     captions += [f"{n['name']} runs the {PIPELINE_NAMES[n['pipeline']['pipeline']]} "
                  f"pipeline: {n['pipeline']['why']}" for n in doc["nodes"] if n["pipeline"]]
     captions += routing_lines(doc["routing"])
-    captions.append(f"CPUs kept awake: {doc['awake_cpus']}, by idle-priority spinners (a halted vCPU wakes late; "
-                    f"{awake.KEEP_AWAKE_ENV}=0 at `up` starts none)" if doc["awake_cpus"] else
-                    f"CPUs kept awake: none ({awake.KEEP_AWAKE_ENV}=0 at `up`): a halted vCPU wakes late, so the agents "
-                    "may fall behind at a TDF `up` picked with them")
+    captions.append(awake_line(doc["awake"]))
     if captions:
         table.caption = "\n".join(captions)
         table.caption_justify = "left"

@@ -33,6 +33,7 @@ import rocelab
 from rocelab import paths
 from rocelab.engines import Engine, builtin_engines
 from rocelab.engines.state import LabState
+from rocelab.kernel import awake
 from rocelab.kernel.loop import loop_shell
 from rocelab.model.lab import Lab
 from rocelab.model.tdf import AgentCosts, TdfChoice, choose_tdf, pinned
@@ -178,9 +179,9 @@ def _cpu_model() -> str:
 
 def cache_key() -> str:
     """rocelab's version and sources, which pipeline switchd runs (its C fast path or the Python
-    one) and which loop nicd runs (rocelab.kernel.loop.loop_shell), the CPU and the core count:
-    what the figures depend on."""
-    digest = hashlib.sha256(f"{switchd_pipeline()} {loop_shell()}".encode())
+    one), which loop nicd runs (rocelab.kernel.loop.loop_shell), how the CPUs are kept awake
+    (rocelab.kernel.awake), the CPU and the core count: what the figures depend on."""
+    digest = hashlib.sha256(f"{switchd_pipeline()} {loop_shell()} {awake.how()}".encode())
     for path in sorted(p for p in Path(rocelab.__file__).parent.rglob("*") if p.suffix in (".py", ".c")):
         digest.update(path.read_bytes())
     cpu = hashlib.sha256(_cpu_model().encode()).hexdigest()[:8]
