@@ -49,7 +49,7 @@ class Agent:
             self.admin[fields["port"]] = fields["admin"]
         elif op == "links":
             return {"links": {p: {"admin": a, "oper": a, "mtu": 9100} for p, a in self.admin.items()}}
-        elif op == "fib":  # two kernel routes, the second not yet programmed (switchd's FIB lacks it)
+        elif op == "fib" and fields.get("kernel"):  # two kernel routes, the second not yet programmed
             return {"routes": {"198.18.0.0/24": [["eth1", "02:aa:00:00:00:01"], ["eth2", "02:aa:00:00:00:02"]]},
                     "local": [], "pending": 1, "down": [],
                     "kernel": [["198.18.0.0/24", 4, [["eth1", "198.18.4.1"], ["eth2", "198.18.4.3"]]],

@@ -238,7 +238,11 @@ class Loop:
                 readable = self._serve_in_c([*listeners, *clients, *watchers])
             else:
                 readable = self._wait_and_serve(port_fds, [*fixed, *clients, *watchers])
-            for fd in readable:
+            # One descriptor a turn: the others stay readable, so the next turn hands back at once,
+            # having run the data plane's due events first. A sampler asks every NIC of a shared
+            # nicd at the same moment, ~1 ms a reply with 16 QPs: served back to back, four of them
+            # held the NICs' due events for longer than a frame lasts at TDF 6000.
+            for fd in readable[:1]:
                 if fd in listeners:
                     listeners[fd].accept()
                 elif fd in watchers:

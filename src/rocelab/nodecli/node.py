@@ -156,7 +156,8 @@ class SwitchNode:
         return self.agent("links")["links"]
 
     def fib(self) -> dict:
-        return self.agent("fib")
+        """switchd's forwarding table, with the kernel's routes it was compiled from."""
+        return self.agent("fib", kernel=True)
 
 
 class NicError(Exception):

@@ -85,6 +85,8 @@ class NicPort:
 
 def _subtract(value, base):
     """`value` minus `base`, leaf by leaf (numbers and lists of numbers); the rest as is."""
+    if base is None:  # nothing to take away (a QP made since the clear): as is, not rebuilt
+        return value
     if isinstance(value, dict):
         base = base if isinstance(base, dict) else {}
         return {k: _subtract(v, base.get(k)) for k, v in value.items()}

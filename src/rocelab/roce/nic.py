@@ -24,7 +24,9 @@ from dataclasses import fields
 
 from rocelab.roce.cc import CcRegistry, builtin_cc_registry
 from rocelab.roce.config import NicConfig
-from rocelab.roce.qp import NEVER, MemoryRegion, QpCounters, QpState, QueuePair, WorkCompletion, reorder_summary
+from rocelab.roce.qp import (
+    NEVER, QP_COUNTERS, MemoryRegion, QpCounters, QpState, QueuePair, WorkCompletion, counter_values, reorder_summary,
+)
 from rocelab.ethernet import ECN_CE, PauseTimers, mac_bytes, pause_duration_s
 from rocelab.roce.wire import (
     OP_ACKNOWLEDGE, OP_CNP, PRIORITIES, PSN_MASK, QPN_MASK, MalformedFrame, NotRoce, PauseFrame, ip_to_bytes,
@@ -349,9 +351,10 @@ class Nic:
         """
         now = self._now if now is None else max(now, self._now)
         totals = self._retired.copy()
+        # Column sums over the QPs in C (zip, sum): a 16-QP NIC answers the sampler 20 times a second.
+        totals.update(dict(zip(QP_COUNTERS, map(sum, zip(*(counter_values(qp.counters) for qp in self._qps.values()))))))
         distances = self._retired_distances.copy()
         for qp in self._qps.values():
-            totals.update(qp.counters.as_dict())
             distances.update(qp.reorder_distances)
         return {
             "tx_packets": self.tx_packets, "tx_bytes": self.tx_bytes,

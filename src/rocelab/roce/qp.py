@@ -40,6 +40,7 @@ counted in `drops` by reason.
 
 from __future__ import annotations
 
+import operator
 import zlib
 from collections import Counter, deque
 from dataclasses import dataclass, fields
@@ -155,10 +156,11 @@ class QpCounters:
     def as_dict(self) -> dict[str, int]:
         # Not dataclasses.asdict: its deep copy made a 16-QP NIC's counters request take ~2 ms
         # of nicd's loop; these are flat ints.
-        return {name: getattr(self, name) for name in QP_COUNTERS}
+        return dict(zip(QP_COUNTERS, counter_values(self)))
 
 
 QP_COUNTERS = tuple(f.name for f in fields(QpCounters))
+counter_values = operator.attrgetter(*QP_COUNTERS)  # QpCounters → its values in QP_COUNTERS' order, in one C call
 
 
 class _SendWr:

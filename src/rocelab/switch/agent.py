@@ -27,10 +27,10 @@ profile from a SONiC config_db.json, and a control socket:
     impair {"port", "delay_s", "jitter_s", "loss_pct", "rate_pct"}  → link impairment out of a
                                              port, on top of the cable's own (dilated) delay, and
                                              its rate as a share of the link's (default 100)
-    fib                                    → the forwarding table as programmed, the kernel's routes
-                                             through the ports (with who installed them), how many
-                                             kernel FIB changes are still being programmed, and the
-                                             ports it has seen go down (in no route)
+    fib {"kernel": bool}                   → the forwarding table as programmed, how many kernel FIB
+                                             changes are still being programmed, the ports it has
+                                             seen go down (in no route); with "kernel", the kernel's
+                                             routes through the ports too (who installed each)
     fib_programming {"routes_per_s": N|null} → from now on, program kernel FIB changes at N
                                              production routes a second; null: at once
 
@@ -324,7 +324,9 @@ class Switchd:
         if op == "fib":
             return {"routes": {prefix: [[h.port, h.mac] for h in hops] for prefix, hops in self.fib.routes.items()},
                     "local": sorted(self.fib.local),
-                    "kernel": kernel_fib.kernel_routes(self.rtnl, self.names, self.rtnl.links()),
+                    # `show ip route`'s: a dump of the kernel's table, only when asked
+                    **({"kernel": kernel_fib.kernel_routes(self.rtnl, self.names, self.rtnl.links())}
+                       if req.get("kernel") else {}),
                     "pending": len(self.programming.pending) if self.programming else 0,
                     "down": sorted(self.down)}
         raise ValueError(f"unknown op {op!r}; ops: ping, counters, clear, reload, impair, port, links, fib, "
