@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -43,6 +45,9 @@ def test_spinners_where_the_device_cannot_be_written_or_when_asked(device, monke
 @pytest.mark.parametrize("last, how", [("pm-qos", "pm-qos"), ("0", "spinners")])
 def test_status_reads_how_from_the_running_processes(last, how):
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", last])
+    deadline = time.monotonic() + 5
+    while not Path(f"/proc/{proc.pid}/cmdline").read_bytes() and time.monotonic() < deadline:
+        time.sleep(0.01)  # a process being exec'd reads an empty command line for a moment
     try:
         assert awake.running([proc.pid]) == how
     finally:

@@ -59,9 +59,7 @@ def impair(record: LabState, imp: Impairment) -> None:
     real one would; the rest is switchd's."""
     sock = control.socket_path(record.name, imp.node)
     control.request(sock, "impair", port=imp.port, delay_s=imp.delay_s * record.tdf, jitter_s=imp.jitter_s * record.tdf,
-                    loss_pct=0.0 if imp.silent else imp.loss_pct, rate_pct=imp.rate_pct)
-    if imp.silent:
-        deadlink.kill(record.node(imp.node).netns, imp.port)
+                    loss_pct=0.0 if imp.silent else imp.loss_pct, rate_pct=imp.rate_pct, silent=imp.silent)
 
 
 def revive_links(record: LabState, fabric,

@@ -24,9 +24,11 @@ profile from a SONiC config_db.json, and a control socket:
                                              a shut port neither sends nor receives, and its
                                              peer loses carrier
     links                                  → every port's admin and oper state and MTU
-    impair {"port", "delay_s", "jitter_s", "loss_pct", "rate_pct"}  → link impairment out of a
-                                             port, on top of the cable's own (dilated) delay, and
-                                             its rate as a share of the link's (default 100)
+    impair {"port", "delay_s", "jitter_s", "loss_pct", "rate_pct", "silent"}  → link impairment
+                                             out of a port, on top of the cable's own (dilated)
+                                             delay, and its rate as a share of the link's (default
+                                             100); silent: the port's transmitter dies under the
+                                             ASIC, its link up (rocelab.kernel.deadlink)
     fib {"kernel": bool}                   → the forwarding table as programmed, how many kernel FIB
                                              changes are still being programmed, the ports it has
                                              seen go down (in no route); with "kernel", the kernel's
@@ -59,6 +61,7 @@ from pathlib import Path
 
 from pyroute2 import IPRoute
 
+from rocelab.kernel import deadlink
 from rocelab.switch import counters, kernel_fib
 from rocelab.kernel.loop import Loop, open_port
 from rocelab.kernel.rtnl import Events, Rtnl
@@ -292,6 +295,8 @@ class Switchd:
             self.switch.set_impairment(port, delay_s=delay_s, jitter_s=float(req.get("jitter_s", 0.0)),
                                        loss_pct=float(req.get("loss_pct", 0.0)),
                                        rate_bps=self.link_rate_bps[port] * rate_pct / 100)
+            if req.get("silent"):
+                deadlink.kill_here(self.ipr, port)
             self.specs = [replace(s, delay_s=delay_s, jitter_s=float(req.get("jitter_s", 0.0)),
                                   loss_pct=float(req.get("loss_pct", 0.0)),
                                   rate_bps=self.link_rate_bps[port] * rate_pct / 100) if s.name == port else s
