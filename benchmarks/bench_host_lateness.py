@@ -62,7 +62,8 @@ WAYS = {"none": "0", "spinners": "spin", awake.PM_QOS_MODE: "1"}  # → ROCELAB_
 
 @contextlib.contextmanager
 def kept_awake(how: str):
-    """The CPUs kept awake as `up` would keep them this way (here in this namespace)."""
+    """The CPUs kept awake as `up` would keep them this way (here in this namespace); the
+    environment stays set, so the calibration lab that follows is kept awake the same way."""
     os.environ[awake.KEEP_AWAKE_ENV] = WAYS[how]
     procs = [subprocess.Popen(argv) for argv in awake.commands()] if awake.wanted() else []
     try:
@@ -96,7 +97,6 @@ def main() -> None:
         for how in ways:
             with kept_awake(how):
                 scheduling, late, steal = wake_lateness(args.seconds, args.sleep_us / 1e6)
-            os.environ[awake.KEEP_AWAKE_ENV] = WAYS[how]  # the calibration lab's own keep-awake
             flows = calibration.measure_flows(f"bench-late{n}{how[0]}")
             fastest = [f.late_p99_s for f in flows if (f.src, f.dst) == calibration.FLOWS[0][:2]]
             rates = flows[:len(calibration.FLOWS)]

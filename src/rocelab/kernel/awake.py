@@ -75,13 +75,13 @@ def commands() -> list[list[str]]:
 
 def running(pids: list[int]) -> str:
     """How these keep-awake processes (a lab's) keep the CPUs awake: "pm-qos", "spinners" or "none"."""
-    if not pids:
+    # Here, not at the top: the keep-awake processes import this module and need no pyroute2.
+    from rocelab.kernel.netns import cmdline
+
+    argv = cmdline(pids[0]).split(b"\0") if pids else []
+    if len(argv) < 2:  # none, or gone
         return "none"
-    try:
-        return PM_QOS_MODE if Path(f"/proc/{pids[0]}/cmdline").read_bytes().split(b"\0")[-2] == PM_QOS_MODE.encode() \
-            else "spinners"
-    except (OSError, IndexError):
-        return "none"
+    return PM_QOS_MODE if argv[-2] == PM_QOS_MODE.encode() else "spinners"
 
 
 def hold_pm_qos() -> None:

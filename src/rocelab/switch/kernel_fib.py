@@ -10,6 +10,7 @@ switchd's loop); a shut port's state is kept and put back with pyroute2.
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 
 from pyroute2 import IPRoute
@@ -66,7 +67,7 @@ def kernel_routes(rtnl: Rtnl, ports: list[str], links: list[Link]) -> list[list]
         hops = [[ifname[oif], gateway] for oif, gateway in route.hops if ifname.get(oif) in ports]
         if route.table == MAIN_TABLE and route.type == RTN_UNICAST and hops:
             found.append([route.dst, route.protocol, hops])
-    return sorted(found, key=lambda r: (tuple(int(x) for x in r[0].split("/")[0].split(".")), r[0]))
+    return sorted(found, key=lambda r: ipaddress.ip_network(r[0]))
 
 
 def down_ports(links: list[Link], ports: list[str]) -> frozenset[str]:
