@@ -13,7 +13,7 @@ from rocelab.runtime.readings import AgentReading
 from rocelab.roce import Nic, NicConfig
 from rocelab.roce.sim import EcnMarking, FabricSim, connect_qps
 from rocelab.engines.state import LabState
-from rocelab.runtime.timeseries import Sampler, TimeSeries, build, observe
+from rocelab.runtime.timeseries import POLL_SPACING, Sampler, TimeSeries, build, observe
 from test_switch_support import (
     LOSSLESS_TC, RATE_BPS, drive, lossless_profile, make_switch, paced, pfc_from_peer, roce,
 )
@@ -194,3 +194,23 @@ def test_a_sampler_thread_failure_surfaces_in_stop():
     sampler = Sampler(_lab(), interval_s=0.01, read=broken).start()
     with pytest.raises(RuntimeError, match="bad counters"):
         sampler.stop()
+
+
+def test_a_slow_poll_spaces_the_next_ones_so_sampling_costs_a_bounded_share():
+    """A poll that takes 10 ms is followed by one POLL_SPACING × 10 ms later, not interval_s: what
+    the sampler asks of the agents stays a bounded share of their time as a lab grows. The
+    series says the spacing its points have."""
+    _, readings = switch_incast(sample_s=0.05)
+    feed = iter(readings * 100)
+
+    def slow():
+        time.sleep(0.01)
+        return next(feed)
+
+    sampler = Sampler(_lab(), interval_s=0.002, read=slow).start()
+    time.sleep(0.5)
+    ts = sampler.stop()
+    gaps = [b - a for a, b in zip(ts.t_s, ts.t_s[1:])]
+    assert min(gaps[:-1]) >= POLL_SPACING * 0.01 * 0.9  # the last poll closes the span at stop()
+    assert len(ts.t_s) <= 0.5 / (POLL_SPACING * 0.01) + 2
+    assert ts.interval_s >= POLL_SPACING * 0.01 * 0.9

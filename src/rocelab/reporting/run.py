@@ -229,7 +229,7 @@ def _meta(record: LabState, ts: TimeSeries) -> str:
     span_s = ts.t_s[-1] - ts.t_s[0] if len(ts.t_s) > 1 else 0.0
     missed = ", ".join(f"{node} missed {n}" for node, n in sorted(ts.missed_polls.items()))
     return (f'<p class="meta">Lab <strong>{html.escape(record.name)}</strong> · {html.escape(record.dataplane)} '
-            f"data plane · TDF {ts.tdf} · {len(ts.t_s)} samples every {ts.interval_s * 1e3:g} ms · "
+            f"data plane · TDF {ts.tdf} · {len(ts.t_s)} samples every {ts.interval_s * 1e3:.3g} ms · "
             f"{span_s:.3f} s emulated = {span_s / ts.tdf * 1e3:.3f} ms production-equivalent"
             f"{' · polls: ' + html.escape(missed) if missed else ''} · written "
             f"{datetime.now().strftime('%Y-%m-%d %H:%M:%S')}</p>")

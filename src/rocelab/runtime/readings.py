@@ -28,21 +28,25 @@ class LabReading:
     agents: tuple[AgentReading, ...]
 
 
-def read_counters(path: Path, timeout_s: float = 5.0) -> dict:
+def read_counters(path: Path, timeout_s: float = 5.0, connections: control.Connections | None = None) -> dict:
     """An agent's `counters` reply, asked for packed: switchd answers in microseconds and this
-    reader builds the nested view (nicd has no packed form and ignores the field)."""
-    reply = control.request(path, "counters", timeout_s, packed=True)
+    reader builds the nested view (nicd has no packed form and ignores the field). `connections`:
+    kept open between requests (a sampler's), else one for this request."""
+    if connections is None:
+        reply = control.request(path, "counters", timeout_s, packed=True)
+    else:
+        reply = connections.request(path, "counters", timeout_s, packed=True)
     if "packed_counters" in reply:
         reply["counters"] = expand(reply.pop("packed_counters"))
     return reply
 
 
-def read_lab(record: LabState, timeout_s: float = 2.0) -> LabReading:
+def read_lab(record: LabState, timeout_s: float = 2.0, connections: control.Connections | None = None) -> LabReading:
     """Ask every agent of a lab for its counters; one that does not answer reads as down."""
     agents = []
     for proc in record.processes:
         try:
-            reply = read_counters(control.socket_path(record.name, proc["node"]), timeout_s)
+            reply = read_counters(control.socket_path(record.name, proc["node"]), timeout_s, connections)
             agents.append(AgentReading(proc["node"], proc["what"], reply))
         except (control.AgentUnreachable, RuntimeError) as exc:
             agents.append(AgentReading(proc["node"], proc["what"], None, str(exc)))
