@@ -59,6 +59,8 @@ class DashboardSampler:
         self._profiles: dict[str, object] = {}  # profile path → QosProfile | None (unreadable)
         self._totals: dict[tuple[str, str, str], int] = {}
         self.record_now: LabState | None = None
+        # kept open between frames, as the run's sampler keeps its own (rocelab.kernel.control.Connections)
+        self._connections = control.Connections()
         self.last_readings: tuple[model.Reading | None, model.Reading | None] = (None, None)
 
     def start(self) -> "DashboardSampler":
@@ -68,6 +70,7 @@ class DashboardSampler:
     def stop(self) -> None:
         self._stopping.set()
         self._thread.join()
+        self._connections.close()
 
     @property
     def latest(self) -> dict:
@@ -105,10 +108,11 @@ class DashboardSampler:
                                self.lab)
         identity = (record.name, tuple(p["pid"] for p in record.processes))
         if identity != self._identity:
+            self._connections.close()  # another lab's, or agents that went away
             self._identity, self._before, self._totals = identity, None, {}
             self.line_rates = _line_rates(record)
             self.frames.clear()
-        reading = model.Reading(t_s, read_lab(record).agents)
+        reading = model.Reading(t_s, read_lab(record, connections=self._connections).agents)
         self._profile_marks(reading.agents)
         before, self._before = self._before, reading
         self.last_readings = (before, reading)
