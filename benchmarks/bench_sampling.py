@@ -9,8 +9,9 @@ a case runs, against the way it polled before 2026-11-27, same lab, same run.
 2. The lab's first case's traffic (an 8-rank ring AllReduce in lab-placement) under the sampler
    as it runs now (kept connections, polls spaced POLL_SPACING times their own duration, at
    least 50 ms apart) and as before (a connection per request, every 50 ms): the agents' CPU
-   over the job, the sampler's process CPU, the polls taken, and how late the agents ran their
-   due events (p99, wall). Alternating, --rounds times.
+   over the job, this process's (the sampler's thread and the job's orchestration, which is the
+   same both ways), the polls taken, and how late the agents ran their due events (p99, wall).
+   Alternating, --rounds times.
 Needs root. The figures are this machine's; the ratios are what to compare.
 """
 
@@ -98,9 +99,9 @@ def main() -> None:
             for now in (False, True):
                 r = under_sampler(record, pids, job, now)
                 runs[now].append(r)
-                print(f"   {'now   ' if now else 'before'} agents {r['agents_s']:5.2f} s CPU, sampler {r['reader_s']:5.2f} s,"
+                print(f"   {'now   ' if now else 'before'} agents {r['agents_s']:5.2f} s CPU, sampler + job {r['reader_s']:5.2f} s,"
                       f" {r['polls']:4d} polls, lateness p99 {r['late_p99_ms']:.2f} ms, job {r['job_s']:.1f} s")
-        for key, label in (("agents_s", "agents' CPU"), ("reader_s", "sampler's CPU")):
+        for key, label in (("agents_s", "agents' CPU"), ("reader_s", "sampler's and job's CPU")):
             ratio = statistics.median(n[key] for n in runs[True]) / statistics.median(b[key] for b in runs[False])
             print(f"   {label}: now ÷ before {ratio:.2f}")
     finally:

@@ -70,6 +70,8 @@ def main() -> None:
     parser.add_argument("--wakes", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
+    if not {0, 1} <= os.sched_getaffinity(0):
+        sys.exit("bench_wakeup: needs CPUs 0 and 1 (the sleeper on one, the writer on the other)")
     os.sched_setaffinity(0, {0})
     try:
         os.sched_setscheduler(0, os.SCHED_RR, os.sched_param(1))
