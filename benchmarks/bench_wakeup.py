@@ -124,9 +124,7 @@ def main() -> None:
         scheduling = "the default scheduling (not root)"
     with contextlib.ExitStack() as stack:
         if awake.how() == awake.PM_QOS_MODE:
-            fd = os.open(awake.PM_QOS, os.O_WRONLY)
-            stack.callback(os.close, fd)
-            os.write(fd, awake.PM_QOS_LATENCY.pack(0))
+            stack.callback(os.close, awake.request_pm_qos())
             kept = "kept awake by a PM QoS request of 0 µs"
         else:
             kept = "not kept awake (no PM QoS request possible here)"
@@ -139,8 +137,8 @@ def main() -> None:
         print(f"{'':42s}" + "".join(f"{'round ' + str(r + 1):>22s}" for r in range(args.rounds)))
         rows = {name: [] for name, *_ in ways}
         for _ in range(args.rounds):
-            for name, timeout_s, writer, kept in ways:
-                rows[name].append(cpu_per_wake_us(args.wakes, timeout_s, writer, kept))
+            for name, timeout_s, writer, kept_timer in ways:
+                rows[name].append(cpu_per_wake_us(args.wakes, timeout_s, writer, kept_timer))
         base = rows[ways[0][0]]
         for name, values in rows.items():
             print(f"{name:42s}" + "".join(f"{v:9.1f} µs ({v / b:4.1f}×)" for v, b in zip(values, base)))

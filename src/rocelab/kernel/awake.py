@@ -84,10 +84,16 @@ def running(pids: list[int]) -> str:
     return PM_QOS_MODE if argv[-2] == PM_QOS_MODE.encode() else "spinners"
 
 
-def hold_pm_qos() -> None:
-    """Hold a PM QoS request of 0 µs until stopped: the kernel drops it when the device closes."""
+def request_pm_qos() -> int:
+    """A PM QoS request of 0 µs, held while the descriptor returned stays open."""
     fd = os.open(PM_QOS, os.O_WRONLY)
     os.write(fd, PM_QOS_LATENCY.pack(0))
+    return fd
+
+
+def hold_pm_qos() -> None:
+    """Hold a PM QoS request of 0 µs until stopped: the kernel drops it when the device closes."""
+    request_pm_qos()
     while True:
         signal.pause()
 

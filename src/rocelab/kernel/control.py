@@ -47,18 +47,15 @@ class Connections:
 
     def request(self, path: Path, op: str, timeout_s: float = 5.0, **fields: Any) -> dict:
         line = json.dumps({"op": op, **fields}).encode() + b"\n"
-        kept = path in self.open
-        try:
-            data = self._exchange(path, line, timeout_s)
-        except OSError as exc:
-            self.drop(path)
-            if not kept or isinstance(exc, TimeoutError):  # a busy agent is not asked twice as long
-                raise AgentUnreachable(f"agent at {path} did not answer {op!r}: {exc}") from None
-            try:  # the agent restarted, or the kept connection broke: a fresh one, once
+        while True:  # at most twice: a kept connection that broke is followed by a fresh one
+            kept = path in self.open
+            try:
                 data = self._exchange(path, line, timeout_s)
-            except OSError as again:
+                break
+            except OSError as exc:
                 self.drop(path)
-                raise AgentUnreachable(f"agent at {path} did not answer {op!r}: {again}") from None
+                if not kept or isinstance(exc, TimeoutError):  # a busy agent is not asked twice as long
+                    raise AgentUnreachable(f"agent at {path} did not answer {op!r}: {exc}") from None
         reply = json.loads(data)
         if not reply.get("ok"):
             raise RuntimeError(f"agent at {path} refused {op!r}: {reply.get('error', 'no reply')}")
@@ -67,11 +64,11 @@ class Connections:
     def _exchange(self, path: Path, line: bytes, timeout_s: float) -> bytes:
         sock = self.open.get(path)
         if sock is None:
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            self.open[path] = sock
+            sock = self.open[path] = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.settimeout(timeout_s)
             sock.connect(str(path))
-        sock.settimeout(timeout_s)
+        else:
+            sock.settimeout(timeout_s)
         sock.sendall(line)
         data = b""
         while not data.endswith(b"\n"):

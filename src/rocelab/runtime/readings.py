@@ -32,10 +32,8 @@ def read_counters(path: Path, timeout_s: float = 5.0, connections: control.Conne
     """An agent's `counters` reply, asked for packed: switchd answers in microseconds and this
     reader builds the nested view (nicd has no packed form and ignores the field). `connections`:
     kept open between requests (a sampler's), else one for this request."""
-    if connections is None:
-        reply = control.request(path, "counters", timeout_s, packed=True)
-    else:
-        reply = connections.request(path, "counters", timeout_s, packed=True)
+    ask = control.request if connections is None else connections.request
+    reply = ask(path, "counters", timeout_s, packed=True)
     if "packed_counters" in reply:
         reply["counters"] = expand(reply.pop("packed_counters"))
     return reply
