@@ -4,16 +4,21 @@ Speed is never asserted: what this machine holds is the benchmarks' to print. Wh
 asserted is that the fidelity line is there, that a TDF far below anything a user-space agent
 can hold is reported as fallen behind (with a larger TDF to try), that checks on such a
 case are inconclusive, and that the lossless class drops nothing unless the line says the
-agents fell behind."""
+agents fell behind (and says so when a switch that stopped made it drop)."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+
+from rocelab.engines import state as lab_state
 
 pytestmark = pytest.mark.root
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,3 +77,29 @@ def test_at_the_tdf_up_picks_the_ring_moves_exact_bytes_and_drops_only_if_the_li
     assert drops == 0 or not fidelity["kept_up"], fidelity["line"]
     view = cli("show", "counters", "--view", "fidelity")
     assert view.returncode == 0 and "Emulation timing" in view.stdout and "leaf1" in view.stdout
+
+
+def test_a_switch_that_stops_during_a_lossless_incast_makes_its_headroom_drops_inconclusive(clean_slate, tmp_path):
+    # switchd stopped for 20 ms at a time (10 µs of production time at TDF 2000, 125 KB at 100G) while
+    # the incast runs: its senders fill the PGs' headroom meanwhile, as they would behind a switch that
+    # read its ports that late. The drops are the emulation's, and the verdict must say so.
+    up = cli("up", "lab-pfc")
+    assert up.returncode == 0, up.stderr
+    switchd = next(p["pid"] for p in lab_state.load("lab-pfc").processes if p["what"] == "switchd")
+    run = subprocess.Popen([*CLI, "run", "lab-pfc", "--case", "pfc", "--json"], cwd=tmp_path, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        while run.poll() is None:
+            time.sleep(0.3)
+            os.kill(switchd, signal.SIGSTOP)
+            time.sleep(0.02)
+            os.kill(switchd, signal.SIGCONT)
+        out, err = run.communicate(timeout=600)
+    finally:
+        os.kill(switchd, signal.SIGCONT)
+    doc = json.loads(out)
+    (case,) = doc["cases"]
+    assert case["observations"]["drops.headroom_exceeded"] > 0, err
+    assert not case["fidelity"]["kept_up"] and "dropped for headroom on lossless PGs" in case["fidelity"]["line"]
+    assert doc["verdict"] == "inconclusive" and run.returncode == 1
+    assert all(c["inconclusive"] for c in doc["checks"] if not c["passed"])

@@ -8,7 +8,8 @@ import pytest
 
 from rocelab.kernel.loop import LATENESS_BOUNDS_S, Loop, LoopStats
 from rocelab.model.scenario import Case, evaluate, parse_check
-from rocelab.runtime.fidelity import AgentTiming, cpu_share, cpu_times, judge, switch_pipelines, timings
+from rocelab.runtime.fidelity import (AgentTiming, cpu_share, cpu_times, headroom_drops, judge, switch_pipelines,
+                                      timings)
 from rocelab.runtime.readings import AgentReading
 from rocelab.runtime.scenario import CaseResult, ScenarioRun
 from rocelab.traffic.spec import JobSpec
@@ -76,6 +77,43 @@ def test_one_agent_often_late_or_one_dropped_frame_means_it_fell_behind_with_adv
     assert "FELL BEHIND" in late.line() and f"--tdf {late.advice_tdf}" in late.line()
     dropped = judge([window("leaf1", 10_000, 0, dropped=1)], TDF, BOUND_S)
     assert not dropped.kept_up and "1 frames dropped unread" in dropped.line()
+
+
+def pg_counters(drops: int, watermark_bytes: int, lossless: bool = True) -> dict:
+    """leaf1's counters with one PG (eth2 PG 3) that dropped `drops` 4,154 B frames for headroom."""
+    pgs = [{"lossless": False, "rx_packets": 0, "rx_bytes": 0, "headroom_watermark_bytes": 0, "drops": {}}] * 8
+    pg = {"lossless": lossless, "rx_packets": 700, "rx_bytes": 700 * 4154, "headroom_watermark_bytes": watermark_bytes,
+          "drops": {"headroom_exceeded": {"packets": drops, "bytes": drops * 4154}} if drops else {}}
+    return {"leaf1": {"ports": {"eth2": {"pgs": [*pgs[:3], pg, *pgs[4:]]}}}}
+
+
+LINKS = {("leaf1", "eth2"): (100e9, 2.0)}  # 100G, 2 m: the emulated physics leaves ~8.7 KB in headroom
+
+
+def test_lossless_drops_the_agents_lateness_accounts_for_mean_the_emulation_fell_behind():
+    # One event 10 ms late (5 µs production, 62 KB at 100G) with 41,540 B of headroom used of 45,056:
+    # the frames that arrived meanwhile, not the fabric, overflowed it.
+    windows = [window("leaf1", 36_000, 1, late_s=0.01)]
+    judged = judge(windows, TDF, BOUND_S)
+    assert judged.kept_up  # 1 late event of 36,000: within the 1 % the per-event judgement allows
+    late = judged.judge_headroom(headroom_drops(pg_counters(1, 41_540), LINKS), windows)
+    assert not late.kept_up and late.advice_tdf > TDF
+    assert "1 frame dropped for headroom on lossless PGs (leaf1 eth2 PG 3 1)" in late.line()
+    assert "FELL BEHIND" in late.line() and late.to_json()["overrun"]
+
+
+def test_lossless_drops_beyond_what_lateness_explains_are_the_fabrics():
+    windows = [window("leaf1", 36_000, 1, late_s=0.01)]
+    judged = judge(windows, TDF, BOUND_S)
+    # A NIC that ignores the pause: hundreds of drops, far more than one late event lets through.
+    assert judged.judge_headroom(headroom_drops(pg_counters(300, 41_540), LINKS), windows).kept_up
+    # No event later than the spare headroom lasts (~33 KB at 100G: 5.3 ms at TDF 2000).
+    on_time = [window("leaf1", 36_000, 5, late_s=0.003)]
+    assert judge(on_time, TDF, BOUND_S).judge_headroom(headroom_drops(pg_counters(1, 41_540), LINKS), on_time).kept_up
+    # Headroom too small for even the emulated cable (xoff 4,096 B: no frame fits): physics, not lateness.
+    assert judged.judge_headroom(headroom_drops(pg_counters(6, 0), LINKS), windows).kept_up
+    # Lossy PGs tail-drop by design; headroom drops are a lossless PG's only.
+    assert headroom_drops(pg_counters(1, 41_540, lossless=False), LINKS) == []
 
 
 def test_a_late_verdict_says_how_busy_the_machine_was_and_what_its_host_took():

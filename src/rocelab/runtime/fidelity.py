@@ -12,10 +12,20 @@ sooner than that, the wire sees the same frames in the same order. The emulation
 at most 1% of every agent's due events ran later than the bound and no frame was dropped in a
 receive queue. Otherwise results whose outcome depends on timing are inconclusive, and the
 line says by how much the agents fell behind and which TDF would give them room.
+
+One late event is enough to break a lossless class, though: while a switch (or the NIC feeding
+it) runs late, its peers keep sending, and what reaches the PG after XOFF is what arrived in
+the meantime. A lossless PG whose headroom holds what the emulated cable and peer leave in
+flight (`HeadroomDrop`) drops only when an agent ran later than its spare headroom lasts at
+line rate. So a window whose headroom drops the agents' late events can account for (a frame
+for each line-rate frame time past the spare, for each such event: an upper bound) did not
+keep up either, however few its late events. More drops than that are the fabric's own: a
+NIC that ignores the pause, a headroom too small for the cable.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -24,6 +34,7 @@ from typing import Iterable
 from rocelab.kernel.loop import LATENESS_BOUNDS_S
 from rocelab.engines.state import LabState
 from rocelab.model.tdf import round_up
+from rocelab.qos.headroom import headroom, roce_frame_bytes
 from rocelab.runtime.readings import AgentReading, read_lab
 
 LATE_SHARE_ALLOWED = 0.01
@@ -133,6 +144,7 @@ class Fidelity:
     advice_tdf: int | None
     pipelines: tuple[SwitchPipeline, ...] = ()  # which pipeline each switchd ran, and why
     machine: CpuShare | None = None  # what this machine's CPUs did over the same window (wall clock)
+    overrun: str = ""  # lossless drops the agents' lateness accounts for (module docstring)
 
     def line(self) -> str:
         if self.kept_up:
@@ -140,10 +152,11 @@ class Fidelity:
                     f"{_ms(self.p99_s)} ({_us(self.p99_s / self.tdf)} production-equivalent), under one frame on the "
                     f"fastest link ({_ms(self.bound_s)}); no frame dropped unread{pipelines_text(self.pipelines)}")
         dropped = f", {self.rx_dropped:,} frames dropped unread" if self.rx_dropped else ""
+        overrun = f"; {self.overrun}" if self.overrun else ""
         return (f"fidelity: the emulation FELL BEHIND at TDF {self.tdf}: {self.late_events:,} of {self.events:,} due "
                 f"events ran later than one frame on the fastest link ({_ms(self.bound_s)}), the worst "
                 f"({self.worst_agent}) up to {_ms(self.worst_s)} ({_us(self.worst_s / self.tdf)} "
-                f"production-equivalent){dropped}{self.machine.clause() if self.machine else ''}"
+                f"production-equivalent){dropped}{overrun}{self.machine.clause() if self.machine else ''}"
                 f"{pipelines_text(self.pipelines)}. Results that depend on timing are inconclusive: run again on "
                 f"a quieter machine, or `up` with --tdf {self.advice_tdf}")
 
@@ -155,7 +168,78 @@ class Fidelity:
                 "worst_agent": self.worst_agent, "rx_dropped": self.rx_dropped, "advice_tdf": self.advice_tdf,
                 "machine": asdict(self.machine) if self.machine else None,
                 "pipelines": [{"node": p.node, "pipeline": p.pipeline, "why": p.why} for p in self.pipelines],
-                "line": self.line()}
+                "overrun": self.overrun, "line": self.line()}
+
+    def judge_headroom(self, drops: list[HeadroomDrop], windows: list[AgentTiming]) -> Fidelity:
+        """This judgement, and fell behind if the lossless PGs' headroom drops are no more than the
+        agents' late events in `windows` can account for (module docstring)."""
+        lost = sum(d.drops for d in drops)
+        spares = [d for d in drops if d.spare_bytes > 0]
+        if not lost or not spares or lost > sum(d.explained(windows, self.tdf) for d in spares):
+            return self
+        tight = min(spares, key=lambda d: d.spare_s)
+        where = ", ".join(f"{d.where} {d.drops:,}" for d in drops)
+        overrun = (f"{lost:,} frame{'s' if lost > 1 else ''} dropped for headroom on lossless PGs ({where}) whose "
+                   f"headroom holds what the emulated cable and peer leave in flight ({tight.where}: "
+                   f"{tight.need_bytes:,} B of {tight.headroom_bytes:,} B): an agent ran later than the "
+                   f"{tight.spare_bytes:,} B to spare last at line rate ({_ms(tight.spare_s * self.tdf)})")
+        advice = round_up(self.tdf * min(max(2.0, self.worst_s / (tight.spare_s * self.tdf)), ADVICE_MAX_FACTOR))
+        return replace(self, kept_up=False, overrun=overrun, advice_tdf=max(self.advice_tdf or 0, advice))
+
+
+@dataclass(frozen=True)
+class HeadroomDrop:
+    """A lossless PG that dropped packets for headroom in a window, and what the emulated physics
+    leaves in its headroom after XOFF: the cable both ways, a frame on each side, the PFC frame
+    (rocelab.qos.headroom's terms without the peer's response time: an emulated NIC or switch
+    stops the moment it reads the pause)."""
+
+    where: str  # "leaf1 eth2 PG 3"
+    drops: int
+    headroom_bytes: int  # its highest headroom use: within a frame of its xoff, since it dropped
+    frame_bytes: float  # its packets' mean size
+    rate_bps: float
+    need_bytes: int
+
+    @classmethod
+    def of(cls, where: str, pg: dict, rate_bps: float, cable_m: float) -> HeadroomDrop:
+        """From a PG's counters (rocelab.switch's nested view) and its link."""
+        frame = pg["rx_bytes"] / max(pg["rx_packets"], 1)
+        mtu = max(round(frame) - roce_frame_bytes(0), 0)
+        return cls(where, pg["drops"]["headroom_exceeded"]["packets"], pg["headroom_watermark_bytes"], frame,
+                   rate_bps, headroom(rate_bps, cable_m, mtu, response_quanta=0).total_bytes)
+
+    @property
+    def spare_bytes(self) -> int:
+        return self.headroom_bytes - self.need_bytes
+
+    @property
+    def spare_s(self) -> float:
+        """How long the spare headroom lasts at line rate, production time."""
+        return self.spare_bytes * 8 / self.rate_bps
+
+    def explained(self, windows: list[AgentTiming], tdf: int) -> float:
+        """The most drops the late events in `windows` can cause here: for each event later than the
+        spare lasts, the frames that arrive at line rate past the spare (a bucket's upper bound; any
+        event past the last bound explains every drop)."""
+        frames = 0.0
+        for w in windows:
+            for bound, count in zip((*LATENESS_BOUNDS_S, math.inf), w.counts):
+                over = bound / tdf * self.rate_bps / 8 - self.spare_bytes
+                if count and over == math.inf:
+                    return math.inf
+                if count and over > 0:
+                    frames += count * math.ceil(over / self.frame_bytes)
+        return frames
+
+
+def headroom_drops(counters: dict[str, dict], links: dict[tuple[str, str], tuple[float, float]]) -> list[HeadroomDrop]:
+    """Every lossless PG that dropped for headroom, from each switch's counters (since the case's
+    clear); `links`: (switch, port) → its link's rate (b/s) and cable (m)."""
+    return [HeadroomDrop.of(f"{node} {name} PG {i}", pg, *links[node, name])
+            for node, c in counters.items() for name, port in c["ports"].items()
+            for i, pg in enumerate(port["pgs"])
+            if pg["lossless"] and pg["drops"].get("headroom_exceeded") and (node, name) in links]
 
 
 def _ms(seconds: float) -> str:
@@ -224,13 +308,16 @@ class Watch:
 
     def __init__(self, record: LabState):
         self.record = record
+        self.windows: list[AgentTiming] = []
         self.before = read_lab(record).agents
         self.cpu_before = cpu_times()
         self.spun_before = sum(cpu_ns(p) for p in record.awake)
 
     def result(self) -> Fidelity:
+        """The judgement; the agents' windows stay in `windows` (Fidelity.judge_headroom)."""
         after = read_lab(self.record).agents
         spun_s = (sum(cpu_ns(p) for p in self.record.awake) - self.spun_before) / 1e9
         machine = cpu_share(self.cpu_before, cpu_times(), os.cpu_count() or 1, spun_s)
-        return replace(judge(timings(self.before, after), self.record.tdf, self.record.fidelity_bound_s,
-                             switch_pipelines(after)), machine=machine)
+        self.windows = timings(self.before, after)
+        return replace(judge(self.windows, self.record.tdf, self.record.fidelity_bound_s, switch_pipelines(after)),
+                       machine=machine)
