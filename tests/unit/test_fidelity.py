@@ -98,7 +98,7 @@ def test_lossless_drops_the_agents_lateness_accounts_for_mean_the_emulation_fell
     assert judged.kept_up  # 1 late event of 36,000: within the 1 % the per-event judgement allows
     late = judged.judge_headroom(headroom_drops(pg_counters(1, 41_540), LINKS), windows)
     assert not late.kept_up and late.advice_tdf > TDF
-    assert "1 frame dropped for headroom on lossless PGs (leaf1 eth2 PG 3 1)" in late.line()
+    assert "1 frame dropped for headroom on lossless PGs (leaf1 eth2 PG 3: 1)" in late.line()
     assert "FELL BEHIND" in late.line() and late.to_json()["overrun"]
 
 

@@ -178,7 +178,7 @@ class Fidelity:
         if not lost or not spares or lost > sum(d.explained(windows, self.tdf) for d in spares):
             return self
         tight = min(spares, key=lambda d: d.spare_s)
-        where = ", ".join(f"{d.where} {d.drops:,}" for d in drops)
+        where = ", ".join(f"{d.where}: {d.drops:,}" for d in drops)
         overrun = (f"{lost:,} frame{'s' if lost > 1 else ''} dropped for headroom on lossless PGs ({where}) whose "
                    f"headroom holds what the emulated cable and peer leave in flight ({tight.where}: "
                    f"{tight.need_bytes:,} B of {tight.headroom_bytes:,} B): an agent ran later than the "
