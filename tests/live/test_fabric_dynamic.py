@@ -28,7 +28,10 @@ def fabrics(pytester: pytest.Pytester) -> Path:
 
 
 def test_the_good_fabric_passes_every_dynamic_check(pytester: pytest.Pytester, fabrics: Path):
-    result = pytester.runpytest_subprocess("--fabric", "fabric-good", "-m", "rocelab_dynamic", "-v")
+    result = pytester.runpytest_subprocess("--fabric", "fabric-good", "-m", "rocelab_dynamic", "-v", "-rs")
+    inconclusive = [line for line in result.stdout.lines if "inconclusive: fidelity:" in line]
+    if inconclusive:
+        pytest.skip(f"a timed check ran while the agents fell behind: {inconclusive}")
     result.assert_outcomes(passed=len(DYNAMIC), skipped=len(NOT_APPLICABLE), deselected=STATIC)
     for name in DYNAMIC:
         assert f"::{name} PASSED" in result.stdout.str()

@@ -157,3 +157,13 @@ def test_a_check_on_a_case_that_fell_behind_is_inconclusive_never_passed_or_fail
         run = run_with(True, {"drops": drops}, "pfc: drops == 0")
         assert run.verdict == "inconclusive" and not run.passed
         assert run.check_rows()[0][0] == "inconclusive" and run.to_json()["checks"][0]["inconclusive"]
+
+
+def test_a_dynamic_check_that_fails_while_the_agents_fell_behind_is_inconclusive():
+    from rocelab.fabric.lab import Inconclusive, _judged
+
+    behind = {"kept_up": False, "line": "fidelity: the emulation FELL BEHIND at TDF 2000: …"}
+    with pytest.raises(Inconclusive, match="FELL BEHIND"):
+        _judged(["incast into h4 with PFC alone: leaf1 eth2 PG3: 1 packets dropped as headroom_exceeded"], behind)
+    assert _judged([], behind) == []  # nothing failed: a pass stands, however late the agents ran
+    assert _judged(["a failure"], {"kept_up": True, "line": "fidelity: the emulation kept up"}) == ["a failure"]

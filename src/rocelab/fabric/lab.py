@@ -46,6 +46,7 @@ from rocelab.qos.model import PortQos
 from rocelab.qos.sonic import dump_config_db
 from rocelab.kernel.netns import packet_socket
 from rocelab.probes.storm import hold_pfc_pause
+from rocelab.runtime.fidelity import Watch, headroom_drops, port_links
 from rocelab.runtime.readings import read_counters
 from rocelab.runtime.scenario import agent_sockets, start_clean
 from rocelab.engines.state import LabState
@@ -143,6 +144,19 @@ def _drops(counters: dict[str, dict]) -> list[str]:
     return lines
 
 
+class Inconclusive(Exception):
+    """A dynamic check that failed while the emulation fell behind: its outcome hangs on timing the
+    agents did not keep (rocelab.runtime.fidelity), so it is neither passed nor failed. The
+    message is the fidelity line."""
+
+
+def _judged(failures: list[str], fidelity: dict) -> list[str]:
+    """The failures, unless the agents fell behind meanwhile (a fidelity line's JSON)."""
+    if failures and not fidelity["kept_up"]:
+        raise Inconclusive(fidelity["line"])
+    return failures
+
+
 def _incast(spec: FabricSpec) -> JobSpec:
     hosts = tuple(h.name for h in spec.fabric.hosts)
     return JobSpec(pattern="incast", hosts=hosts, size_bytes=INCAST_BYTES, iterations=1, verb="write",
@@ -152,13 +166,16 @@ def _incast(spec: FabricSpec) -> JobSpec:
 def incast_lossless(spec: FabricSpec, record: LabState) -> list[str]:
     start_clean(record, "none")
     job = _incast(spec)
+    watch = Watch(record)
     report, _ = run_job(record, job)
-    failures = [f"incast into {job.options['root']} with PFC alone: {line}" for line in _drops(_switch_counters(record))]
+    counters = _switch_counters(record)
+    fidelity = watch.result().judge_headroom(headroom_drops(counters, port_links(spec.fabric)), watch.windows)
+    failures = [f"incast into {job.options['root']} with PFC alone: {line}" for line in _drops(counters)]
     retransmitted = report["total"]["counters"]["retransmitted_packets"]
     if retransmitted:
         failures.append(f"incast into {job.options['root']}: the NICs retransmitted {retransmitted} packets "
                         "(expected 0 on a lossless class)")
-    return failures
+    return _judged(failures, fidelity.to_json())
 
 
 def ecn_before_pfc(spec: FabricSpec, record: LabState) -> list[str]:
@@ -171,7 +188,7 @@ def ecn_before_pfc(spec: FabricSpec, record: LabState) -> list[str]:
     netns = record.node(tor.node).netns
     probes = {p.name: Probe(netns, p.name).start() for p in spec.fabric.node(tor.node).ports}
     try:
-        run_job(record, job)
+        report, _ = run_job(record, job)
         time.sleep(0.2)
     finally:
         reports = {name: p.stop().to_json() for name, p in probes.items()}
@@ -182,11 +199,12 @@ def ecn_before_pfc(spec: FabricSpec, record: LabState) -> list[str]:
     if first_pfc is None:
         return []  # DCQCN held the incast without any pause: ECN did the work
     if first_ce is None:
-        return [f"{tor.node}: sent PFC on {first_pfc[1]} but never CE-marked a packet toward {root.node} "
-                f"({tor.name}): ECN is not configured to fire before PFC"]
+        return _judged([f"{tor.node}: sent PFC on {first_pfc[1]} but never CE-marked a packet toward {root.node} "
+                        f"({tor.name}): ECN is not configured to fire before PFC"], report["fidelity"])
     if first_pfc[0] < first_ce:
-        return [f"{tor.node}: first PFC frame (on {first_pfc[1]}) came {1e6 * (first_ce - first_pfc[0]) / record.tdf:.1f} µs "
-                f"(production-equivalent) before the first CE mark on {tor.name}: Kmin is above the PFC trigger"]
+        return _judged([f"{tor.node}: first PFC frame (on {first_pfc[1]}) came "
+                        f"{1e6 * (first_ce - first_pfc[0]) / record.tdf:.1f} µs (production-equivalent) before the "
+                        f"first CE mark on {tor.name}: Kmin is above the PFC trigger"], report["fidelity"])
     return []
 
 
@@ -197,8 +215,9 @@ def allreduce_budget(spec: FabricSpec, record: LabState) -> list[str]:
                                         iterations=2))
     step_s = report["total"]["time_s"]["production"]
     if step_s > budget:
-        return [f"ring AllReduce of {spec.budgets.allreduce_size_bytes:,} B over {len(spec.fabric.hosts)} hosts took "
-                f"{step_s * 1e3:.3f} ms per step (production-equivalent); the budget is {budget * 1e3:.3f} ms"]
+        return _judged([f"ring AllReduce of {spec.budgets.allreduce_size_bytes:,} B over {len(spec.fabric.hosts)} "
+                        f"hosts took {step_s * 1e3:.3f} ms per step (production-equivalent); the budget is "
+                        f"{budget * 1e3:.3f} ms"], report["fidelity"])
     return []
 
 

@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Iterable
 
+from rocelab.fabric.finding import cable_m
 from rocelab.kernel.loop import LATENESS_BOUNDS_S
 from rocelab.engines.state import LabState
 from rocelab.model.tdf import round_up
@@ -233,9 +234,15 @@ class HeadroomDrop:
         return frames
 
 
+def port_links(fabric) -> dict[tuple[str, str], tuple[float, float]]:
+    """Every switch port of a lab's fabric (rocelab.model.topology) → its link's rate (b/s) and cable (m)."""
+    return {(s.name, p.name): (fabric.links[p.link].rate_bps, cable_m(fabric.links[p.link]))
+            for s in fabric.switches for p in s.ports}
+
+
 def headroom_drops(counters: dict[str, dict], links: dict[tuple[str, str], tuple[float, float]]) -> list[HeadroomDrop]:
     """Every lossless PG that dropped for headroom, from each switch's counters (since the case's
-    clear); `links`: (switch, port) → its link's rate (b/s) and cable (m)."""
+    clear); `links`: port_links of the lab's fabric."""
     return [HeadroomDrop.of(f"{node} {name} PG {i}", pg, *links[node, name])
             for node, c in counters.items() for name, port in c["ports"].items()
             for i, pg in enumerate(port["pgs"])

@@ -26,8 +26,7 @@ from rocelab.probes import Probe
 from rocelab.routing.bgp import FRR_BFD_INTERVAL_MS, FRR_BFD_MULTIPLIER, BgpConfig
 from rocelab.probes.storm import hold_pfc_pause
 from rocelab.qos.sonic import load_config_db
-from rocelab.fabric.finding import cable_m
-from rocelab.runtime.fidelity import Fidelity, Watch, headroom_drops
+from rocelab.runtime.fidelity import Fidelity, Watch, headroom_drops, port_links
 from rocelab.runtime.readings import read_counters
 from rocelab.runtime.timeseries import Sampler
 from rocelab.train.core import TRAINING_HEADLINE, training_observations
@@ -297,9 +296,7 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
         probe_reports = {where: p.stop().to_json() for where, p in probes.items()}
     fidelity = watch.result()
     counters = read_restored(switches, case.profile or lab_profile)
-    links = {(s.name, p.name): fabric.links[p.link] for s in fabric.switches for p in s.ports}
-    fidelity = fidelity.judge_headroom(headroom_drops(counters, {k: (link.rate_bps, cable_m(link))
-                                                                 for k, link in links.items()}), watch.windows)
+    fidelity = fidelity.judge_headroom(headroom_drops(counters, port_links(fabric)), watch.windows)
     groups = {node: control.request(sock, "counters", packed=True).get("ecmp_groups", {})
               for node, sock in switches.items()}
     routes = {node: control.request(sock, "fib")["routes"] for node, sock in switches.items()}
@@ -321,7 +318,7 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
     obs["dead_link_frames"] = float(sum(sum(deadlink.dead(record.node(node).netns).values()) for node in switches))
     obs["retransmitted_bytes_per_drop"] = obs["retransmitted_bytes"] / obs["drops"] if obs["drops"] else 0.0
     obs |= probe_observations(probe_reports)
-    rates_bps = {k: link.rate_bps for k, link in links.items()}
+    rates_bps = {(s.name, p.name): fabric.links[p.link].rate_bps for s in fabric.switches for p in s.ports}
     uplinks = {(s.name, p.name) for s in fabric.switches if s.role == "leaf" for p in s.ports
                if fabric.node(p.peer_node).role == "spine"}
     if training is not None:
