@@ -296,7 +296,8 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
         probe_reports = {where: p.stop().to_json() for where, p in probes.items()}
     fidelity = watch.result()
     counters = read_restored(switches, case.profile or lab_profile)
-    fidelity = fidelity.judge_headroom(headroom_drops(counters, port_links(fabric)), watch.windows)
+    links = port_links(fabric)
+    fidelity = fidelity.judge_headroom(headroom_drops(counters, links), watch.windows)
     groups = {node: control.request(sock, "counters", packed=True).get("ecmp_groups", {})
               for node, sock in switches.items()}
     routes = {node: control.request(sock, "fib")["routes"] for node, sock in switches.items()}
@@ -318,7 +319,7 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
     obs["dead_link_frames"] = float(sum(sum(deadlink.dead(record.node(node).netns).values()) for node in switches))
     obs["retransmitted_bytes_per_drop"] = obs["retransmitted_bytes"] / obs["drops"] if obs["drops"] else 0.0
     obs |= probe_observations(probe_reports)
-    rates_bps = {(s.name, p.name): fabric.links[p.link].rate_bps for s in fabric.switches for p in s.ports}
+    rates_bps = {port: rate_bps for port, (rate_bps, _) in links.items()}
     uplinks = {(s.name, p.name) for s in fabric.switches if s.role == "leaf" for p in s.ports
                if fabric.node(p.peer_node).role == "spine"}
     if training is not None:
