@@ -766,11 +766,12 @@ def run(c, lab, json=False, report=True, case=None):
     "size": "message size (default 65536, as ib_write_bw)",
     "qps": "QPs (default 1)",
     "duration": "about how long to stream, in wall-clock (emulated) seconds (default 5)",
+    "verb": "write (default: SRC writes to DST, as ib_write_bw) or read (DST reads SRC's memory, as ib_read_bw)",
     "json": "print one JSON document",
 })
 @_front_door()
-def bw(c, src, dst, lab=None, size="65536", qps=1, duration=5.0, json=False):
-    """RDMA WRITE bandwidth from SRC to DST, as perftest's ib_write_bw: BW peak/average, MsgRate."""
+def bw(c, src, dst, lab=None, size="65536", qps=1, duration=5.0, verb="write", json=False):
+    """RDMA bandwidth from SRC to DST, as perftest's ib_write_bw (or ib_read_bw): BW peak/average, MsgRate."""
     from rocelab.reporting import traffic as traffic_report
     from rocelab.traffic.job import JobFailed, run_bw
     from rocelab.units import parse_bytes
@@ -786,13 +787,15 @@ def bw(c, src, dst, lab=None, size="65536", qps=1, duration=5.0, json=False):
         problems.append(Problem("--qps", "", f"{qps} is not a QP count", "1 to 64"))
     if not duration > 0:
         problems.append(Problem("--duration", "", f"{duration} is not a duration", "seconds, e.g. 5"))
+    if verb not in ("write", "read"):
+        problems.append(Problem("--verb", "", f"{verb!r} is not a verb bw measures", "write or read"))
     if problems:
         raise InputError(problems)
     record = _running(lab, "bw")
     try:
         with _job_progress(f"bw {src} → {dst}") as on_progress:
             summary = run_bw(record, src, dst, message_bytes=message_bytes, qps=qps, duration_s=float(duration),
-                             on_progress=on_progress)
+                             on_progress=on_progress, verb=verb)
     except JobFailed as exc:
         err_console.print(f"[red]bw failed:[/red] {exc}", highlight=False, soft_wrap=True)
         raise Exit(code=1) from None

@@ -10,8 +10,8 @@ through the interactive `rocelab shell` on a pseudo-terminal:
 - on a host, `mlnx_qos --trust pcp` puts h2's RoCE on priority 0, so leaf1's pauses on priority 3
   no longer hold it and leaf1 drops on its port; `--trust dscp` brings back zero drops; what
   `mlnx_qos` and `sysfs` print reads back through the readers of a real host's saved files;
-- `ib_write_bw` and `ib_write_lat` with no address wait as perftest's server, and the client's run
-  is printed on both;
+- `ib_write_bw`, `ib_read_bw`, `ib_write_lat` and `ib_read_lat` with no address wait as perftest's
+  server, and the client's run is printed on both;
 - last, on a lab of its own: an EOS leaf (lab.yml `profiles:`) shows its QoS and PFC counters and
   takes a `configure session` live.
 """
@@ -29,8 +29,13 @@ import subprocess
 import time
 
 import pytest
+from scapy.contrib.roce import AETH, BTH
+from scapy.utils import rdpcap
 
+from rocelab.engines import state
 from rocelab.nodecli import challenge as challenges
+from rocelab.probes import Probe, layers
+from rocelab.probes.layers import RETH
 from rocelab.qos.nic import read_mlnx_qos, read_nic_sysfs
 from test_labs import CLI, ROOT, cli
 from tests.unit.test_nodecli_eos import LEAF1 as LEAF1_EOS
@@ -174,15 +179,40 @@ def perftest(test: str, *options: str) -> str:
     return out
 
 
-def test_ib_write_bw_and_ib_write_lat_server_and_client(lab_pfc):
-    out = perftest("ib_write_bw", "-D", "1")
+def result_row(out: str) -> list[str]:
     lines = out.splitlines()
-    row = lines[next(i for i, line in enumerate(lines) if "#bytes" in line) + 1].split()
-    assert "RDMA_Write BW Test" in out and row[0] == "65536" and float(row[3]) > 0
-    out = perftest("ib_write_lat", "-n", "50")
-    lines = out.splitlines()
-    row = lines[next(i for i, line in enumerate(lines) if "#bytes" in line) + 1].split()
-    assert "RDMA_Write Latency Test" in out and row[:2] == ["2", "50"] and 0 < float(row[2]) <= float(row[3])
+    return lines[next(i for i, line in enumerate(lines) if "#bytes" in line) + 1].split()
+
+
+def test_perftest_bw_and_lat_server_and_client_for_write_and_read(lab_pfc, tmp_path):
+    for test, title in (("ib_write_bw", "RDMA_Write BW Test"), ("ib_read_bw", "RDMA_Read BW Test")):
+        pcap = tmp_path / f"{test}.pcap"
+        probe = Probe(state.load("lab-pfc").node("h1").netns, "eth1", pcap=pcap).start()
+        try:
+            out = perftest(test, "-D", "1")
+        finally:
+            probe.stop()
+        row = result_row(out)
+        assert title in out and row[0] == "65536" and float(row[3]) > 0
+        # On the client's wire, as scapy reads it: WRITEs out, or READ requests out and their
+        # responses back (AETH on all but MIDDLE), each response on a PSN its request took.
+        roce = [f for f in rdpcap(str(pcap)) if f.haslayer(BTH)]
+        opcodes = {f[BTH].opcode for f in roce}
+        if test == "ib_write_bw":
+            assert layers.RC_RDMA_WRITE_FIRST in opcodes and layers.RC_RDMA_READ_REQUEST not in opcodes
+            continue
+        requests = [f for f in roce if f[BTH].opcode == layers.RC_RDMA_READ_REQUEST]
+        responses = [f for f in roce
+                     if layers.RC_RDMA_READ_RESPONSE_FIRST <= f[BTH].opcode <= layers.RC_RDMA_READ_RESPONSE_ONLY]
+        assert requests and responses and layers.RC_RDMA_WRITE_FIRST not in opcodes
+        assert all(r[RETH].dma_length == 65536 for r in requests)
+        assert all(f.haslayer(AETH) == (f[BTH].opcode != layers.RC_RDMA_READ_RESPONSE_MIDDLE) for f in responses)
+        taken = {(r[BTH].psn + k) & 0xFFFFFF for r in requests for k in range(16)}  # 64 KiB: 16 responses of 4 KiB
+        assert all(f[BTH].psn in taken for f in responses)
+    for test, title in (("ib_write_lat", "RDMA_Write Latency Test"), ("ib_read_lat", "RDMA_Read Latency Test")):
+        out = perftest(test, "-n", "50")
+        row = result_row(out)
+        assert title in out and row[:2] == ["2", "50"] and 0 < float(row[2]) <= float(row[3])
 
 
 def test_typing_into_the_interactive_shell(lab_pfc):

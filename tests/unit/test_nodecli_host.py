@@ -179,8 +179,9 @@ def test_show_gids_lists_the_ports_roce_v2_gids(node):
     assert lines[-1] == "n_gids_found=2"
 
 
-def test_ib_write_bw_without_a_server_cannot_connect(node):
-    out = type_(node, "ib_write_bw 198.19.5.2")
+@pytest.mark.parametrize("test", ["ib_write_bw", "ib_write_lat", "ib_read_bw", "ib_read_lat"])
+def test_a_perftest_client_without_a_server_cannot_connect(node, test):
+    out = type_(node, f"{test} 198.19.5.2")
     assert out.exit_code == 1 and "Couldn't connect to 198.19.5.2:18515" in out.stderr
 
 
@@ -198,7 +199,7 @@ def test_the_ping_pong_pattern_is_one_round_trip_per_iteration():
 def test_perftest_latency_block_in_production_microseconds():
     from rocelab.reporting.nic_cli import perftest_lat
 
-    out = perftest_lat({"message_bytes": 2, "iterations": 4, "one_way_s": [0.006, 0.006, 0.012, 0.024], "tdf": 6000,
+    out = perftest_lat({"message_bytes": 2, "iterations": 4, "latency_s": [0.006, 0.006, 0.012, 0.024], "tdf": 6000,
                         "resolution_s": 0.002}).splitlines()
     assert out[0].split()[:4] == ["#bytes", "#iterations", "t_min[usec]", "t_max[usec]"]
     assert out[1].split()[:5] == ["2", "4", "1.00", "4.00", "1.50"]  # t_typical: the median

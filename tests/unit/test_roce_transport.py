@@ -283,16 +283,18 @@ def test_an_rnr_wait_with_a_dcqcn_timer_pending_lets_time_move_on():
     assert now >= 1e-3 and buf[:5] == b"hello"  # not before the wait ends
 
 
+@pytest.mark.parametrize("verb", ["write", "read"])
 @pytest.mark.parametrize("mistake", ["past_the_end", "deregistered"])
-def test_bad_r_key_fails_both_ends_with_remote_access_error(mistake):
+def test_bad_r_key_fails_both_ends_with_remote_access_error(mistake, verb):
     a, b = nic_pair()
     qa, qb = connect_qps(a, b)
     mr = b.register_mr(bytearray(100))
     if mistake == "deregistered":
         b.deregister_mr(mr.r_key)
     size = 200 if mistake == "past_the_end" else 10
-    a.post_write(qa, 1, bytes(size), remote_va=mr.va, r_key=mr.r_key)
-    a.post_write(qa, 2, bytes(10), remote_va=mr.va, r_key=mr.r_key)
+    post = a.post_write if verb == "write" else a.post_read
+    post(qa, 1, bytearray(size), remote_va=mr.va, r_key=mr.r_key)
+    post(qa, 2, bytearray(10), remote_va=mr.va, r_key=mr.r_key)
     sim = FabricSim(random.Random(10))
     sim.attach(a)
     sim.attach(b)
@@ -327,7 +329,7 @@ def test_malformed_frames_are_counted_and_dropped_while_the_qp_keeps_working():
         to_b.frame(Opcode.SEND_ONLY, 0x777, 0, payload=b"who?"),  # unknown QP
         to_b.frame(Opcode.RDMA_WRITE_ONLY, qb, expected_psn + (1 << 20),  # far ahead
                    extension=reth(mr.va, mr.r_key, 4), payload=b"late"),
-        to_b.frame(0x0C, qb, expected_psn, extension=bytes(16)),  # RDMA READ: unsupported
+        to_b.frame(0x13, qb, expected_psn, extension=bytes(28)),  # atomic COMPARE_SWAP: unsupported
         FlowHeaders(a.mac, b.mac, a.ip, b.ip, dscp=26, ecn=ECN_ECT0, ttl=64, udp_sport=1234,
                     pkey=0x1234).frame(Opcode.SEND_ONLY, qb, expected_psn, payload=b"other"),
         valid[:40],

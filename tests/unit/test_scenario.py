@@ -180,6 +180,7 @@ def test_a_background_job_is_a_traffic_pattern_with_its_own_overrides(tmp_path):
     ("{traffic: elephant, size: 4MB}", "is not a background job"),
     ("{traffic: no-such-pattern}", "no-such-pattern"),
     ("{traffic: elephant, with: {qps: 0}}", "not a whole number"),
+    ("{traffic: elephant, with: {verb: atomic}}", "'atomic' is not a verb; expected one of: send, write, read"),
 ])
 def test_a_bad_background_job_names_the_case_and_the_key(tmp_path, background, message):
     with pytest.raises(InputError) as exc:

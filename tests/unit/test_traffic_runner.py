@@ -237,3 +237,44 @@ def test_a_job_waits_out_the_nics_loss_recovery_before_it_counts_as_stalled():
     dilated = {h: {"port_rate_bps": 100e9 / 25000, "retransmit_timeout_s": 1e-3 * 25000} for h in plan.hosts}
     assert _stall_s(spec, plan, dilated) == pytest.approx(RECOVERY_TIMEOUTS * 25.0)
     assert RECOVERY_TIMEOUTS * 25.0 > 3 * 25.0  # a timeout and its doubled retry, with room
+
+
+def test_read_verb_ring_allreduce_pulls_every_byte_at_line_rate():
+    """verb read: each rank pulls its step's chunk from the rank before it with RDMA READs."""
+    size = 4_000_000
+    plan = PATTERNS.get("ring-allreduce").plan(HOSTS4, size)
+    report, runners, _ = run_in_sim(plan, iterations=2, verb="read", rate_bps=RATE_BPS)
+    assert finished(runners), [r.error for r in runners.values()]
+    for rank in report["ranks"].values():
+        assert rank["bytes_received"] == rank["plan_bytes_received"] == 2 * 2 * 3 * size // 4
+        assert rank["bytes_sent"] == rank["plan_bytes_sent"]  # served: what the peers read from it
+    total = report["total"]
+    assert total["busbw_vs_line_rate"] >= 0.9
+    assert total["counters"]["retransmitted_bytes"] == 0
+    reads = sum(r.result()["pulls"] != [] for r in runners.values())
+    assert reads == 4
+
+
+def test_read_verb_times_a_job_by_the_reader_not_the_passive_source():
+    """elephant h1 → h2 read by h2: h1's iterations end at once and are marked passive; the
+    job's iterations are h2's reads, back to back, each with its flow completion time."""
+    plan = PATTERNS.get("elephant").plan(["h1", "h2"], 1_000_000)
+    report, runners, _ = run_in_sim(plan, iterations=3, verb="read", rate_bps=RATE_BPS)
+    assert finished(runners), [r.error for r in runners.values()]
+    source, reader = runners["h1"].result(), runners["h2"].result()
+    assert all(it["passive"] for it in source["iterations"])
+    assert not any(it["passive"] for it in reader["iterations"])
+    for it, mine in zip(report["per_iteration"], reader["iterations"]):
+        assert it["start_s"] == mine["start_s"]
+        assert it["time_s"]["emulated"] == pytest.approx(mine["end_s"] - mine["start_s"])
+        assert it["time_s"]["emulated"] >= 1_000_000 * 8 / RATE_BPS  # it cannot beat the wire
+        assert it["fct_s"]["p50"]["emulated"] > 0
+    assert source["bytes_sent"] == 0 and report["ranks"]["h1"]["bytes_sent"] == 3_000_000
+
+
+def test_read_verb_recovers_from_loss():
+    plan = PATTERNS.get("elephant").plan(["h1", "h2"], 2_000_000)
+    report, runners, _ = run_in_sim(plan, iterations=2, verb="read", rate_bps=RATE_BPS, link={"loss": 0.01})
+    assert finished(runners), [r.error for r in runners.values()]
+    assert report["ranks"]["h2"]["bytes_received"] == 4_000_000
+    assert report["total"]["counters"]["retransmitted_packets"] > 0  # READs asked again by the reader

@@ -34,7 +34,7 @@ BAD_FILES = {
     "bad-size": ("pattern: alltoall\nsize: lots\n", ["size (line 2): 'lots' is not a size", "4MB"]),
     "bad-counts": ("pattern: alltoall\niterations: 0\nqps: 100\n",
                    ["iterations (line 2): 0 is not a count", "qps (line 3): 100 is not a count", "1 to 64"]),
-    "bad-verb": ("pattern: alltoall\nverb: read\n", ["verb (line 2): 'read' is not a verb", "send, write"]),
+    "bad-verb": ("pattern: alltoall\nverb: atomic\n", ["verb (line 2): 'atomic' is not a verb", "send, write, read"]),
     "bad-option": ("pattern: ring-allreduce\noptions: {root: h1}\n",
                    ["options.root (line 2): ring-allreduce has no option 'root'"]),
     "bad-hosts": ("pattern: incast\nhosts: h1 h2\n", ["hosts (line 2): 'h1 h2' is not a list of host names"]),
@@ -79,7 +79,7 @@ def test_bad_pattern_files_name_file_path_line_and_expectation(tmp_path, case):
 
 def test_a_file_with_many_problems_reports_them_all_at_once(tmp_path):
     path = tmp_path / "many.yml"
-    path.write_text("pattern: alltoall\nsize: x\niterations: -1\nverb: read\n")
+    path.write_text("pattern: alltoall\nsize: x\niterations: -1\nverb: atomic\n")
     with pytest.raises(InputError) as exc:
         load_spec(path, PATTERNS)
     assert len(exc.value.problems) == 3
@@ -155,7 +155,8 @@ def test_traffic_with_a_bad_file_exits_2_naming_it_before_looking_for_a_lab(tmp_
 
 
 def test_bw_with_bad_options_exits_2():
-    result = subprocess.run([*CLI, "bw", "h1", "h2", "--size", "lots", "--qps", "0"], capture_output=True, text=True,
-                            cwd=ROOT)
+    result = subprocess.run([*CLI, "bw", "h1", "h2", "--size", "lots", "--qps", "0", "--verb", "send"],
+                            capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 2
     assert "--size" in result.stderr and "--qps" in result.stderr and "Traceback" not in result.stderr
+    assert "--verb: 'send' is not a verb bw measures" in result.stderr

@@ -139,8 +139,9 @@ class _FakeFabric:
 
     def pyverbs(self) -> SimpleNamespace:
         fabric = self
-        enums = SimpleNamespace(IBV_QPT_RC=2, IBV_ACCESS_LOCAL_WRITE=1, IBV_ACCESS_REMOTE_WRITE=2, IBV_WR_SEND=2,
-                                IBV_WR_RDMA_WRITE=0, IBV_WC_SEND=0, IBV_WC_RDMA_WRITE=1, IBV_WC_RECV=128,
+        enums = SimpleNamespace(IBV_QPT_RC=2, IBV_ACCESS_LOCAL_WRITE=1, IBV_ACCESS_REMOTE_WRITE=2,
+                                IBV_ACCESS_REMOTE_READ=4, IBV_WR_SEND=2, IBV_WR_RDMA_WRITE=0, IBV_WR_RDMA_READ=4,
+                                IBV_WC_SEND=0, IBV_WC_RDMA_WRITE=1, IBV_WC_RDMA_READ=2, IBV_WC_RECV=128,
                                 IBV_WC_SUCCESS=0, IBV_WC_WR_FLUSH_ERR=5, IBV_WC_RETRY_EXC_ERR=12, IBV_MTU_256=1,
                                 IBV_MTU_512=2, IBV_MTU_1024=3, IBV_MTU_2048=4, IBV_MTU_4096=5,
                                 IBV_GID_TYPE_SYSFS_ROCE_V2=1)
@@ -197,7 +198,8 @@ class _FakeFabric:
                     assert recv.sg[0].length >= length
                     self.peer.cq.wcs.append(_Bag(wr_id=recv.wr_id, qp_num=self.peer.qp_num, opcode=enums.IBV_WC_RECV,
                                                  status=enums.IBV_WC_SUCCESS, byte_len=length))
-                opcode = enums.IBV_WC_SEND if wr.opcode == enums.IBV_WR_SEND else enums.IBV_WC_RDMA_WRITE
+                opcode = {enums.IBV_WR_SEND: enums.IBV_WC_SEND, enums.IBV_WR_RDMA_WRITE: enums.IBV_WC_RDMA_WRITE,
+                          enums.IBV_WR_RDMA_READ: enums.IBV_WC_RDMA_READ}[wr.opcode]
                 self.cq.wcs.append(_Bag(wr_id=wr.wr_id, qp_num=self.qp_num, opcode=opcode,
                                         status=enums.IBV_WC_SUCCESS, byte_len=length))
 
@@ -218,7 +220,7 @@ class _FakeFabric:
             addr=SimpleNamespace(GID=_Bag, GlobalRoute=_Bag, AHAttr=_Bag))
 
 
-@pytest.mark.parametrize("verb", ["send", "write"])
+@pytest.mark.parametrize("verb", ["send", "write", "read"])
 def test_a_job_runs_over_verbs_nics_on_a_fake_pyverbs(verb):
     from rocelab.traffic.host import JobHost
     from rocelab.traffic.patterns import builtin_patterns
@@ -247,7 +249,8 @@ def test_a_job_runs_over_verbs_nics_on_a_fake_pyverbs(verb):
             break
     for h, host in hosts.items():
         status = host.handle({"op": "job_result", "job": "j"})
-        assert status["state"] == "done" and status["bytes_sent"] == status["bytes_received"] == 200_000
+        assert status["state"] == "done" and status["bytes_received"] == 200_000
+        assert status["bytes_sent"] == (0 if verb == "read" else 200_000)  # a read's source does nothing
     some_qp = next(iter(fabric.qps.values()))
     assert some_qp.attr.rq_psn == some_qp.peer.attr.sq_psn  # PSNs exchanged out of band
     assert some_qp.attr.ah_attr.gr.traffic_class == 26 << 2

@@ -74,6 +74,7 @@ from rocelab.switch.balance import balance_config
 from rocelab.roce.dcqcn import DCQCN_SETS
 from rocelab.routing.bgp import Design, read_design
 from rocelab.traffic.patterns import builtin_patterns
+from rocelab.traffic.runner import VERBS
 from rocelab.traffic.spec import JobSpec, resolve_spec
 from rocelab.train.core import (TRAINING_OBSERVATIONS, TrainSpec, load_train_spec)
 from rocelab.units import parse_bytes, parse_delay
@@ -290,7 +291,11 @@ def _traffic(raw: object, overrides: object, where: str, doc: YamlDoc, problems:
                 if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                     raise ValueError(f"{value!r} is not a whole number ≥ 1")
                 changes[key] = value
-            elif key in ("verb", "options"):
+            elif key == "verb":
+                if value not in VERBS:
+                    raise ValueError(f"{value!r} is not a verb; expected one of: {', '.join(VERBS)}")
+                changes[key] = value
+            elif key == "options":
                 changes[key] = value
             else:
                 raise ValueError(f"unknown key {key!r}; expected one of: {', '.join(WITH_KEYS)}")

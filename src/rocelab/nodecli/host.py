@@ -1,6 +1,6 @@
 """A host's NIC commands, shaped as NVIDIA's and perftest's: `mlnx_qos`, `cma_roce_tos`,
 `show_gids`, `ethtool [-S]`, the ConnectX sysfs knobs and RoCE counters (`sysfs`), and
-perftest's `ib_write_bw` and `ib_write_lat` (server and client).
+perftest's `ib_write_bw`, `ib_write_lat`, `ib_read_bw` and `ib_read_lat` (server and client).
 
 Every command is a small function over the host node (rocelab.nodecli.node.HostNode, click's
 `obj`): a show prints (rocelab.reporting.nic_cli), a change builds a new HostNicConfig and
@@ -238,41 +238,58 @@ def _perftest_options(fn):
     return fn
 
 
-@click.command(name="ib_write_bw")
-@_perftest_options
-@click.option("-s", "--size", type=click.IntRange(1, 1 << 30), default=65536, show_default=True, help="message size")
-@click.option("-q", "--qp", type=click.IntRange(1, 64), default=1, show_default=True, help="QPs")
-@click.option("-D", "--duration", type=click.FloatRange(0.1, 600), default=5.0, show_default=True,
-              help="seconds to stream (wall clock, emulated)")
-@click.option("--report_gbits", is_flag=True, help="report Gb/sec instead of MB/sec")
-@pass_host
-def ib_write_bw(node: HostNode, server, ib_dev, port, gid_index, size, qp, duration, report_gbits):
-    """RDMA WRITE bandwidth, as perftest's: run it with no address on the server host first,
-    then with the server's address on the client. Figures are production-equivalent."""
-    from rocelab.traffic.job import run_bw
+def _bw_command(name: str, verb: str, test: str, what: str) -> click.Command:
+    @click.command(name=name, help=f"{what}, as perftest's: run it with no address on the server host first, then "
+                   "with the server's address on the client. Figures are production-equivalent.")
+    @_perftest_options
+    @click.option("-s", "--size", type=click.IntRange(1, 1 << 30), default=65536, show_default=True,
+                  help="message size")
+    @click.option("-q", "--qp", type=click.IntRange(1, 64), default=1, show_default=True, help="QPs")
+    @click.option("-D", "--duration", type=click.FloatRange(0.1, 600), default=5.0, show_default=True,
+                  help="seconds to stream (wall clock, emulated)")
+    @click.option("--report_gbits", is_flag=True, help="report Gb/sec instead of MB/sec")
+    @pass_host
+    def command(node: HostNode, server, ib_dev, port, gid_index, size, qp, duration, report_gbits):
+        from rocelab.traffic.job import run_bw
 
-    def run(peer: str) -> dict:
-        summary = run_bw(node.record, node.name, peer, message_bytes=size, qps=qp, duration_s=duration)
-        return {k: v for k, v in summary.items() if k != "job"}
+        def run(peer: str) -> dict:
+            # WRITE: the client pushes to the server; READ: the client pulls from the server.
+            src, dst = (peer, node.name) if verb == "read" else (node.name, peer)
+            summary = run_bw(node.record, src, dst, message_bytes=size, qps=qp, duration_s=duration, verb=verb)
+            return {k: v for k, v in summary.items() if k != "job"}
 
-    _perftest(node, "RDMA_Write BW Test", qp, ib_dev, server, port, run,
-              lambda summary: nic_cli.perftest_bw(summary, report_gbits))
+        _perftest(node, test, qp, ib_dev, server, port, run, lambda summary: nic_cli.perftest_bw(summary, report_gbits))
+
+    return command
 
 
-@click.command(name="ib_write_lat")
-@_perftest_options
-@click.option("-s", "--size", type=click.IntRange(1, 1 << 23), default=2, show_default=True, help="message size")
-@click.option("-n", "--iters", type=click.IntRange(1, 100_000), default=1000, show_default=True,
-              help="round trips")
-@pass_host
-def ib_write_lat(node: HostNode, server, ib_dev, port, gid_index, size, iters):
-    """RDMA WRITE latency, as perftest's: round trips of one write each way, half of each the
-    one-way latency. Server first (no address), then the client. Production-equivalent usec."""
-    from rocelab.traffic.job import run_latency
+def _lat_command(name: str, verb: str, test: str, what: str) -> click.Command:
+    @click.command(name=name, help=f"{what}, as perftest's. Server first (no address), then the client. "
+                   "Production-equivalent usec.")
+    @_perftest_options
+    @click.option("-s", "--size", type=click.IntRange(1, 1 << 23), default=2, show_default=True, help="message size")
+    @click.option("-n", "--iters", type=click.IntRange(1, 100_000), default=1000, show_default=True,
+                  help="iterations")
+    @pass_host
+    def command(node: HostNode, server, ib_dev, port, gid_index, size, iters):
+        from rocelab.traffic.job import run_latency
 
-    _perftest(node, "RDMA_Write Latency Test", 1, ib_dev, server, port,
-              lambda peer: run_latency(node.record, node.name, peer, message_bytes=size, iterations=iters),
-              nic_cli.perftest_lat)
+        _perftest(node, test, 1, ib_dev, server, port,
+                  lambda peer: run_latency(node.record, node.name, peer, message_bytes=size, iterations=iters,
+                                           verb=verb),
+                  nic_cli.perftest_lat)
+
+    return command
+
+
+ib_write_bw = _bw_command("ib_write_bw", "write", "RDMA_Write BW Test", "RDMA WRITE bandwidth, client to server")
+ib_read_bw = _bw_command("ib_read_bw", "read", "RDMA_Read BW Test",
+                         "RDMA READ bandwidth: the client reads the server's memory")
+ib_write_lat = _lat_command("ib_write_lat", "write", "RDMA_Write Latency Test",
+                            "RDMA WRITE latency: round trips of one write each way, half of each the latency")
+ib_read_lat = _lat_command("ib_read_lat", "read", "RDMA_Read Latency Test",
+                           "RDMA READ latency: one read of the server's memory at a time, each whole round trip "
+                           "the latency")
 
 
 def _perftest(node: HostNode, test: str, qps: int, device: str, server: str | None, port: int, run, render) -> None:
@@ -336,4 +353,5 @@ def _alive(pid: int) -> bool:
 
 
 COMMANDS = {"mlnx_qos": mlnx_qos, "cma_roce_tos": cma_roce_tos, "sysfs": sysfs, "show_gids": show_gids,
-            "ethtool": ethtool, "ib_write_bw": ib_write_bw, "ib_write_lat": ib_write_lat}
+            "ethtool": ethtool, "ib_write_bw": ib_write_bw, "ib_write_lat": ib_write_lat, "ib_read_bw": ib_read_bw,
+            "ib_read_lat": ib_read_lat}

@@ -51,7 +51,7 @@ def sysfs_files(c: HostNicConfig, iface: str, device: str = DEVICE) -> dict[str,
 HW_COUNTERS = {"np_cnp_sent": "cnps_sent", "np_ecn_marked_roce_packets": "ce_received",
                "out_of_sequence": "ooo_received", "packet_seq_err": "naks_received",
                "local_ack_timeout_err": "timeouts", "duplicate_request": "duplicates_received",
-               "rnr_nak_retry_err": "rnr_naks_received"}
+               "rnr_nak_retry_err": "rnr_naks_received", "implied_nak_seq_err": "implied_naks"}
 
 
 def hw_counters(counters: dict, dcqcn: bool, device: str = DEVICE) -> dict[str, str]:
@@ -132,12 +132,12 @@ def perftest_bw(summary: dict, gbits: bool) -> str:
 
 
 def perftest_lat(summary: dict) -> str:
-    """perftest's latency block (one-way, microseconds, production-equivalent), the emulated
-    typical latency on a line of its own."""
+    """perftest's latency block (microseconds, production-equivalent: half a WRITE round trip,
+    a whole READ), the emulated typical latency on a line of its own."""
     tdf = summary["tdf"]
-    us = [t / tdf * 1e6 for t in summary["one_way_s"]]  # sorted
+    us = [t / tdf * 1e6 for t in summary["latency_s"]]  # sorted
     if not us:
-        return " no round trip completed"
+        return " no iteration completed"
 
     def pct(q: float) -> float:
         return us[min(len(us) - 1, int(q * len(us)))]
@@ -150,5 +150,7 @@ def perftest_lat(summary: dict) -> str:
            f"{pct(0.999):.2f}")
     emulated = (f" emulated at TDF {tdf}: t_typical {statistics.median(us) * tdf:.2f} usec; the emulation times "
                 f"events to within {summary['resolution_s'] / tdf * 1e6:.2f} usec production-equivalent, so "
-                "shorter differences are not resolved, and the emulated NIC adds no processing time of its own")
+                "shorter differences are not resolved; the emulated NIC adds no processing time of its own, and "
+                "a frame leaves each hop at the start of its serialization, so a lone frame's size ÷ line rate "
+                "per hop is not in these figures")
     return "\n".join([head, row, PERFTEST_RULE, emulated])

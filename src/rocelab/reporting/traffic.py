@@ -45,8 +45,9 @@ def render_report(report: Mapping) -> Table:
 
 
 def render_bw(summary: Mapping) -> Table:
-    """perftest's ib_write_bw columns, production units first and emulated beside."""
-    table = Table(title=(f"{summary['src']} → {summary['dst']} · {summary['qps']} QP · "
+    """perftest's ib_write_bw (ib_read_bw) columns, production units first and emulated beside."""
+    table = Table(title=(f"{summary['src']} → {summary['dst']} · RDMA {summary['verb'].upper()} · "
+                         f"{summary['qps']} QP · "
                          f"line rate {si_text(summary['line_rate_bps']['production'], 'b/s')} "
                          f"({si_text(summary['line_rate_bps']['emulated'], 'b/s')} emulated)"), title_justify="left")
     for column in ("#bytes", "#messages", "BW peak", "BW average", "MsgRate", "BW peak (emul.)",

@@ -41,6 +41,8 @@ class NicConfig:
         another priority is counted and ignored.
     vlan_id: None sends untagged frames (DSCP-trust fabrics); else 802.1Q with PCP = priority.
     max_inflight_packets: requester window (sent, not yet acknowledged packets).
+    max_rd_atomic: RDMA READs a QP keeps outstanding at most (ibv_qp_attr.max_rd_atomic; 16 is
+        what ConnectX offers and what perftest asks for); a later READ waits at the send cursor.
     psn_window_packets: responder accepts PSNs this far ahead (NAK) or behind (duplicate);
         anything farther is dropped as psn_out_of_window. Must cover the peer's window.
     ack_coalesce_packets: responder ACKs after this many in-order packets, and always on
@@ -70,6 +72,7 @@ class NicConfig:
     vlan_id: int | None = None
     ttl: int = 64
     max_inflight_packets: int = 1024
+    max_rd_atomic: int = 16
     psn_window_packets: int = 1 << 16
     ack_coalesce_packets: int = 16
     ack_req_interval_packets: int = 64
@@ -103,7 +106,7 @@ class NicConfig:
             problems.append(f"vlan_id={self.vlan_id} must be 0..4094")
         if not 1 <= self.ttl <= 255:
             problems.append(f"ttl={self.ttl} must be 1..255")
-        for name in ("max_inflight_packets", "ack_coalesce_packets", "ack_req_interval_packets",
+        for name in ("max_inflight_packets", "max_rd_atomic", "ack_coalesce_packets", "ack_req_interval_packets",
                      "retransmit_timeout_s", "rnr_retry_delay_s"):
             if getattr(self, name) <= 0:
                 problems.append(f"{name}={getattr(self, name)} must be positive")

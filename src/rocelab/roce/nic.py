@@ -25,7 +25,8 @@ from dataclasses import fields
 from rocelab.roce.cc import CcRegistry, builtin_cc_registry
 from rocelab.roce.config import NicConfig
 from rocelab.roce.qp import (
-    NEVER, QP_COUNTERS, MemoryRegion, QpCounters, QpState, QueuePair, WorkCompletion, counter_values, reorder_summary,
+    NEVER, QP_COUNTERS, READ_RESPONSES, MemoryRegion, QpCounters, QpState, QueuePair, WorkCompletion, counter_values,
+    reorder_summary,
 )
 from rocelab.ethernet import ECN_CE, PauseTimers, mac_bytes, pause_duration_s
 from rocelab.roce.wire import (
@@ -164,6 +165,10 @@ class Nic:
         """SEND `data` into the peer QP's oldest posted receive buffer."""
         self.qp(qpn).post_send(wr_id, data)
 
+    def post_read(self, qpn: int, wr_id: int, buf: bytearray | memoryview, *, remote_va: int, r_key: int) -> None:
+        """RDMA READ len(buf) bytes from [remote_va, …) of the peer's region r_key into `buf`."""
+        self.qp(qpn).post_read(wr_id, buf, remote_va, r_key)
+
     def post_recv(self, qpn: int, wr_id: int, buf: bytearray | memoryview) -> None:
         """Offer `buf` for one incoming SEND."""
         self.qp(qpn).post_recv(wr_id, buf)
@@ -225,13 +230,17 @@ class Nic:
         elif opcode == OP_CNP:
             qp.on_cnp(now)
         else:
+            # A CE-marked request, or READ response, is congestion on the way to this NIC.
             if pkt.ecn == ECN_CE:
                 cnp = qp.cnp_frame(now)
                 if cnp is not None:
                     self._control[qp.cnp_priority].append((qp, cnp))
                     self._control_frames += 1
+            if opcode in READ_RESPONSES:
+                qp.on_read_response(pkt, now)
+                return
             reply = qp.on_request(pkt)
-            if reply is not None:
+            if reply is not None and not qp.queue_behind_responses(reply):
                 self._control[qp.priority].append((qp, reply))
                 self._control_frames += 1
 

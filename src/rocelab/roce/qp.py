@@ -27,11 +27,24 @@ Responder, by `receive_order`:
          the order memory is written in is not modelled.
 
 Either way an earlier PSN is a duplicate, answered with a re-ACK (the first after progress,
-and any with AckReq). Accepted WRITEs land in a registered memory region by VA and R_Key;
-SENDs land in the oldest posted receive. Counters: `ooo_received` (packets ahead of the
+and any with AckReq); a duplicate RDMA READ request is executed again (its responses were
+lost). Accepted WRITEs land in a registered memory region by VA and R_Key; SENDs land in the
+oldest posted receive. Counters: `ooo_received` (packets ahead of the
 expected PSN), the reorder distance (how far ahead, in PSNs: `reorder_distances`, its max and
 p99 in the report) and NAKs by cause (`naks_sent_out_of_order` under gbn,
 `naks_sent_place_gap` under place, beside the fatal ones in `naks_sent` and `rnr_naks_sent`).
+
+RDMA READ, as the InfiniBand specification's RC transport has it: a read of N path-MTU
+segments is one request (BTH + RETH) that takes N PSNs of the requester's sequence; the
+responder answers with N responses (FIRST, MIDDLE…, LAST, or ONLY; AETH on all but MIDDLE)
+carrying those PSNs, read from its region by VA and R_Key, from its own side of the QP (the
+same pacer and congestion control as its requests; CE-marked responses make the requester send
+the CNPs). Responses and the ACKs of later requests leave the responder in PSN order. A
+response acknowledges everything before its read. The requester keeps at most `max_rd_atomic`
+reads outstanding; a response ahead of the one it expects means one was lost: it asks again
+from the first missing PSN (a new request for the rest of the read, once per gap), and so does
+an ACK or NAK for a PSN past an incomplete read (the responder answers in order, so the read's
+responses were lost), and so does a timeout.
 
 Internally PSNs are unbounded integers ("seq"), reduced to 24 bits only on the wire,
 so wrap-around needs no special cases. Nothing here raises on a packet: problems are
@@ -89,6 +102,7 @@ class WcStatus(StrEnum):
 
 class WcOpcode(StrEnum):
     RDMA_WRITE = "RDMA_WRITE"
+    RDMA_READ = "RDMA_READ"
     SEND = "SEND"
     RECV = "RECV"
 
@@ -149,6 +163,9 @@ class QpCounters:
     ce_received: int = 0
     cnps_sent: int = 0
     cnps_received: int = 0
+    read_responses_sent: int = 0  # responder: RDMA READ response packets, again ones included
+    read_rerequests: int = 0  # requester: reads asked again from a missing response (not timeouts)
+    implied_naks: int = 0  # of those, found by an ACK or NAK past the read (mlx5's implied_nak_seq_err)
     messages_sent: int = 0
     messages_received: int = 0
     fatal_errors: int = 0  # transitions to ERROR other than by destroy
@@ -164,18 +181,32 @@ counter_values = operator.attrgetter(*QP_COUNTERS)  # QpCounters → its values 
 
 
 class _SendWr:
+    """A posted SEND, WRITE or READ; `data` is what a SEND or WRITE sends, or where a READ lands."""
+
     __slots__ = ("wr_id", "opcode", "segment_opcodes", "data", "remote_va", "r_key", "first_seq", "last_seq")
 
     def __init__(self, wr_id: int, opcode: WcOpcode, data: memoryview, remote_va: int,
                  r_key: int, first_seq: int, last_seq: int):
         self.wr_id = wr_id
         self.opcode = opcode
-        self.segment_opcodes = _SEGMENT_OPCODES[opcode]  # looked up once, not per packet
+        self.segment_opcodes = _SEGMENT_OPCODES.get(opcode)  # looked up once, not per packet
         self.data = data
         self.remote_va = remote_va
         self.r_key = r_key
         self.first_seq = first_seq
         self.last_seq = last_seq
+
+
+class _ReadResponses:
+    """The responder's answer to one READ request: `count` responses from PSN `first_seq`."""
+
+    __slots__ = ("first_seq", "data", "count", "sent")
+
+    def __init__(self, first_seq: int, data: memoryview, count: int):
+        self.first_seq = first_seq
+        self.data = data
+        self.count = count
+        self.sent = 0
 
 
 class _RecvWr:
@@ -190,6 +221,13 @@ NEVER = float("inf")  # a time that does not come: no timer running, nothing to 
 # What the per-packet paths use of the enums, bound once and opcodes as ints (see wire.OP_CNP).
 _RTS = QpState.RTS
 _RDMA_WRITE = WcOpcode.RDMA_WRITE
+_RDMA_READ = WcOpcode.RDMA_READ
+OP_READ_REQUEST = int(Opcode.RDMA_READ_REQUEST)
+# (ONLY, FIRST, MIDDLE, LAST) of a read's responses, as for a WR's segments below.
+_READ_RESPONSE_OPCODES = tuple(map(int, (Opcode.RDMA_READ_RESPONSE_ONLY, Opcode.RDMA_READ_RESPONSE_FIRST,
+                                         Opcode.RDMA_READ_RESPONSE_MIDDLE, Opcode.RDMA_READ_RESPONSE_LAST)))
+READ_RESPONSES = frozenset(_READ_RESPONSE_OPCODES)
+_ENDS_READ = frozenset(map(int, (Opcode.RDMA_READ_RESPONSE_LAST, Opcode.RDMA_READ_RESPONSE_ONLY)))
 _SYNDROME_ACK = int(Syndrome.ACK)
 _BEGINS_MESSAGE = frozenset(map(int, (Opcode.SEND_FIRST, Opcode.SEND_ONLY,
                                       Opcode.RDMA_WRITE_FIRST, Opcode.RDMA_WRITE_ONLY)))
@@ -245,7 +283,8 @@ class QueuePair:
                  "_sent_high_seq", "_rto_s", "rto_deadline_s", "_retries", "_rnr_retries", "_rnr_until_s",
                  "next_send_s", "ready_s", "_pace_from_s", "_pace_bits", "_pace_rate_bps", "_expected_seq",
                  "_msn", "_nak_sent", "_dup_acked", "_unacked_packets", "_recvs", "_rx_view", "_rx_offset",
-                 "_rx_is_write", "_rx_recv", "_last_cnp_s", "_kept", "reorder_distances")
+                 "_rx_is_write", "_rx_recv", "_last_cnp_s", "_kept", "reorder_distances", "_reads", "_reads_sent",
+                 "_read_gap_asked", "_responses")
 
     def __init__(self, qpn: int, initial_psn: int, *, mac: bytes, ip: bytes, config: NicConfig,
                  memory_regions: dict[int, MemoryRegion], completions: deque[WorkCompletion]):
@@ -281,6 +320,9 @@ class QueuePair:
         self._retries = 0
         self._rnr_retries = 0
         self._rnr_until_s = 0.0
+        self._reads = 0  # READ WRs posted and not complete
+        self._reads_sent = 0  # of those, the ones before the send cursor (requested)
+        self._read_gap_asked = False  # a response was missing and the read was asked again
         self.next_send_s = 0.0  # pacer: earliest start of the next data packet
         # When the next data packet may start (pacer, RNR wait), NEVER if none can. The NIC reads
         # it for every QP at every poll and next_event, so it is kept (_update_ready) wherever what
@@ -305,6 +347,8 @@ class QueuePair:
         self._last_cnp_s = float("-inf")
         self._kept: dict[int, RocePacket] = {}  # place: packets ahead of the expected PSN, by seq
         self.reorder_distances: Counter[int] = Counter()  # PSNs ahead of the expected one → arrivals
+        # READ responses to send, in PSN order, with the ACK/NAK frames of later requests behind them.
+        self._responses: deque[_ReadResponses | bytes] = deque()
 
     # ---- setup -------------------------------------------------------------------
 
@@ -370,6 +414,12 @@ class QueuePair:
     def post_send(self, wr_id: int, data: bytes | bytearray | memoryview) -> None:
         self._post(wr_id, WcOpcode.SEND, data, 0, 0)
 
+    def post_read(self, wr_id: int, buf: bytearray | memoryview, remote_va: int, r_key: int) -> None:
+        """RDMA READ len(buf) bytes from [remote_va, …) of the peer's region r_key into buf."""
+        if memoryview(buf).readonly:
+            raise ValueError("a read lands in a writable buffer (bytearray)")
+        self._post(wr_id, _RDMA_READ, buf, remote_va, r_key)
+
     def post_recv(self, wr_id: int, buf: bytearray | memoryview) -> None:
         view = memoryview(buf).cast("B")
         if view.readonly:
@@ -392,23 +442,34 @@ class QueuePair:
         self._send_wrs.append(_SendWr(wr_id, opcode, view, remote_va, r_key, first,
                                       first + packets - 1))
         self._next_seq = first + packets
+        if opcode is _RDMA_READ:
+            self._reads += 1
         self._update_ready()
 
     # ---- requester: sending --------------------------------------------------------
 
     def _update_ready(self) -> None:
-        if (self.state is not _RTS or self._send_seq >= self._next_seq
-                or self._send_seq - self._una_seq >= self._cfg.max_inflight_packets):
+        if self._responses and self.state is _RTS:  # the responder's READ responses wait only for the pacer
+            self.ready_s = self.next_send_s
+        elif (self.state is not _RTS or self._send_seq >= self._next_seq
+                or self._send_seq - self._una_seq >= self._cfg.max_inflight_packets
+                or (self._reads_sent >= self._cfg.max_rd_atomic and self._reads
+                    and self._send_wrs[self._send_idx].opcode is _RDMA_READ)):
             self.ready_s = NEVER
         else:  # max() without the builtin's call: this runs for every packet sent
             self.ready_s = self._rnr_until_s if self._rnr_until_s > self.next_send_s else self.next_send_s
 
     def next_frame(self, now: float) -> bytes:
-        """The data packet at the send cursor; call only when ready_s ≤ now."""
+        """The next READ response, or else the data packet at the send cursor; call only when
+        ready_s ≤ now."""
+        if self._responses:
+            return self._next_response(now)
         cfg = self._cfg
         seq = self._send_seq
         wr = self._send_wrs[self._send_idx]
         index = seq - wr.first_seq
+        if wr.opcode is _RDMA_READ:
+            return self._read_request(wr, index, now)
         only, first, middle, last = wr.segment_opcodes
         is_last = seq == wr.last_seq
         extension = b""
@@ -427,6 +488,51 @@ class QueuePair:
                   or seq + 1 - self._una_seq >= cfg.max_inflight_packets)
         frame = self._tx.frame(opcode, self.remote_qpn, seq, ackreq=ackreq,
                                extension=extension, payload=payload)
+        self._sent(frame, seq, seq + 1, now)
+        return frame
+
+    def _read_request(self, wr: _SendWr, index: int, now: float) -> bytes:
+        """The READ request for the read's rest from PSN first_seq + index (all of it at first;
+        after a lost response, from the first missing one). It takes every PSN the rest's
+        responses carry."""
+        offset = index * self._pmtu
+        seq = self._send_seq
+        frame = self._tx.frame(OP_READ_REQUEST, self.remote_qpn, seq,
+                               extension=reth(wr.remote_va + offset, wr.r_key, wr.data.nbytes - offset))
+        self._send_seq = wr.last_seq + 1
+        self._send_idx += 1
+        self._reads_sent += 1
+        self._sent(frame, seq, wr.last_seq + 1, now)
+        return frame
+
+    def _next_response(self, now: float) -> bytes:
+        """The responder's next READ response (or an ACK/NAK queued behind the responses)."""
+        item = self._responses[0]
+        if isinstance(item, bytes):
+            self._responses.popleft()
+            self.counters.tx_packets += 1
+            self.counters.tx_bytes += len(item)
+            self._update_ready()
+            return item
+        index = item.sent
+        item.sent = index + 1
+        only, first, middle, last = _READ_RESPONSE_OPCODES
+        if item.count == 1:
+            opcode = only
+        else:
+            opcode = first if index == 0 else last if item.sent == item.count else middle
+        if item.sent == item.count:
+            self._responses.popleft()
+        offset = index * self._pmtu
+        frame = self._tx.frame(opcode, self.remote_qpn, item.first_seq + index,
+                               extension=b"" if opcode == middle else aeth(_SYNDROME_ACK, self._msn),
+                               payload=item.data[offset:offset + self._pmtu])
+        self.counters.read_responses_sent += 1
+        self._pace(frame, now)
+        return frame
+
+    def _sent(self, frame: bytes, seq: int, end_seq: int, now: float) -> None:
+        """Count a requester's packet that takes PSNs [seq, end_seq), start the timer and pace."""
         size = len(frame)
         counters = self.counters
         counters.tx_packets += 1
@@ -434,12 +540,16 @@ class QueuePair:
         if seq < self._sent_high_seq:
             counters.retransmitted_packets += 1
             counters.retransmitted_bytes += size
-        else:
-            self._sent_high_seq = seq + 1
+        if end_seq > self._sent_high_seq:
+            self._sent_high_seq = end_seq
         if self.rto_deadline_s == NEVER:
             self.rto_deadline_s = now + self._rto_s
-        # Pace at the congestion-control rate, counting what the wire carries.
-        wire_bytes = size + cfg.frame_overhead_bytes
+        self._pace(frame, now)
+
+    def _pace(self, frame: bytes, now: float) -> None:
+        """Pace at the congestion-control rate, counting what the wire carries."""
+        cfg = self._cfg
+        wire_bytes = len(frame) + cfg.frame_overhead_bytes
         cc = self.cc
         cc.advance(now)
         cc.on_sent(wire_bytes, now)
@@ -450,7 +560,6 @@ class QueuePair:
         self._pace_from_s, self._pace_bits, self._pace_rate_bps = start, wire_bytes * 8, rate_bps
         self.next_send_s = start + wire_bytes * 8 / rate_bps
         self._update_ready()
-        return frame
 
     def waiting(self, now: float) -> bool:
         """Whether the QP holds back a packet it has, or a gap of its pacer's, at `now`."""
@@ -497,6 +606,12 @@ class QueuePair:
             if not self._una_seq - 1 <= seq < self._sent_high_seq:
                 self.drops["ack_psn_out_of_window"] += 1
                 return
+            if self._reads:
+                acked = self._unread(seq)
+                self._acknowledge(acked, now)
+                if acked < seq:
+                    self._ask_again(acked + 1, implied=True)
+                return
             self._acknowledge(seq, now)
             return
         if kind not in (SYNDROME_KIND_NAK, SYNDROME_KIND_RNR_NAK):
@@ -506,7 +621,11 @@ class QueuePair:
         if not self._una_seq <= seq < self._sent_high_seq:
             self.drops["nak_psn_out_of_window"] += 1
             return
-        self._acknowledge(seq - 1, now)
+        acked = self._unread(seq - 1) if self._reads else seq - 1
+        self._acknowledge(acked, now)
+        if acked < seq - 1:  # what the responder sent for a read before seq was lost
+            self._ask_again(acked + 1, implied=True)
+            seq = acked + 1
         if kind == SYNDROME_KIND_RNR_NAK:
             self.counters.rnr_naks_received += 1
             self._rnr_retries += 1
@@ -535,6 +654,10 @@ class QueuePair:
         wrs = self._send_wrs
         while wrs and wrs[0].last_seq <= seq:
             wr = wrs.popleft()
+            if wr.opcode is _RDMA_READ:
+                self._reads -= 1
+                if self._send_idx > 0:  # it was requested (before the cursor)
+                    self._reads_sent -= 1
             self._send_idx -= 1
             self.counters.messages_sent += 1
             self._complete(wr.wr_id, wr.opcode, WcStatus.SUCCESS, wr.data.nbytes)
@@ -542,6 +665,7 @@ class QueuePair:
             # Acknowledged beyond the cursor (after a rewind): skip what arrived.
             self._send_seq = seq + 1
             self._send_idx = 0
+            self._reads_sent = 0
         self.rto_deadline_s = now + self._rto_s if self._una_seq < self._sent_high_seq else NEVER
         self._update_ready()
 
@@ -549,11 +673,66 @@ class QueuePair:
         """Go back N: send again from `seq`."""
         self._send_seq = seq
         self._send_idx = 0
+        self._reads_sent = 0
         for wr in self._send_wrs:
             if wr.last_seq >= seq:
                 break
             self._send_idx += 1
+            self._reads_sent += wr.opcode is _RDMA_READ
         self._update_ready()
+
+    def _unread(self, seq: int) -> int:
+        """The PSN before the first READ response still missing at or before `seq` (an ACK or
+        NAK up to `seq` acknowledges no further: the read's data has not arrived), else seq."""
+        for wr in self._send_wrs:
+            if wr.first_seq > seq:
+                break
+            if wr.opcode is _RDMA_READ:
+                missing = wr.first_seq if wr.first_seq > self._una_seq else self._una_seq
+                return missing - 1 if missing <= seq else seq
+        return seq
+
+    def _ask_again(self, seq: int, *, implied: bool = False) -> None:
+        """The READ response for `seq` is missing (a later response came, or, `implied`, an ACK or
+        NAK past it): request the read again from it, once per gap (progress clears the flag)."""
+        if self._read_gap_asked or self._send_seq <= seq:
+            return
+        self._read_gap_asked = True
+        self.counters.read_rerequests += 1
+        self.counters.implied_naks += implied
+        self._rewind(seq)
+
+    def on_read_response(self, pkt: RocePacket, now: float) -> None:
+        """An RDMA READ response for this QP's requester: the next one expected lands in the
+        read's buffer; it acknowledges everything before the read."""
+        seq = self._una_seq + psn_delta(pkt.psn, self._una_seq & PSN_MASK)
+        if seq < self._una_seq:
+            self.counters.duplicates_received += 1
+            return
+        if seq >= self._sent_high_seq:
+            self.drops["read_response_out_of_window"] += 1
+            return
+        wr = next((wr for wr in self._send_wrs if wr.opcode is _RDMA_READ), None)  # the oldest read
+        if wr is None or seq < wr.first_seq:
+            self.drops["unexpected_read_response"] += 1
+            return
+        expected = wr.first_seq if wr.first_seq > self._una_seq else self._una_seq
+        if seq != expected:  # one before it (of this read, or of an older one) was lost
+            self.counters.ooo_received += 1
+            self.drops["read_response_out_of_order"] += 1
+            self._acknowledge(wr.first_seq - 1, now)
+            self._ask_again(expected)
+            return
+        index = seq - wr.first_seq
+        offset = index * self._pmtu
+        size = len(pkt.payload)
+        ends = seq == wr.last_seq
+        if (pkt.opcode in _ENDS_READ) != ends or size != (wr.data.nbytes - offset if ends else self._pmtu):
+            self.drops["bad_read_response"] += 1
+            return
+        wr.data[offset:offset + size] = pkt.payload
+        self._read_gap_asked = False
+        self._acknowledge(seq, now)
 
     def check_timeout(self, now: float) -> None:
         if now < self.rto_deadline_s or self.state is not _RTS:
@@ -598,6 +777,8 @@ class QueuePair:
                 self.drops["psn_out_of_window"] += 1
                 return None
             self.counters.duplicates_received += 1
+            if pkt.opcode == OP_READ_REQUEST:  # its responses were lost: read again
+                return self._respond(pkt, expected + delta)
             if pkt.ackreq or not self._dup_acked:
                 self._dup_acked = True
                 self.counters.acks_sent += 1
@@ -637,22 +818,58 @@ class QueuePair:
     def _accept(self, pkt: RocePacket) -> bytes | None:
         """The expected PSN: placed, and the responder moves on; a NAK frame if it can't be."""
         expected = self._expected_seq
+        if pkt.opcode == OP_READ_REQUEST:
+            if self._rx_view is not None:  # in the middle of a SEND or WRITE
+                self.drops["bad_opcode_sequence"] += 1
+                return self._fatal_nak(Syndrome.NAK_INVALID_REQUEST, expected)
+            nak = self._respond(pkt, expected)
+            if nak is None:
+                self._expected_seq = expected + max(1, -(-pkt.dma_length // self._pmtu))
+                self._nak_sent = False
+                self._dup_acked = False
+                self._unacked_packets = 0  # the responses acknowledge what came before
+                self._msn += 1
+                self.counters.messages_received += 1
+            return nak
         nak = self._place(pkt)
         if nak is not None:
             if nak == Syndrome.RNR_NAK:
                 self._nak_sent = True  # the rest of this message is out of order until retried
                 self.counters.rnr_naks_sent += 1
                 return self._aeth_frame(nak, expected)
-            self.counters.naks_sent += 1
-            frame = self._aeth_frame(nak, expected)
-            # Invalid requests and access errors are fatal to an RC QP at both ends.
-            self._fail(_NAK_STATUS[nak], oldest=WcStatus.WR_FLUSH_ERR)
-            return frame
+            return self._fatal_nak(nak, expected)
         self._expected_seq = expected + 1
         self._nak_sent = False
         self._dup_acked = False
         self._unacked_packets += 1
         return None
+
+    def _fatal_nak(self, nak: Syndrome, expected: int) -> bytes:
+        """Invalid requests and access errors are fatal to an RC QP at both ends: the NAK, and ERROR."""
+        self.counters.naks_sent += 1
+        frame = self._aeth_frame(nak, expected)
+        self._fail(_NAK_STATUS[nak], oldest=WcStatus.WR_FLUSH_ERR)
+        return frame
+
+    def _respond(self, pkt: RocePacket, seq: int) -> bytes | None:
+        """Queue the responses to a READ request for PSN `seq`; a fatal NAK if the region does
+        not hold what it asks for."""
+        mr = self._mrs.get(pkt.r_key)
+        view = mr.window(pkt.va, pkt.dma_length) if mr is not None else None
+        if view is None:
+            self.drops["remote_access_error"] += 1
+            return self._fatal_nak(Syndrome.NAK_REMOTE_ACCESS_ERROR, seq)
+        self._responses.append(_ReadResponses(seq, view, max(1, -(-pkt.dma_length // self._pmtu))))
+        self._update_ready()
+        return None
+
+    def queue_behind_responses(self, frame: bytes) -> bool:
+        """Whether the ACK or NAK `frame` waits behind READ responses still to go (the responder
+        answers in PSN order), rather than going out as a control frame."""
+        if not self._responses:
+            return False
+        self._responses.append(frame)
+        return True
 
     def _place(self, pkt: RocePacket) -> Syndrome | None:
         """Put an in-order packet's payload where it belongs; a NAK syndrome if it can't."""
@@ -745,6 +962,8 @@ class QueuePair:
             self._complete(wr.wr_id, wr.opcode, (oldest or status) if i == 0
                            else WcStatus.WR_FLUSH_ERR, wr.data.nbytes)
         self._send_wrs.clear()
+        self._reads = self._reads_sent = 0
+        self._responses.clear()
         if self._rx_recv is not None:
             self._recvs.appendleft(self._rx_recv)
             self._rx_recv = None

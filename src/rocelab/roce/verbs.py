@@ -6,7 +6,7 @@ namespace; the agent serves the
 same control ops as nicd (ping, counters, the job ops of rocelab.traffic.host), so the
 job, its plans, its runner and its report do not change. The agent drives the device
 through `VerbsNic`, which offers the NIC core's verbs (create_qp, connect, post_send,
-post_write, post_recv, poll_completions, register_mr, counters) on top of pyverbs.
+post_write, post_read, post_recv, poll_completions, register_mr, counters) on top of pyverbs.
 
 Written against pyverbs' documented API (rdma-core Documentation/pyverbs.md and the
 pyverbs sources: Context, PD, CQ, QP with QPInitAttr/QPCap/QPAttr and to_rts,
@@ -60,7 +60,8 @@ HW_COUNTERS = {
 }
 _MTU_ENUM = {256: "IBV_MTU_256", 512: "IBV_MTU_512", 1024: "IBV_MTU_1024", 2048: "IBV_MTU_2048",
              4096: "IBV_MTU_4096"}
-_WC_OPCODES = ("SEND", "RDMA_WRITE", "RECV")
+_WC_OPCODES = ("SEND", "RDMA_WRITE", "RDMA_READ", "RECV")
+MAX_RD_ATOMIC = 16  # outstanding READs per QP, as the emulated NIC's default (ConnectX's)
 
 
 def require_pyverbs() -> SimpleNamespace:
@@ -170,7 +171,7 @@ class VerbsNic:
         cap = pv.qp.QPCap(max_send_wr=2 * SEND_DEPTH + 2, max_recv_wr=RECV_DEPTH + 1, max_send_sge=1, max_recv_sge=1)
         init = pv.qp.QPInitAttr(qp_type=e.IBV_QPT_RC, scq=self.cq, rcq=self.cq, cap=cap)
         attr = pv.qp.QPAttr(port_num=PORT)
-        attr.qp_access_flags = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE
+        attr.qp_access_flags = self._remote_access()
         qp = pv.qp.QP(self.pd, init, attr)  # an RC QP comes back in INIT
         self._qps[qp.qp_num] = qp
         self._psn[qp.qp_num] = random.getrandbits(24)
@@ -183,11 +184,11 @@ class VerbsNic:
         attr.dest_qp_num = remote_qpn
         attr.rq_psn = remote_psn
         attr.sq_psn = self._psn[qpn]
-        attr.max_rd_atomic = attr.max_dest_rd_atomic = 1
+        attr.max_rd_atomic = attr.max_dest_rd_atomic = MAX_RD_ATOMIC
         attr.min_rnr_timer = 12
         attr.timeout = 14
         attr.retry_cnt = attr.rnr_retry = 7
-        attr.qp_access_flags = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE
+        attr.qp_access_flags = self._remote_access()
         route = pv.addr.GlobalRoute(dgid=pv.addr.GID(roce_v2_gid(remote_ip)), sgid_index=self.gid_index,
                                     hop_limit=64, traffic_class=self._dscp << 2)
         attr.ah_attr = pv.addr.AHAttr(gr=route, is_global=1, port_num=PORT)
@@ -197,10 +198,13 @@ class VerbsNic:
         self._qps.pop(qpn).close()
         self._psn.pop(qpn, None)
 
-    def register_mr(self, buf: bytearray) -> _Region:
-        """A remote-writable region as long as `buf` (the device allocates its own memory)."""
+    def _remote_access(self) -> int:
         e = self._e
-        mr = self._pv.mr.MR(self.pd, max(len(buf), 1), e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE)
+        return e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
+
+    def register_mr(self, buf: bytearray) -> _Region:
+        """A region peers may write and read, as long as `buf` (the device allocates its own memory)."""
+        mr = self._pv.mr.MR(self.pd, max(len(buf), 1), self._remote_access())
         self._regions[mr.rkey] = mr
         return _Region(mr.buf, mr.rkey)
 
@@ -216,6 +220,12 @@ class VerbsNic:
     def post_write(self, qpn: int, wr_id: int, data, *, remote_va: int, r_key: int) -> None:
         wr = self._pv.wr.SendWR(wr_id=wr_id, opcode=self._e.IBV_WR_RDMA_WRITE, num_sge=1,
                                 sg=[self._sge(self._send_mr, len(data))])
+        wr.set_wr_rdma(r_key, remote_va)
+        self._qps[qpn].post_send(wr)
+
+    def post_read(self, qpn: int, wr_id: int, buf, *, remote_va: int, r_key: int) -> None:
+        wr = self._pv.wr.SendWR(wr_id=wr_id, opcode=self._e.IBV_WR_RDMA_READ, num_sge=1,
+                                sg=[self._sge(self._recv_mr, len(buf))])
         wr.set_wr_rdma(r_key, remote_va)
         self._qps[qpn].post_send(wr)
 

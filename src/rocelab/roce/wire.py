@@ -80,6 +80,11 @@ class Opcode(IntEnum):
     RDMA_WRITE_MIDDLE = 0x07
     RDMA_WRITE_LAST = 0x08
     RDMA_WRITE_ONLY = 0x0A
+    RDMA_READ_REQUEST = 0x0C
+    RDMA_READ_RESPONSE_FIRST = 0x0D
+    RDMA_READ_RESPONSE_MIDDLE = 0x0E
+    RDMA_READ_RESPONSE_LAST = 0x0F
+    RDMA_READ_RESPONSE_ONLY = 0x10
     ACKNOWLEDGE = 0x11
     CNP = 0x81
 
@@ -94,6 +99,11 @@ EXTENSION_BYTES = {
     Opcode.RDMA_WRITE_MIDDLE: 0,
     Opcode.RDMA_WRITE_LAST: 0,
     Opcode.RDMA_WRITE_ONLY: RETH_BYTES,
+    Opcode.RDMA_READ_REQUEST: RETH_BYTES,
+    Opcode.RDMA_READ_RESPONSE_FIRST: AETH_BYTES,
+    Opcode.RDMA_READ_RESPONSE_MIDDLE: 0,
+    Opcode.RDMA_READ_RESPONSE_LAST: AETH_BYTES,
+    Opcode.RDMA_READ_RESPONSE_ONLY: AETH_BYTES,
     Opcode.ACKNOWLEDGE: AETH_BYTES,
     Opcode.CNP: len(CNP_RESERVED),
 }
@@ -103,7 +113,9 @@ _EXTENSION_BY_INT = {int(op): n for op, n in EXTENSION_BYTES.items()}
 # an IntEnum.
 OP_ACKNOWLEDGE = int(Opcode.ACKNOWLEDGE)
 OP_CNP = int(Opcode.CNP)
-_WITH_RETH = frozenset((int(Opcode.RDMA_WRITE_FIRST), int(Opcode.RDMA_WRITE_ONLY)))
+_WITH_RETH = frozenset(map(int, (Opcode.RDMA_WRITE_FIRST, Opcode.RDMA_WRITE_ONLY, Opcode.RDMA_READ_REQUEST)))
+_WITH_AETH = frozenset(map(int, (Opcode.ACKNOWLEDGE, Opcode.RDMA_READ_RESPONSE_FIRST, Opcode.RDMA_READ_RESPONSE_LAST,
+                                 Opcode.RDMA_READ_RESPONSE_ONLY)))
 
 
 class Syndrome(IntEnum):
@@ -222,7 +234,8 @@ def aeth(syndrome: int, msn: int) -> bytes:
 class RocePacket:
     """A parsed, ICRC-checked RoCEv2 packet. `payload` is a view into the frame, pad removed.
 
-    RETH fields are set on RDMA_WRITE_FIRST/ONLY, AETH fields on ACKNOWLEDGE (else 0).
+    RETH fields are set on RDMA_WRITE_FIRST/ONLY and RDMA_READ_REQUEST, AETH fields on ACKNOWLEDGE and
+    RDMA_READ_RESPONSE_FIRST/LAST/ONLY (else 0).
     """
 
     __slots__ = ("src_ip", "dst_ip", "ecn", "dscp", "opcode", "becn", "dest_qpn", "ackreq",
@@ -331,7 +344,7 @@ def parse_frame(frame: bytes) -> RocePacket | PauseFrame:
     pkt.va = pkt.r_key = pkt.dma_length = pkt.syndrome = pkt.msn = 0
     if opcode in _WITH_RETH:
         pkt.va, pkt.r_key, pkt.dma_length = RETH.unpack_from(frame, bth + BTH_BYTES)
-    elif opcode == OP_ACKNOWLEDGE:
+    elif opcode in _WITH_AETH:
         word = AETH.unpack_from(frame, bth + BTH_BYTES)[0]
         pkt.syndrome = word >> 24
         pkt.msn = word & 0xFFFFFF

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Callable, Protocol
 
 from rocelab.traffic.patterns import Step
-from rocelab.traffic.runner import VERBS, PeerQps, PlanRunner, Transport, largest_message
+from rocelab.traffic.runner import REGION_HOLDS, VERBS, PeerQps, PlanRunner, Transport, largest_message
 
 STALE_S = 60.0
 JOB_OPS = ("job_prepare", "job_connect", "job_start", "job_status", "job_result", "job_end")
@@ -124,8 +124,8 @@ class JobHost:
             job.qpns[peer] = [qp.qpn for qp in made]
             qps[peer] = [{"qpn": qp.qpn, "psn": qp.initial_psn} for qp in made]
         region = None
-        if verb == "write":
-            size = largest_message(steps, nqps, job.options["message_bytes"], "recvs")
+        if verb in REGION_HOLDS:  # write: where the peers' WRITEs land; read: what the peers read
+            size = largest_message(steps, nqps, job.options["message_bytes"], REGION_HOLDS[verb])
             job.region = self._nic.register_mr(bytearray(size))
             region = {"va": job.region.va, "r_key": job.region.r_key}
         return {"ip": self._ip, "port_rate_bps": self._rate_bps, "qps": qps, "region": region}

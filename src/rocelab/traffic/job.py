@@ -253,8 +253,8 @@ def bw_spec(src: str, dst: str, *, message_bytes: int, qps: int, messages: int, 
 
 
 def bw_summary(report: Mapping, sender: Mapping, message_bytes: int) -> dict:
-    """perftest's columns from the sender's progress samples ([time, bytes, messages]
-    acknowledged since the previous one): average bandwidth, peak bandwidth (the best window
+    """perftest's columns from the progress samples of the host that posted the work ([time,
+    bytes, messages] acknowledged, or read, since the previous one): average bandwidth, peak bandwidth (the best window
     lasting at least PEAK_WINDOW of the run: ACKs are coalesced, so single completions come
     in bursts), message rate."""
     tdf = report["tdf"]
@@ -274,7 +274,7 @@ def bw_summary(report: Mapping, sender: Mapping, message_bytes: int) -> dict:
         if times[k] - times[j] >= PEAK_WINDOW * seconds:
             peak = max(peak, 8 * (done_bytes[k] - done_bytes[j]) / (times[k] - times[j]))
     peak = max(peak, average)
-    return {"message_bytes": message_bytes, "messages": messages, "qps": report["qps"],
+    return {"message_bytes": message_bytes, "messages": messages, "qps": report["qps"], "verb": report["verb"],
             "time_s": {"emulated": seconds, "production": seconds / tdf},
             "bw_average_bps": {"emulated": average, "production": average * tdf},
             "bw_peak_bps": {"emulated": peak, "production": peak * tdf},
@@ -284,27 +284,37 @@ def bw_summary(report: Mapping, sender: Mapping, message_bytes: int) -> dict:
 
 
 def run_bw(record: LabState, src: str, dst: str, *, message_bytes: int, qps: int, duration_s: float,
-           on_progress: Callable[[Progress], None] | None = None) -> dict:
-    """Stream from src to dst for about `duration_s` of wall time at line rate."""
+           on_progress: Callable[[Progress], None] | None = None, verb: str = "write") -> dict:
+    """Stream from src to dst for about `duration_s` of wall time at line rate: src WRITEs, or
+    with verb "read" dst READs from src (ib_read_bw, run on dst)."""
     rate_bps = _port_rate(record, src)
     messages = max(1, round(duration_s * rate_bps / 8 / message_bytes))
-    spec = replace(bw_spec(src, dst, message_bytes=message_bytes, qps=qps, messages=messages), source="bw")
+    spec = replace(bw_spec(src, dst, message_bytes=message_bytes, qps=qps, messages=messages, verb=verb), source="bw")
     report, results = run_job(record, spec, on_progress=on_progress, record_messages=True)
-    return {"src": src, "dst": dst, **bw_summary(report, results[src], message_bytes), "fidelity": report["fidelity"],
-            "job": report}
+    poster = dst if verb == "read" else src
+    return {"src": src, "dst": dst, **bw_summary(report, results[poster], message_bytes),
+            "fidelity": report["fidelity"], "job": report}
 
 
-def run_latency(record: LabState, src: str, dst: str, *, message_bytes: int, iterations: int) -> dict:
-    """perftest's ib_write_lat: `iterations` round trips of one RDMA WRITE each way; one-way
-    latencies (half each round trip, as the sender sees it), emulated seconds sorted, and the
-    emulation's timing resolution (`resolution_s`: how late an agent may run an event)."""
+def run_latency(record: LabState, src: str, dst: str, *, message_bytes: int, iterations: int,
+                verb: str = "write") -> dict:
+    """perftest's ib_write_lat: `iterations` round trips of one RDMA WRITE each way, the
+    latency half of each round trip as src sees it; or ib_read_lat (verb "read"): `iterations`
+    RDMA READs by src of dst's region, one at a time, the latency each whole round trip (as
+    perftest reports a READ's). Latencies in emulated seconds, sorted, and the emulation's timing
+    resolution (`resolution_s`: how late an agent may run an event)."""
     _port_rate(record, src)
-    spec = JobSpec(pattern="pingpong", hosts=(src, dst), size_bytes=message_bytes, iterations=iterations,
-                   message_bytes=message_bytes, verb="write", source="lat")
+    if verb == "read":  # dst's data to src, pulled by src: an elephant from dst, one message an iteration
+        spec = JobSpec(pattern="elephant", hosts=(dst, src), size_bytes=message_bytes, iterations=iterations,
+                       message_bytes=message_bytes, verb="read", source="lat")
+    else:
+        spec = JobSpec(pattern="pingpong", hosts=(src, dst), size_bytes=message_bytes, iterations=iterations,
+                       message_bytes=message_bytes, verb="write", source="lat")
     report, results = run_job(record, spec)
-    one_way = sorted((i["end_s"] - i["start_s"]) / 2 for i in results[src]["iterations"])
-    return {"src": src, "dst": dst, "message_bytes": message_bytes, "iterations": len(one_way),
-            "one_way_s": one_way, "tdf": record.tdf, "fidelity": report["fidelity"],
+    share = 1 if verb == "read" else 2
+    latency = sorted((i["end_s"] - i["start_s"]) / share for i in results[src]["iterations"])
+    return {"src": src, "dst": dst, "verb": verb, "message_bytes": message_bytes, "iterations": len(latency),
+            "latency_s": latency, "tdf": record.tdf, "fidelity": report["fidelity"],
             "resolution_s": record.fidelity_bound_s}
 
 

@@ -9,6 +9,11 @@ Transfers move as SEND messages by default: the receiver's RECV completion is th
 signal, with no extra packet. With verb "write" each message is an RDMA WRITE into the
 peer's registered region followed by an empty SEND on the same QP; RC delivers in order,
 so that SEND's arrival proves the WRITE landed (the NIC core has no WRITE with immediate).
+With verb "read" the receiver pulls: it posts RDMA READs of the sender's registered region
+when its step begins, and a read's completion is the arrival. The sender takes no part (its
+NIC answers the reads): its steps end at once, its iterations are marked passive and left out
+of the job's timing, and its NIC's counters (the responses it sent, the CNPs it took) are
+not in the job's per-iteration counters.
 
 A transfer is cut for the wire: an equal share per QP to that peer (each QP has its own
 UDP source port, so ECMP can spread them), each share into messages of at most
@@ -27,10 +32,13 @@ from typing import Iterator, Mapping, Protocol, Sequence
 
 from rocelab.traffic.patterns import Step, chunk_sizes
 
-SEND_DEPTH = 128
+SEND_DEPTH = 128  # and READs: the NIC keeps max_rd_atomic of them on the wire, the rest wait on the QP
 RECV_DEPTH = 64
 SAMPLE_S = 1e-3  # bw: one progress sample per millisecond at most
-VERBS = ("send", "write")
+VERBS = ("send", "write", "read")
+# The verbs that need a registered region on each host, and whose messages size it: the ones it
+# receives (WRITEs land in it) or the ones it sends (READs are served from it).
+REGION_HOLDS = {"write": "recvs", "read": "sends"}
 
 READY, WAITING, RUNNING, GAP, DONE, FAILED = "ready", "waiting", "running", "compute-gap", "done", "failed"
 
@@ -38,7 +46,7 @@ READY, WAITING, RUNNING, GAP, DONE, FAILED = "ready", "waiting", "running", "com
 class Completion(Protocol):
     wr_id: int
     qpn: int
-    opcode: str  # RDMA_WRITE, SEND, RECV
+    opcode: str  # RDMA_WRITE, RDMA_READ, SEND, RECV
     status: str  # SUCCESS or an error name
     byte_len: int
 
@@ -49,6 +57,8 @@ class Transport(Protocol):
     def post_write(self, qpn: int, wr_id: int, data: bytes | memoryview, *, remote_va: int,
                    r_key: int) -> None: ...
 
+    def post_read(self, qpn: int, wr_id: int, buf: memoryview, *, remote_va: int, r_key: int) -> None: ...
+
     def post_recv(self, qpn: int, wr_id: int, buf: bytearray | memoryview) -> None: ...
 
     def poll_completions(self) -> list[Completion]: ...
@@ -58,7 +68,7 @@ class Transport(Protocol):
 
 @dataclass(frozen=True)
 class PeerQps:
-    """This host's QPs to one peer, and the peer's region for verb "write"."""
+    """This host's QPs to one peer, and the peer's region for verbs "write" and "read"."""
 
     qpns: tuple[int, ...]
     remote_va: int = 0
@@ -131,10 +141,11 @@ class PlanRunner:
         self._nqps = nqps
         out_bytes = largest_message(self._steps, nqps, message_bytes, "sends")
         self._send_buf = memoryview((bytes(range(256)) * (out_bytes // 256 + 1))[:out_bytes])
-        # SEND lands here; with verb "write" the data lands in the host's region and only the
-        # empty notification SEND takes a receive.
-        in_bytes = largest_message(self._steps, nqps, message_bytes, "recvs") if verb == "send" else 0
-        self._recv_buf = bytearray(in_bytes)
+        # SEND and READ land here; with verb "write" the data lands in the host's region and only
+        # the empty notification SEND takes a receive.
+        in_bytes = largest_message(self._steps, nqps, message_bytes, "recvs") if verb != "write" else 0
+        self._recv_buf = memoryview(bytearray(in_bytes))
+        self._passive = verb == "read" and not any(step.recvs for step in self._steps)
         self._peer_of = {qpn: p for p, q in self._peers.items() for qpn in q.qpns}
         # Receive side: what each QP will carry, in order, over the whole job.
         self._flow_recv_msgs = [self._by_peer(step.recvs, messages=True) for step in self._steps]
@@ -162,10 +173,12 @@ class PlanRunner:
         self._iter_start = 0.0
         self._iter_counters: dict[str, float] = {}
         self.bytes_sent = self.bytes_received = 0
-        self._bytes_to_send = iterations * sum(t.size_bytes for step in self._steps for t in step.sends)
+        self._bytes_to_send = 0 if verb == "read" else iterations * sum(
+            t.size_bytes for step in self._steps for t in step.sends)
         self._bytes_to_receive = iterations * sum(t.size_bytes for step in self._steps for t in step.recvs)
         self._log_sends: list[list] = []  # [iteration, step, peer, bytes, posted_at, done_at]
         self._log_recvs: list[list] = []  # [iteration, step, peer, bytes, arrived_at]
+        self._log_pulls: list[list] = []  # read: [iteration, step, peer, bytes, posted_at]
         self._log_steps: list[list] = []  # [iteration, step, start, end]
         self._log_iterations: list[dict] = []
         self._log_messages: list[list] = []  # bw: [time, bytes, messages] acknowledged since the last sample
@@ -193,6 +206,8 @@ class PlanRunner:
                             yield i, s, peer, size
 
     def _refill(self, qpn: int) -> None:
+        if self._verb == "read":  # nothing to receive into: reads are posted as steps begin
+            return
         posted = self._posted_recvs[qpn]
         incoming = self._incoming[qpn]
         while len(posted) < RECV_DEPTH:
@@ -243,6 +258,9 @@ class PlanRunner:
             return False
         if wc.opcode == "RECV":
             self._on_arrival(wc, now)
+        elif wc.opcode == "RDMA_READ":
+            self._on_arrival(wc, now)
+            return self.state != FAILED and self._post_sends(wc.qpn)
         elif wc.opcode == "SEND":
             return self._on_sent(wc.qpn, now)
         return False  # an RDMA WRITE: its notification SEND completes the message
@@ -253,13 +271,15 @@ class PlanRunner:
             self.fail(f"QP {wc.qpn:#x} received a message the plan does not expect")
             return
         i, s, peer, size = posted.popleft()
-        if self._verb == "send" and wc.byte_len != size:
+        if self._verb != "write" and wc.byte_len != size:
             self.fail(f"a message from {peer} (iteration {i}, step {s}) carried {wc.byte_len} B, "
                       f"the plan says {size} B")
             return
         self.bytes_received += size
         key = (i, s)
         self._recv_left[key] = self._recv_left.get(key, self._step_recv_msgs[s]) - 1
+        if self._record_messages and self._verb == "read":
+            self._sample(now, size, last=not self._recv_left[key])
         flow = (i, s, peer)
         left = self._flow_left.get(flow, self._flow_recv_msgs[s][peer]) - 1
         if left:
@@ -279,23 +299,28 @@ class PlanRunner:
         self.bytes_sent += size
         self._send_left -= 1
         if self._record_messages:
-            self._sample(now, size)
+            self._sample(now, size, last=not self._send_left)
         self._send_flow_left[peer] -= 1
         if not self._send_flow_left[peer]:
             self._send_flow_log[peer][5] = now
         return self._post_sends(qpn)
 
-    def _sample(self, now: float, size: int) -> None:
+    def _sample(self, now: float, size: int, *, last: bool) -> None:
+        """bw: count a message acknowledged (sent) or read; a sample per SAMPLE_S, and at the last."""
         pending = self._unsampled
         pending[0] += size
         pending[1] += 1
-        last = self._log_messages[-1][0] if self._log_messages else self._step_start
-        if now - last >= SAMPLE_S or not self._send_left:
+        previous = self._log_messages[-1][0] if self._log_messages else self._step_start
+        if now - previous >= SAMPLE_S or last:
             self._log_messages.append([now, *pending])
             self._unsampled = [0, 0]
 
     def _post_sends(self, qpn: int) -> bool:
-        outgoing, posted = self._outgoing[qpn], self._posted_sends[qpn]
+        """The next messages of this step on the QP, up to SEND_DEPTH posted: SENDs, WRITEs (each
+        with its notification SEND) or, with verb read, READs of the peer's region."""
+        reading = self._verb == "read"
+        outgoing = self._outgoing[qpn]
+        posted = self._posted_recvs[qpn] if reading else self._posted_sends[qpn]
         peer_name = self._peer_of[qpn]
         peer = self._peers[peer_name]
         any_posted = False
@@ -304,14 +329,17 @@ class PlanRunner:
             if size is None:
                 outgoing.popleft()
                 continue
-            data = self._send_buf[:size]
             wr_id = self._wr_id()
-            if self._verb == "write":
-                self._t.post_write(qpn, wr_id, data, remote_va=peer.remote_va, r_key=peer.r_key)
+            if reading:
+                self._t.post_read(qpn, wr_id, self._recv_buf[:size], remote_va=peer.remote_va, r_key=peer.r_key)
+                posted.append((self._iteration, self._step, peer_name, size))
+            elif self._verb == "write":
+                self._t.post_write(qpn, wr_id, self._send_buf[:size], remote_va=peer.remote_va, r_key=peer.r_key)
                 self._t.post_send(qpn, wr_id, b"")
+                posted.append((peer_name, size))
             else:
-                self._t.post_send(qpn, wr_id, data)
-            posted.append((peer_name, size))
+                self._t.post_send(qpn, wr_id, self._send_buf[:size])
+                posted.append((peer_name, size))
             any_posted = True
         return any_posted
 
@@ -330,6 +358,18 @@ class PlanRunner:
         self._send_flow_left = {}
         self._send_flow_log = {}
         self._send_left = 0
+        if self._verb == "read":
+            self._queue_pulls(step, now)
+        else:
+            self._queue_sends(step, now)
+        posted = False
+        for qpn in self._outgoing:
+            posted |= self._post_sends(qpn)
+        return posted
+
+    def _queue_sends(self, step: Step, now: float) -> None:
+        """This step's transfers from this host, cut into messages per QP."""
+        i, s = self._iteration, self._step
         for t in step.sends:
             nqps = self._nqps[t.peer]
             for index, qpn in enumerate(self._peers[t.peer].qpns):
@@ -342,10 +382,20 @@ class PlanRunner:
                 entry = self._send_flow_log[t.peer] = [i, s, t.peer, 0, now, now]
                 self._log_sends.append(entry)
             entry[3] += t.size_bytes
-        posted = False
-        for qpn in self._outgoing:
-            posted |= self._post_sends(qpn)
-        return posted
+
+    def _queue_pulls(self, step: Step, now: float) -> None:
+        """read: this step's transfers to this host, as READs of the senders' regions."""
+        i, s = self._iteration, self._step
+        pulled: dict[str, list] = {}
+        for t in step.recvs:
+            nqps = self._nqps[t.peer]
+            for index, qpn in enumerate(self._peers[t.peer].qpns):
+                self._outgoing[qpn].append(qp_messages(t.size_bytes, nqps, index, self._message_bytes))
+            entry = pulled.get(t.peer)
+            if entry is None:
+                entry = pulled[t.peer] = [i, s, t.peer, 0, now]
+                self._log_pulls.append(entry)
+            entry[3] += t.size_bytes
 
     def _step_complete(self) -> bool:
         return self._send_left == 0 and self._recv_left[(self._iteration, self._step)] == 0
@@ -360,7 +410,7 @@ class PlanRunner:
             return self._begin_step(now)
         counters = counter_snapshot(self._t.counters())
         self._log_iterations.append({"index": i, "start_s": self._iter_start, "end_s": now,
-                                     "counters": _delta(counters, self._iter_counters)})
+                                     "counters": _delta(counters, self._iter_counters), "passive": self._passive})
         self._iteration = i + 1
         if self._iteration == self._iterations:
             self.state = DONE
@@ -393,4 +443,5 @@ class PlanRunner:
     def result(self) -> dict:
         """Everything the job report is computed from; times on the shell's clock."""
         return {**self.status(), "iterations": self._log_iterations, "steps": self._log_steps,
-                "sends": self._log_sends, "recvs": self._log_recvs, "messages": self._log_messages}
+                "sends": self._log_sends, "recvs": self._log_recvs, "pulls": self._log_pulls,
+                "messages": self._log_messages}

@@ -14,7 +14,7 @@ from rocelab.roce import Nic, NicConfig, dilate
 from rocelab.roce.sim import FabricSim
 from rocelab.traffic.patterns import Plan
 from rocelab.traffic.summary import build_report
-from rocelab.traffic.runner import DONE, FAILED, PeerQps, PlanRunner, largest_message
+from rocelab.traffic.runner import DONE, FAILED, REGION_HOLDS, PeerQps, PlanRunner, largest_message
 
 START_S = 1e-3
 
@@ -44,10 +44,11 @@ def run_in_sim(plan: Plan, *, iterations: int = 1, qps: int = 1, message_bytes: 
             qpns[a].setdefault(b, []).append(qa.qpn)
             qpns[b].setdefault(a, []).append(qb.qpn)
     regions = {}
-    if verb == "write":
+    if verb in REGION_HOLDS:
         for h in plan.hosts:
             nqps = {p: qps for p in qpns[h]}
-            regions[h] = nics[h].register_mr(bytearray(largest_message(plan.steps[h], nqps, message_bytes, "recvs")))
+            regions[h] = nics[h].register_mr(bytearray(largest_message(plan.steps[h], nqps, message_bytes,
+                                                                       REGION_HOLDS[verb])))
     runners = {}
     for h in plan.hosts:
         peers = {p: PeerQps(tuple(q), regions[p].va if regions else 0, regions[p].r_key if regions else 0)

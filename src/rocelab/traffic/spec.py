@@ -9,7 +9,7 @@ A pattern file names a pattern and how to run it:
     compute_gap: 1ms            # production time between syncs (× TDF in the lab)
     qps: 1                      # QPs per peer, each with its own UDP source port
     message_size: 1MiB          # largest message a transfer is cut into
-    verb: send                  # send | write (WRITE + an empty SEND as notification)
+    verb: send                  # send | write (WRITE + an empty SEND as notification) | read (receiver pulls)
     options: {root: h4}         # the pattern's own options
     stall_timeout: 20s          # fail if nothing moves for this long (wall time)
 

@@ -70,14 +70,16 @@ def _counters_view(total: Mapping[str, float], tdf: float) -> dict:
 
 
 def flow_completion_times(results: Mapping[str, Mapping]) -> dict[int, list[float]]:
-    """Per iteration, the completion time of every flow (sender's post → receiver's last byte)."""
+    """Per iteration, the completion time of every flow (sender's post → receiver's last byte;
+    with verb read, the receiver's first READ posted → its last byte)."""
     arrived = {(i, s, src, dst): at for dst, r in results.items() for i, s, src, _, at in r["recvs"]}
+    posted = [((i, s, src, dst), at) for src, r in results.items() for i, s, dst, _, at, _ in r["sends"]]
+    posted += [((i, s, src, dst), at) for dst, r in results.items() for i, s, src, _, at in r.get("pulls", ())]
     fcts: dict[int, list[float]] = {}
-    for src, r in results.items():
-        for i, s, dst, _, posted_at, _ in r["sends"]:
-            at = arrived.get((i, s, src, dst))
-            if at is not None:
-                fcts.setdefault(i, []).append(at - posted_at)
+    for flow, posted_at in posted:
+        at = arrived.get(flow)
+        if at is not None:
+            fcts.setdefault(flow[0], []).append(at - posted_at)
     return fcts
 
 
@@ -93,7 +95,9 @@ def build_report(*, lab: str, plan: Plan, results: Mapping[str, Mapping], tdf: f
         rounds = [r["iterations"][i] for r in results.values() if len(r["iterations"]) > i]
         if len(rounds) < len(results):
             break  # a host never finished it (failed job): report what completed
-        start, end = min(x["start_s"] for x in rounds), max(x["end_s"] for x in rounds)
+        # A read job's data sources take no part (their NICs answer): the readers' rounds time it.
+        timed = [x for x in rounds if not x.get("passive")] or rounds
+        start, end = min(x["start_s"] for x in timed), max(x["end_s"] for x in timed)
         seconds = max(end - start, 1e-12)
         algbw = size_bits / seconds
         raw_counters.append(_sum_counters([x["counters"] for x in rounds]))
@@ -117,7 +121,12 @@ def build_report(*, lab: str, plan: Plan, results: Mapping[str, Mapping], tdf: f
             "flow_jain": _flow_jain(fcts, len(per_iteration)),
             "counters": _counters_view(_sum_counters(raw_counters), tdf),
         }
-    ranks = {h: {"bytes_sent": r["bytes_sent"], "bytes_received": r["bytes_received"],
+    served: dict[str, int] = {}  # read: a host's sends are what its peers read from it
+    for r in results.values():
+        for _, _, src, size, _ in r["recvs"]:
+            served[src] = served.get(src, 0) + size
+    ranks = {h: {"bytes_sent": served.get(h, 0) if verb == "read" else r["bytes_sent"],
+                 "bytes_received": r["bytes_received"],
                  "plan_bytes_sent": plan.bytes_sent(h) * iterations,
                  "plan_bytes_received": plan.bytes_received(h) * iterations,
                  "steps_per_iteration": len(plan.steps[h])} for h, r in results.items()}
