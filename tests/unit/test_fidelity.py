@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, replace
 
 import pytest
 
+from rocelab.engines.state import LabState
 from rocelab.kernel.loop import LATENESS_BOUNDS_S, Loop, LoopStats
 from rocelab.model.scenario import Case, evaluate, parse_check
 from rocelab.runtime.fidelity import (AgentTiming, cpu_share, cpu_times, headroom_drops, judge, switch_pipelines,
@@ -114,6 +116,33 @@ def test_lossless_drops_beyond_what_lateness_explains_are_the_fabrics():
     assert judged.judge_headroom(headroom_drops(pg_counters(6, 0), LINKS), windows).kept_up
     # Lossy PGs tail-drop by design; headroom drops are a lossless PG's only.
     assert headroom_drops(pg_counters(1, 41_540, lossless=False), LINKS) == []
+
+
+def test_headroom_drops_in_a_window_are_those_since_the_counters_read_before_it():
+    """A job's judgement (rocelab.traffic.job.run_job) reads the counters before and after it, as
+    they run on from the last clear: only the drops in between count, over the frames in between."""
+    before, after = pg_counters(4, 41_540), pg_counters(6, 41_540)
+    after["leaf1"]["ports"]["eth2"]["pgs"][3] |= {"rx_packets": 1_700, "rx_bytes": 700 * 4154 + 1_000 * 1_000}
+    (drop,) = headroom_drops(after, LINKS, since=before)
+    assert drop.drops == 2 and drop.frame_bytes == pytest.approx(1_000)
+    assert headroom_drops(pg_counters(4, 41_540), LINKS, since=before) == []  # none in the window
+    # Cleared meanwhile: what the counters hold is all since the clear, within the window.
+    assert headroom_drops(pg_counters(1, 41_540), LINKS, since=before)[0].drops == 1
+
+
+def test_a_labs_state_keeps_its_links_for_the_headroom_judgement():
+    from rocelab.engines.netns import plan
+    from rocelab.model.lab import load_lab
+    from rocelab.runtime.fidelity import port_links, record_links
+
+    lab = replace(load_lab("lab-pfc"), tdf=2000)
+    record = LabState.from_json(json.loads(json.dumps(plan(lab).to_json())))
+    assert record_links(record) == port_links(lab.fabric) and record_links(record)
+    old = json.loads(json.dumps(plan(lab).to_json()))
+    for node in old["nodes"]:  # the state of a lab brought up before the links were kept
+        for interface in node["interfaces"]:
+            del interface["rate_bps"], interface["cable_m"]
+    assert record_links(LabState.from_json(old)) == {}
 
 
 def test_a_late_verdict_says_how_busy_the_machine_was_and_what_its_host_took():

@@ -35,6 +35,7 @@ from rocelab.engines.state import InterfaceState, LabState, NodeState
 from rocelab.model.kinds import Agent, builtin_dataplanes, builtin_nic_backends
 from rocelab.model.tdf import TdfChoice, frame_bytes
 from rocelab.roce.config import roce_config
+from rocelab.fabric.finding import cable_m
 from rocelab.model.topology import HOST_POOL, Fabric, Node, refuse_nos_nodes
 from rocelab.routing.bgp import BgpConfig
 from rocelab.routing.design import lab_bgp
@@ -91,7 +92,8 @@ def plan(lab: Lab, engine: str = "netns", tdf_choice: TdfChoice | None = None,
     fabric = lab.fabric
     nodes = [
         NodeState(node.name, node.role, netns_name(lab.name, node.name), [
-            InterfaceState(p.name, str(p.address), f"{p.peer_node}:{p.peer_port}", p.mac) for p in node.ports
+            InterfaceState(p.name, str(p.address), f"{p.peer_node}:{p.peer_port}", p.mac,
+                           fabric.links[p.link].rate_bps, cable_m(fabric.links[p.link])) for p in node.ports
         ])
         for node in fabric.nodes
     ]

@@ -22,6 +22,10 @@ class InterfaceState:
     address: str
     peer: str  # "node:port"
     mac: str
+    # Its link's production rate and cable (m): the physics the headroom judgement weighs drops
+    # against (rocelab.runtime.fidelity); 0 in the state of a lab brought up before they were kept.
+    rate_bps: float = 0.0
+    cable_m: float = 0.0
 
 
 @dataclass

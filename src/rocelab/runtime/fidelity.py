@@ -35,6 +35,7 @@ from rocelab.fabric.finding import cable_m
 from rocelab.kernel.loop import LATENESS_BOUNDS_S
 from rocelab.engines.state import LabState
 from rocelab.model.tdf import round_up
+from rocelab.model.topology import SWITCH_ROLES
 from rocelab.qos.headroom import headroom, roce_frame_bytes
 from rocelab.runtime.readings import AgentReading, read_lab
 
@@ -240,13 +241,44 @@ def port_links(fabric) -> dict[tuple[str, str], tuple[float, float]]:
             for s in fabric.switches for p in s.ports}
 
 
-def headroom_drops(counters: dict[str, dict], links: dict[tuple[str, str], tuple[float, float]]) -> list[HeadroomDrop]:
-    """Every lossless PG that dropped for headroom, from each switch's counters (since the case's
-    clear); `links`: port_links of the lab's fabric."""
-    return [HeadroomDrop.of(f"{node} {name} PG {i}", pg, *links[node, name])
-            for node, c in counters.items() for name, port in c["ports"].items()
-            for i, pg in enumerate(port["pgs"])
-            if pg["lossless"] and pg["drops"].get("headroom_exceeded") and (node, name) in links]
+def record_links(record: LabState) -> dict[tuple[str, str], tuple[float, float]]:
+    """port_links from a running lab's state (its interfaces keep their links' rate and cable)."""
+    return {(n.name, i.name): (i.rate_bps, i.cable_m) for n in record.nodes if n.role in SWITCH_ROLES
+            for i in n.interfaces if i.rate_bps}
+
+
+def headroom_drops(counters: dict[str, dict], links: dict[tuple[str, str], tuple[float, float]],
+                   since: dict[str, dict] | None = None) -> list[HeadroomDrop]:
+    """Every lossless PG that dropped for headroom, from each switch's counters: since they were
+    cleared, or since the counters `since` (read from the same switches before the window);
+    `links`: port_links of the lab's fabric."""
+    found = []
+    for node, c in counters.items():
+        for name, port in c["ports"].items():
+            for i, pg in enumerate(port["pgs"]):
+                if not pg["lossless"] or not pg["drops"].get("headroom_exceeded") or (node, name) not in links:
+                    continue
+                if since is not None and node in since:
+                    pg = _pg_since(pg, since[node]["ports"][name]["pgs"][i])
+                    if pg is None:
+                        continue
+                found.append(HeadroomDrop.of(f"{node} {name} PG {i}", pg, *links[node, name]))
+    return found
+
+
+def _pg_since(pg: dict, before: dict) -> dict | None:
+    """A PG's counters in a window (its watermark as it is: a PG that dropped for headroom filled
+    its headroom); None if it dropped nothing for headroom in it. Counters cleared meanwhile count
+    from their clear."""
+    now = pg["drops"]["headroom_exceeded"]
+    earlier = before["drops"].get("headroom_exceeded") or {"packets": 0, "bytes": 0}
+    if now["packets"] < earlier["packets"] or before["rx_packets"] > pg["rx_packets"]:
+        return pg
+    if now["packets"] == earlier["packets"]:
+        return None
+    window = {k: now[k] - earlier[k] for k in ("packets", "bytes")}
+    return {**pg, "drops": {**pg["drops"], "headroom_exceeded": window},
+            "rx_bytes": pg["rx_bytes"] - before["rx_bytes"], "rx_packets": pg["rx_packets"] - before["rx_packets"]}
 
 
 def _ms(seconds: float) -> str:
@@ -320,11 +352,21 @@ class Watch:
         self.cpu_before = cpu_times()
         self.spun_before = sum(cpu_ns(p) for p in record.awake)
 
-    def result(self) -> Fidelity:
-        """The judgement; the agents' windows stay in `windows` (Fidelity.judge_headroom)."""
+    def result(self, links: dict[tuple[str, str], tuple[float, float]] | None = None) -> Fidelity:
+        """The judgement; the agents' windows stay in `windows`. With `links` (port_links of the
+        lab's fabric), the lossless PGs' headroom drops in the window are judged too
+        (Fidelity.judge_headroom)."""
         after = read_lab(self.record).agents
         spun_s = (sum(cpu_ns(p) for p in self.record.awake) - self.spun_before) / 1e9
         machine = cpu_share(self.cpu_before, cpu_times(), os.cpu_count() or 1, spun_s)
         self.windows = timings(self.before, after)
-        return replace(judge(self.windows, self.record.tdf, self.record.fidelity_bound_s, switch_pipelines(after)),
-                       machine=machine)
+        fidelity = replace(judge(self.windows, self.record.tdf, self.record.fidelity_bound_s, switch_pipelines(after)),
+                           machine=machine)
+        if not links:
+            return fidelity
+        drops = headroom_drops(_switch_counters(after), links, since=_switch_counters(self.before))
+        return fidelity.judge_headroom(drops, self.windows)
+
+
+def _switch_counters(readings: tuple[AgentReading, ...]) -> dict[str, dict]:
+    return {r.node: r.reply["counters"] for r in readings if r.agent == "switchd" and r.reply}

@@ -26,7 +26,7 @@ from rocelab.probes import Probe
 from rocelab.routing.bgp import FRR_BFD_INTERVAL_MS, FRR_BFD_MULTIPLIER, BgpConfig
 from rocelab.probes.storm import hold_pfc_pause
 from rocelab.qos.sonic import load_config_db
-from rocelab.runtime.fidelity import Fidelity, Watch, headroom_drops, port_links
+from rocelab.runtime.fidelity import Fidelity, Watch, port_links
 from rocelab.runtime.readings import read_counters
 from rocelab.runtime.timeseries import Sampler
 from rocelab.train.core import TRAINING_HEADLINE, training_observations
@@ -294,10 +294,9 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
             stop.set()
             storm.join(5)
         probe_reports = {where: p.stop().to_json() for where, p in probes.items()}
-    fidelity = watch.result()
-    counters = read_restored(switches, case.profile or lab_profile)
     links = port_links(fabric)
-    fidelity = fidelity.judge_headroom(headroom_drops(counters, links), watch.windows)
+    fidelity = watch.result(links)
+    counters = read_restored(switches, case.profile or lab_profile)
     groups = {node: control.request(sock, "counters", packed=True).get("ecmp_groups", {})
               for node, sock in switches.items()}
     routes = {node: control.request(sock, "fib")["routes"] for node, sock in switches.items()}

@@ -32,7 +32,7 @@ from rocelab.model.lab import load_lab
 from rocelab.roce.verbs import require_device, require_pyverbs
 from rocelab.errors import InputError, Problem
 from rocelab.registry import Registry
-from rocelab.runtime.fidelity import Watch
+from rocelab.runtime.fidelity import Watch, record_links
 from rocelab.engines.state import LabState
 from rocelab.traffic.patterns import Pattern, PatternError, Plan, builtin_patterns
 from rocelab.traffic.summary import build_report
@@ -180,7 +180,7 @@ def run_job(record: LabState, spec: JobSpec, *, on_progress: Callable[[Progress]
                 on_start(start_at)
             _watch(sockets, hosts, job_id, spec, start_at, plan.size_bytes * plan.bus_factor * BITS_PER_BYTE,
                    on_progress, clock, sleep, stop, _stall_s(spec, plan, prepared))
-            fidelity = watch.result()
+            fidelity = watch.result(record_links(record))
             results = {h: _ask(sockets, h, "job_result", job=job_id) for h in hosts}
         finally:
             for h in hosts:
