@@ -47,6 +47,19 @@ def exchange(a, b, *, until_s: float = 1e-3, drop=lambda sender, frame: False) -
     return wire
 
 
+def first_response_of(psn: int):
+    """An exchange() drop rule: the responder's first frame carrying `psn`, once."""
+    lost = []
+
+    def drop(sender: str, frame: bytes) -> bool:
+        if sender == "b" and not lost and parse_frame(frame).psn == psn & 0xFFFFFF:
+            lost.append(frame)
+            return True
+        return False
+
+    return drop
+
+
 def test_a_read_is_one_request_and_pmtu_responses_carrying_its_psns():
     """Sizes around the path MTU: one READ request with RETH (VA, R_Key, length) that takes as many
     PSNs as its responses; ONLY, or FIRST, MIDDLE…, LAST with AETH on all but MIDDLE; the data
@@ -130,15 +143,7 @@ def test_a_lost_response_is_asked_for_again_from_where_it_went_missing():
     landing = bytearray(len(region))
     a.post_read(qa, 9, landing, remote_va=mr.va, r_key=mr.r_key)
     psn = a.qp(qa).initial_psn
-    lost = []
-
-    def drop(sender, frame):
-        if sender == "b" and parse_frame(frame).psn == psn + 2 and not lost:
-            lost.append(frame)
-            return True
-        return False
-
-    wire = exchange(a, b, drop=drop)
+    wire = exchange(a, b, drop=first_response_of(psn + 2))
     assert completions(a) == [(9, WcOpcode.RDMA_READ, WcStatus.SUCCESS, len(region))]
     assert landing == region
     requests = [parse_frame(f) for who, f in wire if who == "a" and parse_frame(f).opcode == READ_REQUEST]
@@ -248,3 +253,47 @@ def test_ce_marked_responses_make_the_requester_notify_and_the_responder_slow_do
     assert requester["ce_received"] > 0 and requester["cnps_sent"] > 0
     assert responder["cnps_received"] == requester["cnps_sent"]
     assert b.qp(qb).cc.rate_bps < 100e9  # cut by the CNPs, not yet recovered
+
+
+def test_a_fatal_nak_goes_behind_the_read_responses_owed_before_it():
+    """A valid READ, then a WRITE with a bad R_Key: the READ's responses still leave, then the NAK;
+    the READ completes, the WRITE fails, and both QPs end in ERROR."""
+    a, b = nic_pair(pmtu_bytes=1024)
+    qa, qb = connect_qps(a, b)
+    region = bytearray(random.Random(7).randbytes(4 * 1024))
+    mr = b.register_mr(region)
+    landing = bytearray(len(region))
+    a.post_read(qa, 1, landing, remote_va=mr.va, r_key=mr.r_key)
+    a.post_write(qa, 2, b"w" * 10, remote_va=mr.va, r_key=mr.r_key ^ 1)
+    wire = exchange(a, b)
+    assert [c[:3] for c in completions(a)] == [(1, WcOpcode.RDMA_READ, WcStatus.SUCCESS),
+                                               (2, WcOpcode.RDMA_WRITE, WcStatus.REM_ACCESS_ERR)]
+    assert landing == region
+    from_b = [parse_frame(f).opcode for who, f in wire if who == "b"]
+    assert from_b == [FIRST, MIDDLE, MIDDLE, LAST, int(Opcode.ACKNOWLEDGE)]
+    assert a.qp(qa).state is QpState.ERROR and b.qp(qb).state is QpState.ERROR
+    # The responder's QP counts what it sent, responses included.
+    counters = b.counters()["qps"][str(qb)]
+    assert counters["tx_packets"] == 5 and counters["read_responses_sent"] == 4
+
+
+def test_a_read_wider_than_the_psn_window_is_asked_again_mid_way_and_completes():
+    """A READ takes a PSN per response, so one asked again mid-way lies further behind the
+    responder's expected PSN than its window for other requests: it is still a duplicate READ
+    (IBA's duplicate range is half the PSN space), executed again from there, and what was still
+    queued of the first answer is not sent."""
+    pmtu = 256
+    a, b = nic_pair(pmtu_bytes=pmtu, max_inflight_packets=16, psn_window_packets=16, place_nak_distance_packets=8)
+    qa, qb = connect_qps(a, b)
+    region = bytearray(random.Random(8).randbytes(64 * pmtu))
+    mr = b.register_mr(region)
+    landing = bytearray(len(region))
+    a.post_read(qa, 1, landing, remote_va=mr.va, r_key=mr.r_key)
+    exchange(a, b, drop=first_response_of(a.qp(qa).initial_psn + 5))
+    assert completions(a) == [(1, WcOpcode.RDMA_READ, WcStatus.SUCCESS, len(region))] and landing == region
+    requester, responder = a.counters(), b.counters()
+    assert requester["timeouts"] == 0 and requester["read_rerequests"] == 1
+    assert responder["qps"][str(qb)]["drops"] == {} and responder["duplicates_received"] == 1
+    # The first answer up to the response that showed the gap (PSNs 0-6), then 5-63 again: what was
+    # still queued of the first when the READ came again was dropped, not sent.
+    assert responder["read_responses_sent"] == 7 + 59

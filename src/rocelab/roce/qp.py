@@ -27,8 +27,10 @@ Responder, by `receive_order`:
          the order memory is written in is not modelled.
 
 Either way an earlier PSN is a duplicate, answered with a re-ACK (the first after progress,
-and any with AckReq); a duplicate RDMA READ request is executed again (its responses were
-lost). Accepted WRITEs land in a registered memory region by VA and R_Key; SENDs land in the
+and any with AckReq); a duplicate RDMA READ request is executed again from its PSN (its
+responses were lost; what is still queued of its earlier answer from there on is dropped), as
+far back as half the PSN space, since a READ takes a PSN per response. A fatal NAK goes out
+behind the READ responses owed for earlier requests. Accepted WRITEs land in a registered memory region by VA and R_Key; SENDs land in the
 oldest posted receive. Counters: `ooo_received` (packets ahead of the
 expected PSN), the reorder distance (how far ahead, in PSNs: `reorder_distances`, its max and
 p99 in the report) and NAKs by cause (`naks_sent_out_of_order` under gbn,
@@ -198,15 +200,17 @@ class _SendWr:
 
 
 class _ReadResponses:
-    """The responder's answer to one READ request: `count` responses from PSN `first_seq`."""
+    """The responder's answer to one READ request: `count` responses from PSN `first_seq`, of
+    which those before `stop` are still to go (all, unless the read was asked again mid-way)."""
 
-    __slots__ = ("first_seq", "data", "count", "sent")
+    __slots__ = ("first_seq", "data", "count", "sent", "stop")
 
     def __init__(self, first_seq: int, data: memoryview, count: int):
         self.first_seq = first_seq
         self.data = data
         self.count = count
         self.sent = 0
+        self.stop = count
 
 
 class _RecvWr:
@@ -449,7 +453,7 @@ class QueuePair:
     # ---- requester: sending --------------------------------------------------------
 
     def _update_ready(self) -> None:
-        if self._responses and self.state is _RTS:  # the responder's READ responses wait only for the pacer
+        if self._responses:  # the responder's READ responses wait only for the pacer (and leave in ERROR too)
             self.ready_s = self.next_send_s
         elif (self.state is not _RTS or self._send_seq >= self._next_seq
                 or self._send_seq - self._una_seq >= self._cfg.max_inflight_packets
@@ -521,13 +525,16 @@ class QueuePair:
             opcode = only
         else:
             opcode = first if index == 0 else last if item.sent == item.count else middle
-        if item.sent == item.count:
+        if item.sent == item.stop:
             self._responses.popleft()
         offset = index * self._pmtu
         frame = self._tx.frame(opcode, self.remote_qpn, item.first_seq + index,
                                extension=b"" if opcode == middle else aeth(_SYNDROME_ACK, self._msn),
                                payload=item.data[offset:offset + self._pmtu])
-        self.counters.read_responses_sent += 1
+        counters = self.counters
+        counters.read_responses_sent += 1
+        counters.tx_packets += 1
+        counters.tx_bytes += len(frame)
         self._pace(frame, now)
         return frame
 
@@ -705,18 +712,23 @@ class QueuePair:
     def on_read_response(self, pkt: RocePacket, now: float) -> None:
         """An RDMA READ response for this QP's requester: the next one expected lands in the
         read's buffer; it acknowledges everything before the read."""
-        seq = self._una_seq + psn_delta(pkt.psn, self._una_seq & PSN_MASK)
-        if seq < self._una_seq:
-            self.counters.duplicates_received += 1
+        una = self._una_seq
+        # Nearly every response carries the PSN expected next: no signed distance to work out.
+        seq = una if pkt.psn == una & PSN_MASK else una + psn_delta(pkt.psn, una & PSN_MASK)
+        if seq < una:
+            self.drops["duplicate_read_response"] += 1
             return
         if seq >= self._sent_high_seq:
             self.drops["read_response_out_of_window"] += 1
             return
-        wr = next((wr for wr in self._send_wrs if wr.opcode is _RDMA_READ), None)  # the oldest read
+        wrs = self._send_wrs
+        wr = wrs[0] if wrs else None
+        if wr is not None and wr.opcode is not _RDMA_READ:
+            wr = next((wr for wr in wrs if wr.opcode is _RDMA_READ), None)  # the oldest read
         if wr is None or seq < wr.first_seq:
             self.drops["unexpected_read_response"] += 1
             return
-        expected = wr.first_seq if wr.first_seq > self._una_seq else self._una_seq
+        expected = wr.first_seq if wr.first_seq > una else una
         if seq != expected:  # one before it (of this read, or of an older one) was lost
             self.counters.ooo_received += 1
             self.drops["read_response_out_of_order"] += 1
@@ -773,12 +785,16 @@ class QueuePair:
             self.counters.naks_sent_out_of_order += 1
             return self._aeth_frame(Syndrome.NAK_PSN_SEQUENCE_ERROR, expected)
         if delta < 0:
+            if pkt.opcode == OP_READ_REQUEST:  # its responses were lost: read again
+                # A READ takes a PSN per response, so asked again mid-way it can lie further back
+                # than the window any other request may: IBA's duplicate range is half the PSN space.
+                self.counters.duplicates_received += 1
+                self._forget_responses_from(expected + delta)
+                return self._respond(pkt, expected + delta)
             if -delta > self._cfg.psn_window_packets:
                 self.drops["psn_out_of_window"] += 1
                 return None
             self.counters.duplicates_received += 1
-            if pkt.opcode == OP_READ_REQUEST:  # its responses were lost: read again
-                return self._respond(pkt, expected + delta)
             if pkt.ackreq or not self._dup_acked:
                 self._dup_acked = True
                 self.counters.acks_sent += 1
@@ -845,10 +861,12 @@ class QueuePair:
         return None
 
     def _fatal_nak(self, nak: Syndrome, expected: int) -> bytes:
-        """Invalid requests and access errors are fatal to an RC QP at both ends: the NAK, and ERROR."""
+        """Invalid requests and access errors are fatal to an RC QP at both ends: the NAK, and ERROR.
+        READ responses owed for earlier requests still go, before the NAK (the NIC queues it
+        behind them)."""
         self.counters.naks_sent += 1
         frame = self._aeth_frame(nak, expected)
-        self._fail(_NAK_STATUS[nak], oldest=WcStatus.WR_FLUSH_ERR)
+        self._fail(_NAK_STATUS[nak], oldest=WcStatus.WR_FLUSH_ERR, keep_responses=True)
         return frame
 
     def _respond(self, pkt: RocePacket, seq: int) -> bytes | None:
@@ -862,6 +880,24 @@ class QueuePair:
         self._responses.append(_ReadResponses(seq, view, max(1, -(-pkt.dma_length // self._pmtu))))
         self._update_ready()
         return None
+
+    def _forget_responses_from(self, seq: int) -> None:
+        """A READ asked again from PSN `seq`: what is still queued from there on is not sent (the
+        requester discards it, and asks again for everything after `seq` too)."""
+        kept: deque[_ReadResponses | bytes] = deque()
+        for item in self._responses:
+            if isinstance(item, bytes):  # an ACK or NAK of a request before the next read: it stays
+                kept.append(item)
+                continue
+            if item.first_seq >= seq:
+                break
+            if item.first_seq + item.stop > seq:  # it holds seq: it stops before it
+                item.stop = max(seq - item.first_seq, item.sent)
+                if item.stop > item.sent:
+                    kept.append(item)
+                break
+            kept.append(item)
+        self._responses = kept
 
     def queue_behind_responses(self, frame: bytes) -> bool:
         """Whether the ACK or NAK `frame` waits behind READ responses still to go (the responder
@@ -950,9 +986,10 @@ class QueuePair:
         if self.state is not QpState.ERROR:
             self._fail(WcStatus.WR_FLUSH_ERR)
 
-    def _fail(self, status: WcStatus, oldest: WcStatus | None = None) -> None:
+    def _fail(self, status: WcStatus, oldest: WcStatus | None = None, keep_responses: bool = False) -> None:
         """→ ERROR: the oldest send WR completes with `oldest` (default `status`), all other
-        work is flushed."""
+        work is flushed; READ responses still to go are dropped unless `keep_responses` (a
+        responder's error: what it owed for earlier requests still leaves)."""
         self.state = QpState.ERROR
         self.error_status = status
         if status is not WcStatus.WR_FLUSH_ERR:
@@ -963,7 +1000,8 @@ class QueuePair:
                            else WcStatus.WR_FLUSH_ERR, wr.data.nbytes)
         self._send_wrs.clear()
         self._reads = self._reads_sent = 0
-        self._responses.clear()
+        if not keep_responses:
+            self._responses.clear()
         if self._rx_recv is not None:
             self._recvs.appendleft(self._rx_recv)
             self._rx_recv = None
