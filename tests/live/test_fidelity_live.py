@@ -97,22 +97,29 @@ def test_a_switch_that_stops_during_a_lossless_incast_makes_its_headroom_drops_i
     assert all(c["inconclusive"] for c in doc["checks"] if not c["passed"])
     # The same incast typed as `invoke traffic`: its job's line weighs the headroom drops of its own
     # window (the counters run on from the case's clear) the same way.
+    # A stop only drops where it meets a PG's XOFF; on a busy machine one job's few stops may all
+    # miss (seen in a fresh-clone suite beside a CPU-bound process), so stop more often, and try
+    # again: what is checked is the verdict of a job that did drop.
     leaf1 = control.socket_path("lab-pfc", "leaf1")
-    before = headroom_exceeded(read_counters(leaf1)["counters"])
-    _, out, err = stopping(switchd, ["traffic", "incast-4to1", "--iters", "1", "--report-dir", "none", "--json"],
-                           tmp_path)
-    assert headroom_exceeded(read_counters(leaf1)["counters"]) > before, err
+    for _ in range(3):
+        before = headroom_exceeded(read_counters(leaf1)["counters"])
+        _, out, err = stopping(switchd, ["traffic", "incast-4to1", "--iters", "1", "--report-dir", "none", "--json"],
+                               tmp_path, every_s=0.1)
+        if headroom_exceeded(read_counters(leaf1)["counters"]) > before:
+            break
+    else:
+        pytest.fail(f"three incasts with switchd stopped for 20 ms every 0.1 s never dropped for headroom: {err}")
     fidelity = json.loads(out)["fidelity"]
     assert not fidelity["kept_up"] and "dropped for headroom on lossless PGs" in fidelity["line"]
 
 
-def stopping(pid: int, args: list[str], cwd: Path) -> tuple[int, str, str]:
-    """Run a rocelab command while process `pid` is stopped for 20 ms every 0.3 s; its exit status,
-    stdout and stderr."""
+def stopping(pid: int, args: list[str], cwd: Path, every_s: float = 0.3) -> tuple[int, str, str]:
+    """Run a rocelab command while process `pid` is stopped for 20 ms every `every_s`; its exit
+    status, stdout and stderr."""
     command = subprocess.Popen([*CLI, *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         while command.poll() is None:
-            time.sleep(0.3)
+            time.sleep(every_s)
             os.kill(pid, signal.SIGSTOP)
             time.sleep(0.02)
             os.kill(pid, signal.SIGCONT)
