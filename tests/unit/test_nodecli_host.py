@@ -179,6 +179,16 @@ def test_show_gids_lists_the_ports_roce_v2_gids(node):
     assert lines[-1] == "n_gids_found=2"
 
 
+@pytest.mark.parametrize("line, option", [("ib_read_lat -n x 198.19.5.2", "-n"), ("ib_read_bw -s 0", "-s"),
+                                          ("ib_read_bw -q 65", "-q"), ("ib_read_lat -d mlx5_9", None)])
+def test_perftest_bad_options_say_which_and_change_nothing(node, line, option):
+    out = type_(node, line)
+    if option is None:  # a device that is not there: an error, as perftest's
+        assert out.exit_code == 1 and "mlx5_9: no such RDMA device" in out.stderr
+    else:
+        assert out.exit_code == 2 and f"'{option}'" in out.stderr and "Traceback" not in out.stderr
+
+
 @pytest.mark.parametrize("test", ["ib_write_bw", "ib_write_lat", "ib_read_bw", "ib_read_lat"])
 def test_a_perftest_client_without_a_server_cannot_connect(node, test):
     out = type_(node, f"{test} 198.19.5.2")
