@@ -185,11 +185,12 @@ def result_row(out: str) -> list[str]:
 
 
 def test_perftest_bw_and_lat_server_and_client_for_write_and_read(lab_pfc, tmp_path):
-    for test, title in (("ib_write_bw", "RDMA_Write BW Test"), ("ib_read_bw", "RDMA_Read BW Test")):
+    for test, title, options in (("ib_write_bw", "RDMA_Write BW Test", ()),
+                                 ("ib_read_bw", "RDMA_Read BW Test", ("-o", "4"))):
         pcap = tmp_path / f"{test}.pcap"
         probe = Probe(state.load("lab-pfc").node("h1").netns, "eth1", pcap=pcap).start()
         try:
-            out = perftest(test, "-D", "1")
+            out = perftest(test, "-D", "1", *options)
         finally:
             probe.stop()
         row = result_row(out)

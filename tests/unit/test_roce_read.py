@@ -120,14 +120,16 @@ def test_responses_and_the_acks_of_later_requests_leave_the_responder_in_psn_ord
     assert [p.opcode for p in from_b][-1] == int(Opcode.ACKNOWLEDGE)
 
 
-def test_a_qp_keeps_at_most_max_rd_atomic_reads_outstanding():
-    a, b = nic_pair(max_rd_atomic=4)
-    qa, _ = connect_qps(a, b)
+@pytest.mark.parametrize("nic, qp, outstanding", [(4, None, 4), (16, 2, 2)])
+def test_a_qp_keeps_at_most_max_rd_atomic_reads_outstanding(nic, qp, outstanding):
+    """The NIC's max_rd_atomic, or the QP's own from its connect (perftest's -o)."""
+    a, b = nic_pair(max_rd_atomic=nic)
+    qa, _ = connect_qps(a, b, max_rd_atomic=qp)
     mr = b.register_mr(bytearray(100))
     for wr_id in range(10):
         a.post_read(qa, wr_id, bytearray(10), remote_va=mr.va, r_key=mr.r_key)
     sent = [parse_frame(f) for _, f in poll_until(a, 0.5e-3)]  # before the retransmission timeout
-    assert [p.opcode for p in sent] == [READ_REQUEST] * 4  # then nothing until responses come
+    assert [p.opcode for p in sent] == [READ_REQUEST] * outstanding  # then nothing until responses come
     assert not a.poll_completions()
 
 

@@ -278,3 +278,29 @@ def test_read_verb_recovers_from_loss():
     assert finished(runners), [r.error for r in runners.values()]
     assert report["ranks"]["h2"]["bytes_received"] == 4_000_000
     assert report["total"]["counters"]["retransmitted_packets"] > 0  # READs asked again by the reader
+
+
+def test_outstanding_reads_bound_a_read_stream_by_the_round_trip():
+    """The bandwidth-delay product: on a link whose round trip is long next to a message's time on
+    the wire, one READ outstanding per QP leaves the wire idle while the request travels; sixteen
+    fill it (perftest's ib_read_bw -o)."""
+    plan = PATTERNS.get("elephant").plan(["h1", "h2"], 2_000_000)
+    times = {}
+    for outstanding in (1, 16):
+        report, runners, _ = run_in_sim(plan, verb="read", message_bytes=65536, rate_bps=RATE_BPS,
+                                        link={"delay_s": 2e-3}, max_rd_atomic=outstanding)
+        assert finished(runners) and report["ranks"]["h2"]["bytes_received"] == 2_000_000
+        times[outstanding] = report["total"]["time_s"]["emulated"]
+    # 64 KB takes 5.2 ms at 100 Mb/s; each READ alone waits 4 ms more for its request to arrive.
+    assert times[1] > 1.5 * times[16]
+    assert times[16] < 1.2 * 2_000_000 * 8 / RATE_BPS + 4e-3
+
+
+def test_a_job_host_refuses_a_bad_outstanding_reads():
+    from rocelab.traffic.host import JobHost
+
+    nic = Nic("02:00:00:00:7f:01", "198.18.127.1", RATE_BPS, dilate(NicConfig(), 1000), rng=random.Random(1))
+    host = JobHost(nic, ip="198.18.127.1", port_rate_bps=RATE_BPS, next_hop_mac="02:00:00:00:7f:02", clock=lambda: 0.0)
+    with pytest.raises(ValueError, match="max_rd_atomic 0: expected a whole number ≥ 1"):
+        host.handle({"op": "job_prepare", "job": "j", "steps": [], "peers": {}, "iterations": 1,
+                     "compute_gap_s": 0, "message_bytes": 1, "verb": "read", "max_rd_atomic": 0})

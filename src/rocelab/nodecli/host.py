@@ -22,10 +22,12 @@ from rocelab.ethernet import PRIORITIES
 from rocelab.nodecli.node import HostNode, NicError
 from rocelab.qos.model import DSCP_VALUES
 from rocelab.qos.nic import HostNicConfig, sysfs_setting
+from rocelab.roce.config import NicConfig
 from rocelab.reporting import nic_cli
 
 pass_host = click.make_pass_decorator(HostNode)
 PERFTEST_PORT = 18515  # perftest's default TCP port for its out-of-band exchange
+MAX_OUTSTANDING_READS = NicConfig().max_rd_atomic  # what the emulated device offers, as ConnectX's 16
 NOT_EMULATED = {"prio_tc": "nicd keeps 802.1Q's priority → TC order", "tsa": "nicd has no ETS",
                 "tcbw": "nicd has no ETS", "ratelimit": "nicd has no per-TC rate limit",
                 "cable_len": "nicd has no receive buffers to size", "buffer_size": "nicd has no receive buffers",
@@ -249,17 +251,22 @@ def _bw_command(name: str, verb: str, test: str, what: str) -> click.Command:
                   help="seconds to stream (wall clock, emulated)")
     @click.option("--report_gbits", is_flag=True, help="report Gb/sec instead of MB/sec")
     @pass_host
-    def command(node: HostNode, server, ib_dev, port, gid_index, size, qp, duration, report_gbits):
+    def command(node: HostNode, server, ib_dev, port, gid_index, size, qp, duration, report_gbits, outs=None):
         from rocelab.traffic.job import run_bw
 
         def run(peer: str) -> dict:
             # WRITE: the client pushes to the server; READ: the client pulls from the server.
             src, dst = (peer, node.name) if verb == "read" else (node.name, peer)
-            summary = run_bw(node.record, src, dst, message_bytes=size, qps=qp, duration_s=duration, verb=verb)
+            summary = run_bw(node.record, src, dst, message_bytes=size, qps=qp, duration_s=duration, verb=verb,
+                             outstanding_reads=outs)
             return {k: v for k, v in summary.items() if k != "job"}
 
         _perftest(node, test, qp, ib_dev, server, port, run, lambda summary: nic_cli.perftest_bw(summary, report_gbits))
 
+    if verb == "read":  # perftest's -o: how many READs each QP keeps outstanding
+        command = click.option("-o", "--outs", type=click.IntRange(1, MAX_OUTSTANDING_READS), default=None,
+                               help="outstanding READs per QP (default: the NIC's max_rd_atomic, "
+                                    f"{MAX_OUTSTANDING_READS} unless the lab's roce: sets it)")(command)
     return command
 
 

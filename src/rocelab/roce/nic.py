@@ -119,19 +119,19 @@ class Nic:
     def connect(self, qpn: int, *, remote_qpn: int, remote_ip: str | bytes,
                 remote_mac: str | bytes, remote_psn: int, udp_sport: int | None = None,
                 dscp: int | None = None, pmtu_bytes: int | None = None,
-                cc_algorithm: str | None = None) -> None:
+                cc_algorithm: str | None = None, max_rd_atomic: int | None = None) -> None:
         """Move QP `qpn` to RTS towards the peer QP.
 
         remote_mac is the next hop's MAC (the ToR's, in a routed fabric); remote_psn is the
         peer's initial_psn. None takes the NIC default: udp_sport from the QPN pair,
-        dscp and pmtu_bytes from the config, cc_algorithm config.cc_algorithm.
+        dscp, pmtu_bytes and max_rd_atomic from the config, cc_algorithm config.cc_algorithm.
         """
         qp = self.qp(qpn)
         algorithm = cc_algorithm or self.config.cc_algorithm
         cc = self._cc_registry.create(algorithm, self.port_rate_bps, self.config.cc)
         qp.connect(remote_qpn=remote_qpn, remote_ip=ip_to_bytes(remote_ip),
                    remote_mac=mac_bytes(remote_mac), remote_psn=remote_psn,
-                   udp_sport=udp_sport, dscp=dscp, pmtu_bytes=pmtu_bytes, cc=cc)
+                   udp_sport=udp_sport, dscp=dscp, pmtu_bytes=pmtu_bytes, cc=cc, max_rd_atomic=max_rd_atomic)
         self._connected.append(qp)
 
     def reconfigure(self, config: NicConfig) -> None:

@@ -43,10 +43,10 @@ carrying those PSNs, read from its region by VA and R_Key, from its own side of 
 same pacer and congestion control as its requests; CE-marked responses make the requester send
 the CNPs). Responses and the ACKs of later requests leave the responder in PSN order. A
 response acknowledges everything before its read. The requester keeps at most `max_rd_atomic`
-reads outstanding; a response ahead of the one it expects means one was lost: it asks again
-from the first missing PSN (a new request for the rest of the read, once per gap), and so does
-an ACK or NAK for a PSN past an incomplete read (the responder answers in order, so the read's
-responses were lost), and so does a timeout.
+reads outstanding (the NIC's, or its connect()'s); a response ahead of the one it expects
+means one was lost: it asks again from the first missing PSN (a new request for the rest of
+the read, once per gap), and so does an ACK or NAK for a PSN past an incomplete read (the
+responder answers in order, so the read's responses were lost), and so does a timeout.
 
 Internally PSNs are unbounded integers ("seq"), reduced to 24 bits only on the wire,
 so wrap-around needs no special cases. Nothing here raises on a packet: problems are
@@ -288,7 +288,7 @@ class QueuePair:
                  "next_send_s", "ready_s", "_pace_from_s", "_pace_bits", "_pace_rate_bps", "_expected_seq",
                  "_msn", "_nak_sent", "_dup_acked", "_unacked_packets", "_recvs", "_rx_view", "_rx_offset",
                  "_rx_is_write", "_rx_recv", "_last_cnp_s", "_kept", "reorder_distances", "_reads", "_reads_sent",
-                 "_read_gap_asked", "_responses")
+                 "_read_gap_asked", "_responses", "_max_rd_atomic")
 
     def __init__(self, qpn: int, initial_psn: int, *, mac: bytes, ip: bytes, config: NicConfig,
                  memory_regions: dict[int, MemoryRegion], completions: deque[WorkCompletion]):
@@ -324,6 +324,7 @@ class QueuePair:
         self._retries = 0
         self._rnr_retries = 0
         self._rnr_until_s = 0.0
+        self._max_rd_atomic = config.max_rd_atomic  # or connect()'s
         self._reads = 0  # READ WRs posted and not complete
         self._reads_sent = 0  # of those, the ones before the send cursor (requested)
         self._read_gap_asked = False  # a response was missing and the read was asked again
@@ -358,7 +359,7 @@ class QueuePair:
 
     def connect(self, *, remote_qpn: int, remote_ip: bytes, remote_mac: bytes, remote_psn: int,
                 udp_sport: int | None, dscp: int | None, pmtu_bytes: int | None,
-                cc: CongestionControl) -> None:
+                cc: CongestionControl, max_rd_atomic: int | None = None) -> None:
         """INIT → RTS with the peer's QPN, address and start PSN (exchanged out of band)."""
         cfg = self._cfg
         dscp = cfg.dscp if dscp is None else dscp
@@ -377,6 +378,8 @@ class QueuePair:
             problems.append(f"dscp={dscp} must be 0..63")
         if pmtu not in PMTU_VALUES_BYTES:
             problems.append(f"pmtu_bytes={pmtu} must be one of {PMTU_VALUES_BYTES}")
+        if max_rd_atomic is not None and max_rd_atomic < 1:
+            problems.append(f"max_rd_atomic={max_rd_atomic} must be at least 1")
         if problems:
             raise ValueError("; ".join(problems))
         self.remote_qpn = remote_qpn
@@ -385,6 +388,8 @@ class QueuePair:
         self.cnp_priority = cfg.priority_of(cfg.cnp_dscp)
         self.cc = cc
         self._pmtu = pmtu
+        if max_rd_atomic is not None:
+            self._max_rd_atomic = max_rd_atomic
         self._expected_seq = remote_psn
 
         def tci(priority: int) -> int | None:
@@ -457,7 +462,7 @@ class QueuePair:
             self.ready_s = self.next_send_s
         elif (self.state is not _RTS or self._send_seq >= self._next_seq
                 or self._send_seq - self._una_seq >= self._cfg.max_inflight_packets
-                or (self._reads_sent >= self._cfg.max_rd_atomic and self._reads
+                or (self._reads_sent >= self._max_rd_atomic and self._reads
                     and self._send_wrs[self._send_idx].opcode is _RDMA_READ)):
             self.ready_s = NEVER
         else:  # max() without the builtin's call: this runs for every packet sent

@@ -177,14 +177,16 @@ class VerbsNic:
         self._psn[qp.qp_num] = random.getrandbits(24)
         return _Qp(qp.qp_num, self._psn[qp.qp_num])
 
-    def connect(self, qpn: int, *, remote_qpn: int, remote_ip: str, remote_mac: str, remote_psn: int) -> None:
+    def connect(self, qpn: int, *, remote_qpn: int, remote_ip: str, remote_mac: str, remote_psn: int,
+                max_rd_atomic: int | None = None) -> None:
         """INIT → RTR → RTS; the kernel resolves the next hop (remote_mac is the emulated NIC's)."""
         pv, e = self._pv, self._e
         attr = pv.qp.QPAttr(port_num=PORT, path_mtu=self._pmtu)
         attr.dest_qp_num = remote_qpn
         attr.rq_psn = remote_psn
         attr.sq_psn = self._psn[qpn]
-        attr.max_rd_atomic = attr.max_dest_rd_atomic = MAX_RD_ATOMIC
+        attr.max_rd_atomic = max_rd_atomic or MAX_RD_ATOMIC
+        attr.max_dest_rd_atomic = MAX_RD_ATOMIC
         attr.min_rnr_timer = 12
         attr.timeout = 14
         attr.retry_cnt = attr.rnr_retry = 7

@@ -30,7 +30,8 @@ class Verbs(Transport, Protocol):
 
     def create_qp(self) -> Any: ...  # has .qpn and .initial_psn
 
-    def connect(self, qpn: int, *, remote_qpn: int, remote_ip: str, remote_mac: str, remote_psn: int) -> None: ...
+    def connect(self, qpn: int, *, remote_qpn: int, remote_ip: str, remote_mac: str, remote_psn: int,
+                max_rd_atomic: int | None = None) -> None: ...
 
     def destroy_qp(self, qpn: int) -> None: ...
 
@@ -47,6 +48,7 @@ class _Job:
         self.options = options
         self.qpns: dict[str, list[int]] = {}
         self.region: Any = None
+        self.max_rd_atomic: int | None = None  # verb read: the QPs' outstanding READs; None: the NIC's
         self.runner: PlanRunner | None = None
         self.last_contact = now
 
@@ -111,12 +113,16 @@ class JobHost:
         verb = req.get("verb", "send")
         if verb not in VERBS:
             raise ValueError(f"verb {verb!r}: expected one of {VERBS}")
+        outstanding = req.get("max_rd_atomic")
+        if outstanding is not None and (not isinstance(outstanding, int) or outstanding < 1):
+            raise ValueError(f"max_rd_atomic {outstanding!r}: expected a whole number ≥ 1")
         steps = [Step.from_json(s) for s in req["steps"]]
         nqps = {str(p): int(n) for p, n in req["peers"].items()}
         job = _Job(str(req["job"]), steps, nqps, {
             "iterations": int(req["iterations"]), "compute_gap_s": float(req["compute_gap_s"]),
             "message_bytes": int(req["message_bytes"]), "verb": verb,
             "record_messages": bool(req.get("record_messages", False))}, now)
+        job.max_rd_atomic = outstanding
         self.job = job
         qps = {}
         for peer, n in nqps.items():
@@ -140,7 +146,8 @@ class JobHost:
                 raise ValueError(f"peer {peer}: expected {len(mine or ())} QPs, got {len(remote['qps'])}")
             for qpn, theirs in zip(mine, remote["qps"]):
                 self._nic.connect(qpn, remote_qpn=int(theirs["qpn"]), remote_ip=str(remote["ip"]),
-                                  remote_mac=self._next_hop_mac, remote_psn=int(theirs["psn"]))
+                                  remote_mac=self._next_hop_mac, remote_psn=int(theirs["psn"]),
+                                  max_rd_atomic=job.max_rd_atomic)
             region = remote.get("region") or {}
             peers[peer] = PeerQps(tuple(mine), int(region.get("va", 0)), int(region.get("r_key", 0)))
         job.runner = PlanRunner(self._nic, job.steps, peers, **job.options)

@@ -167,7 +167,8 @@ def run_job(record: LabState, spec: JobSpec, *, on_progress: Callable[[Progress]
                 prepared[h] = _ask(sockets, h, "job_prepare", job=job_id, steps=[s.to_json() for s in plan.steps[h]],
                                    peers={p: spec.qps for p in plan.peers(h)},
                                    iterations=spec.iterations, compute_gap_s=spec.compute_gap_s * record.tdf,
-                                   message_bytes=spec.message_bytes, verb=spec.verb, record_messages=record_messages)
+                                   message_bytes=spec.message_bytes, verb=spec.verb, record_messages=record_messages,
+                                   max_rd_atomic=spec.outstanding_reads)
             for h in hosts:
                 _ask(sockets, h, "job_connect", job=job_id, peers={
                     p: {"ip": prepared[p]["ip"], "qps": prepared[p]["qps"][h], "region": prepared[p]["region"]}
@@ -284,12 +285,15 @@ def bw_summary(report: Mapping, sender: Mapping, message_bytes: int) -> dict:
 
 
 def run_bw(record: LabState, src: str, dst: str, *, message_bytes: int, qps: int, duration_s: float,
-           on_progress: Callable[[Progress], None] | None = None, verb: str = "write") -> dict:
+           on_progress: Callable[[Progress], None] | None = None, verb: str = "write",
+           outstanding_reads: int | None = None) -> dict:
     """Stream from src to dst for about `duration_s` of wall time at line rate: src WRITEs, or
-    with verb "read" dst READs from src (ib_read_bw, run on dst)."""
+    with verb "read" dst READs from src (ib_read_bw, run on dst), `outstanding_reads` at a time
+    per QP (None: the NIC's max_rd_atomic)."""
     rate_bps = _port_rate(record, src)
     messages = max(1, round(duration_s * rate_bps / 8 / message_bytes))
-    spec = replace(bw_spec(src, dst, message_bytes=message_bytes, qps=qps, messages=messages, verb=verb), source="bw")
+    spec = replace(bw_spec(src, dst, message_bytes=message_bytes, qps=qps, messages=messages, verb=verb),
+                   source="bw", outstanding_reads=outstanding_reads)
     report, results = run_job(record, spec, on_progress=on_progress, record_messages=True)
     poster = dst if verb == "read" else src
     return {"src": src, "dst": dst, **bw_summary(report, results[poster], message_bytes),

@@ -22,10 +22,12 @@ START_S = 1e-3
 def run_in_sim(plan: Plan, *, iterations: int = 1, qps: int = 1, message_bytes: int = 1 << 20,
                verb: str = "send", compute_gap_s: float = 0.0, rate_bps: float = 100e6, tdf: float = 1000,
                config: NicConfig | None = None, link: Mapping | None = None, seed: int = 1,
-               limit_s: float = 600.0) -> tuple[dict, dict[str, PlanRunner], FabricSim]:
+               limit_s: float = 600.0,
+               max_rd_atomic: int | None = None) -> tuple[dict, dict[str, PlanRunner], FabricSim]:
     """Run `plan` on NICs of `rate_bps` (emulated) behind one simulated switch; `link` holds
     FabricSim.attach options (delay_s, loss, ecn, …). `config` is the production NIC config,
-    dilated by `tdf` here. Returns (report, runners, sim)."""
+    dilated by `tdf` here; `max_rd_atomic` the QPs' outstanding READs (None: the config's).
+    Returns (report, runners, sim)."""
     rng = random.Random(seed)
     config = dilate(config or NicConfig(), tdf)
     nics = {h: Nic(f"02:00:00:00:7f:{n + 1:02x}", f"198.18.127.{n + 1}", rate_bps, config, rng=rng)
@@ -38,9 +40,9 @@ def run_in_sim(plan: Plan, *, iterations: int = 1, qps: int = 1, message_bytes: 
         for _ in range(qps):
             qa, qb = nics[a].create_qp(), nics[b].create_qp()
             nics[a].connect(qa.qpn, remote_qpn=qb.qpn, remote_ip=nics[b].ip, remote_mac=nics[b].mac,
-                            remote_psn=qb.initial_psn)
+                            remote_psn=qb.initial_psn, max_rd_atomic=max_rd_atomic)
             nics[b].connect(qb.qpn, remote_qpn=qa.qpn, remote_ip=nics[a].ip, remote_mac=nics[a].mac,
-                            remote_psn=qa.initial_psn)
+                            remote_psn=qa.initial_psn, max_rd_atomic=max_rd_atomic)
             qpns[a].setdefault(b, []).append(qa.qpn)
             qpns[b].setdefault(a, []).append(qb.qpn)
     regions = {}

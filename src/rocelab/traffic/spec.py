@@ -49,6 +49,8 @@ class JobSpec:
     qps: int = 1
     message_bytes: int = 1 << 20
     verb: str = "send"
+    # verb read: READs each QP keeps outstanding (ibv_qp_attr.max_rd_atomic, perftest's -o); None: the NIC's.
+    outstanding_reads: int | None = None
     options: Mapping[str, object] = field(default_factory=dict)
     stall_timeout_s: float = 20.0  # wall time
 
