@@ -254,5 +254,6 @@ def test_a_job_runs_over_verbs_nics_on_a_fake_pyverbs(verb):
     some_qp = next(iter(fabric.qps.values()))
     assert some_qp.attr.rq_psn == some_qp.peer.attr.sq_psn  # PSNs exchanged out of band
     assert some_qp.attr.ah_attr.gr.traffic_class == 26 << 2
+    assert some_qp.attr.max_rd_atomic == some_qp.attr.max_dest_rd_atomic == 16  # READs outstanding, as ConnectX
     for host in hosts.values():
         host.handle({"op": "job_end", "job": "j"})

@@ -27,7 +27,7 @@ from rocelab.reporting import nic_cli
 
 pass_host = click.make_pass_decorator(HostNode)
 PERFTEST_PORT = 18515  # perftest's default TCP port for its out-of-band exchange
-MAX_OUTSTANDING_READS = NicConfig().max_rd_atomic  # what the emulated device offers, as ConnectX's 16
+MAX_OUTSTANDING_READS = NicConfig.max_rd_atomic  # what the emulated device offers, as ConnectX's 16
 NOT_EMULATED = {"prio_tc": "nicd keeps 802.1Q's priority → TC order", "tsa": "nicd has no ETS",
                 "tcbw": "nicd has no ETS", "ratelimit": "nicd has no per-TC rate limit",
                 "cable_len": "nicd has no receive buffers to size", "buffer_size": "nicd has no receive buffers",

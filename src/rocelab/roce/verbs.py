@@ -36,7 +36,7 @@ from types import SimpleNamespace
 from rocelab.kernel import control
 from rocelab.kernel.loop import Loop
 from rocelab.errors import EXIT_USAGE, InputError, Problem
-from rocelab.roce.config import roce_config
+from rocelab.roce.config import NicConfig, roce_config
 from rocelab.traffic.host import JOB_OPS, JobHost
 from rocelab.traffic.runner import RECV_DEPTH, SEND_DEPTH
 
@@ -61,7 +61,6 @@ HW_COUNTERS = {
 _MTU_ENUM = {256: "IBV_MTU_256", 512: "IBV_MTU_512", 1024: "IBV_MTU_1024", 2048: "IBV_MTU_2048",
              4096: "IBV_MTU_4096"}
 _WC_OPCODES = ("SEND", "RDMA_WRITE", "RDMA_READ", "RECV")
-MAX_RD_ATOMIC = 16  # outstanding READs per QP, as the emulated NIC's default (ConnectX's)
 
 
 def require_pyverbs() -> SimpleNamespace:
@@ -118,7 +117,8 @@ class VerbsCompletion:
 class VerbsNic:
     """The NIC core's verbs over one pyverbs device port (RC QPs, RoCEv2 GIDs)."""
 
-    def __init__(self, pv: SimpleNamespace, ip: str, *, pmtu_bytes: int, dscp: int, message_bytes: int = 1 << 20):
+    def __init__(self, pv: SimpleNamespace, ip: str, *, pmtu_bytes: int, dscp: int, message_bytes: int = 1 << 20,
+                 max_rd_atomic: int = NicConfig.max_rd_atomic):
         self._pv = pv
         e = pv.enums
         self._e = e
@@ -128,6 +128,7 @@ class VerbsNic:
         self.cq = pv.cq.CQ(self.ctx, CQ_ENTRIES, None, None, 0)
         self._pmtu = getattr(e, _MTU_ENUM[pmtu_bytes])
         self._dscp = dscp
+        self._max_rd_atomic = max_rd_atomic  # READs a QP keeps outstanding, and serves, unless a job says
         self._qps: dict[int, object] = {}
         self._psn: dict[int, int] = {}
         self._regions: dict[int, object] = {}
@@ -185,8 +186,8 @@ class VerbsNic:
         attr.dest_qp_num = remote_qpn
         attr.rq_psn = remote_psn
         attr.sq_psn = self._psn[qpn]
-        attr.max_rd_atomic = max_rd_atomic or MAX_RD_ATOMIC
-        attr.max_dest_rd_atomic = MAX_RD_ATOMIC
+        attr.max_rd_atomic = max_rd_atomic or self._max_rd_atomic
+        attr.max_dest_rd_atomic = self._max_rd_atomic
         attr.min_rnr_timer = 12
         attr.timeout = 14
         attr.retry_cnt = attr.rnr_retry = 7
@@ -287,7 +288,7 @@ class VerbsAgent:
         ip = port["address"].split("/")[0]
         self.node = config["node"]
         self.rate_bps = float(port["rate_bps"])
-        self.nic = VerbsNic(pv, ip, pmtu_bytes=roce.pmtu_bytes, dscp=roce.dscp)
+        self.nic = VerbsNic(pv, ip, pmtu_bytes=roce.pmtu_bytes, dscp=roce.dscp, max_rd_atomic=roce.max_rd_atomic)
         self.jobs = JobHost(self.nic, ip=ip, port_rate_bps=self.rate_bps, next_hop_mac=port["peer_mac"],
                             clock=time.monotonic)
         self.control = control.ControlServer(Path(config["socket"]), self.handle)
