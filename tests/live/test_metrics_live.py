@@ -145,7 +145,9 @@ def test_a_sampler_over_live_traffic_gives_series_and_a_report(bring_up, tmp_pat
         incast(spec, record)
         counters = settled_counters(spec.name)
     ts = sampler.series
-    assert len(ts.t_s) >= 20 and ts.missed_polls == {}
+    # How many polls fit depends on how fast the machine is (18 beside a CPU-bound process, in a
+    # fresh-clone suite): what must hold is that none was missed and the series saw the queue come.
+    assert len(ts.t_s) >= 5 and ts.missed_polls == {}
     (depth,) = ts.of("queue_depth_bytes", node="leaf1", port="eth2", queue=str(PRIORITY))
     assert max(depth.values) > 0 and depth.values[0] == 0
     for n in (1, 3, 4):
