@@ -99,17 +99,6 @@ def _find_topology(ref: str) -> Path | None:
     return None
 
 
-def source_fabric(source: str) -> Fabric:
-    """A running lab's fabric, re-read from the lab or topology file it was brought up from (its
-    state's `source`, absolute or from the project root)."""
-    path = Path(source)
-    if not path.is_absolute() and not path.exists():
-        path = paths.project_root() / path
-    if path.name == "lab.yml":
-        return load_lab(path.parent.name).fabric
-    return load_topology(path)
-
-
 def load_lab(ref: str) -> Lab:
     """A lab by folder name under labs/, or a topology by name or path."""
     lab_file = paths.labs_dir() / ref / "lab.yml"

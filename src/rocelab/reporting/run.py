@@ -29,10 +29,10 @@ from rocelab.reporting import graph
 
 from rocelab import paths
 from rocelab.errors import InputError
-from rocelab.model.lab import source_fabric
+from rocelab.model.lab import load_lab
 from rocelab.engines.state import LabState
 from rocelab.runtime.timeseries import GAUGE, KINDS, Series, TimeSeries
-from rocelab.model.topology import Fabric
+from rocelab.model.topology import Fabric, load_topology
 
 REPORT_NAME = "report.html"
 DASHBOARD_NAME = "dashboard.html"  # a dashboard snapshot, when one served during the run
@@ -177,6 +177,16 @@ def _draw(plot: _Plot, ts: TimeSeries, out: Path) -> None:
     plt.close(fig)
 
 
+def _fabric(record: LabState) -> Fabric:
+    """The lab's fabric, re-read from the lab or topology file it was brought up from."""
+    source = Path(record.source)
+    if not source.is_absolute() and not source.exists():
+        source = paths.project_root() / source
+    if source.name == "lab.yml":
+        return load_lab(source.parent.name).fabric
+    return load_topology(source)
+
+
 def _data_uri(png: Path) -> str:
     return "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode("ascii")
 
@@ -233,7 +243,7 @@ def write_reports(run_dir: Path, lab_state: LabState, cases: Sequence[tuple[str,
     run_dir.mkdir(parents=True, exist_ok=True)
     topology = None
     try:
-        topology = graph.draw(source_fabric(lab_state.source), run_dir / "topology.png")
+        topology = graph.draw(_fabric(lab_state), run_dir / "topology.png")
     except InputError:
         pass  # each case's report says why it has no picture
     jobs = [(run_dir / name, lab_state, series, tables, verdict, title, dashboard, topology)
@@ -259,7 +269,7 @@ def write_report(run_dir: Path | None, lab_state: LabState, series: TimeSeries, 
     parts = [f"<h1>{html.escape(title)}</h1>", _meta(lab_state, series), _verdict(verdict), "<h2>Topology</h2>"]
     uplinks = {}
     try:
-        fabric = source_fabric(lab_state.source)
+        fabric = _fabric(lab_state)
         uplinks = _uplinks(fabric)
         picture = run_dir / "topology.png"
         if topology is None:

@@ -30,11 +30,12 @@ Either way an earlier PSN is a duplicate, answered with a re-ACK (the first afte
 and any with AckReq); a duplicate RDMA READ request is executed again from its PSN (its
 responses were lost; what is still queued of its earlier answer from there on is dropped), as
 far back as half the PSN space, since a READ takes a PSN per response. A fatal NAK goes out
-behind the READ responses owed for earlier requests. Accepted WRITEs land in a registered memory region by VA and R_Key; SENDs land in the
-oldest posted receive. Counters: `ooo_received` (packets ahead of the
-expected PSN), the reorder distance (how far ahead, in PSNs: `reorder_distances`, its max and
-p99 in the report) and NAKs by cause (`naks_sent_out_of_order` under gbn,
-`naks_sent_place_gap` under place, beside the fatal ones in `naks_sent` and `rnr_naks_sent`).
+behind the READ responses owed for earlier requests. Accepted WRITEs land in a registered
+memory region by VA and R_Key; SENDs land in the oldest posted receive. Counters:
+`ooo_received` (packets ahead of the expected PSN), the reorder distance (how far ahead, in
+PSNs: `reorder_distances`, its max and p99 in the report) and NAKs by cause
+(`naks_sent_out_of_order` under gbn, `naks_sent_place_gap` under place, beside the fatal ones
+in `naks_sent` and `rnr_naks_sent`).
 
 RDMA READ, as the InfiniBand specification's RC transport has it: a read of N path-MTU
 segments is one request (BTH + RETH) that takes N PSNs of the requester's sequence; the
@@ -446,7 +447,7 @@ class QueuePair:
         if self.state is QpState.ERROR:
             self._complete(wr_id, opcode, WcStatus.WR_FLUSH_ERR, view.nbytes)
             return
-        packets = max(1, -(-view.nbytes // self._pmtu))
+        packets = self._segments(view.nbytes)
         first = self._next_seq
         self._send_wrs.append(_SendWr(wr_id, opcode, view, remote_va, r_key, first,
                                       first + packets - 1))
@@ -454,6 +455,10 @@ class QueuePair:
         if opcode is _RDMA_READ:
             self._reads += 1
         self._update_ready()
+
+    def _segments(self, nbytes: int) -> int:
+        """Packets (so PSNs) a message of `nbytes` takes at this QP's path MTU: at least one."""
+        return max(1, -(-nbytes // self._pmtu))
 
     # ---- requester: sending --------------------------------------------------------
 
@@ -517,10 +522,11 @@ class QueuePair:
     def _next_response(self, now: float) -> bytes:
         """The responder's next READ response (or an ACK/NAK queued behind the responses)."""
         item = self._responses[0]
+        counters = self.counters
         if isinstance(item, bytes):
             self._responses.popleft()
-            self.counters.tx_packets += 1
-            self.counters.tx_bytes += len(item)
+            counters.tx_packets += 1
+            counters.tx_bytes += len(item)
             self._update_ready()
             return item
         index = item.sent
@@ -536,7 +542,6 @@ class QueuePair:
         frame = self._tx.frame(opcode, self.remote_qpn, item.first_seq + index,
                                extension=b"" if opcode == middle else aeth(_SYNDROME_ACK, self._msn),
                                payload=item.data[offset:offset + self._pmtu])
-        counters = self.counters
         counters.read_responses_sent += 1
         counters.tx_packets += 1
         counters.tx_bytes += len(frame)
@@ -618,13 +623,10 @@ class QueuePair:
             if not self._una_seq - 1 <= seq < self._sent_high_seq:
                 self.drops["ack_psn_out_of_window"] += 1
                 return
-            if self._reads:
-                acked = self._unread(seq)
-                self._acknowledge(acked, now)
-                if acked < seq:
-                    self._ask_again(acked + 1, implied=True)
-                return
-            self._acknowledge(seq, now)
+            acked = self._unread(seq) if self._reads else seq
+            self._acknowledge(acked, now)
+            if acked < seq:  # what the responder sent for a read up to seq was lost
+                self._ask_again(acked + 1, implied=True)
             return
         if kind not in (SYNDROME_KIND_NAK, SYNDROME_KIND_RNR_NAK):
             self.drops["bad_syndrome"] += 1
@@ -845,7 +847,7 @@ class QueuePair:
                 return self._fatal_nak(Syndrome.NAK_INVALID_REQUEST, expected)
             nak = self._respond(pkt, expected)
             if nak is None:
-                self._expected_seq = expected + max(1, -(-pkt.dma_length // self._pmtu))
+                self._expected_seq = expected + self._segments(pkt.dma_length)
                 self._nak_sent = False
                 self._dup_acked = False
                 self._unacked_packets = 0  # the responses acknowledge what came before
@@ -882,7 +884,7 @@ class QueuePair:
         if view is None:
             self.drops["remote_access_error"] += 1
             return self._fatal_nak(Syndrome.NAK_REMOTE_ACCESS_ERROR, seq)
-        self._responses.append(_ReadResponses(seq, view, max(1, -(-pkt.dma_length // self._pmtu))))
+        self._responses.append(_ReadResponses(seq, view, self._segments(pkt.dma_length)))
         self._update_ready()
         return None
 

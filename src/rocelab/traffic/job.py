@@ -255,9 +255,9 @@ def bw_spec(src: str, dst: str, *, message_bytes: int, qps: int, messages: int, 
 
 def bw_summary(report: Mapping, sender: Mapping, message_bytes: int) -> dict:
     """perftest's columns from the progress samples of the host that posted the work ([time,
-    bytes, messages] acknowledged, or read, since the previous one): average bandwidth, peak bandwidth (the best window
-    lasting at least PEAK_WINDOW of the run: ACKs are coalesced, so single completions come
-    in bursts), message rate."""
+    bytes, messages] acknowledged, or read, since the previous one): average bandwidth, peak
+    bandwidth (the best window lasting at least PEAK_WINDOW of the run: ACKs are coalesced, so
+    single completions come in bursts), message rate."""
     tdf = report["tdf"]
     samples = sender["messages"]
     start = report["per_iteration"][0]["start_s"] if report["per_iteration"] else 0.0
