@@ -1,7 +1,8 @@
 """The agents' receive ring (rocelab.kernel.ring) on a real veth: every frame whole and in
 order with its receive time, a full ring counted as kernel drops, reading in step with the
 kernel after it wraps, the C core's own loop forwarding what `read` hands the Python pipeline,
-every loop clearing a downed port's error, and a dead transmitter (rocelab.kernel.deadlink)."""
+every loop clearing a downed port's error, a dead transmitter (rocelab.kernel.deadlink) and a
+port losing a share of FRR's packets (rocelab.kernel.frrloss)."""
 
 from __future__ import annotations
 
@@ -16,11 +17,11 @@ import time
 import pytest
 from pyroute2 import IPRoute
 from pyroute2 import netns as pyroute2_netns
-from scapy.layers.inet import IP, UDP
+from scapy.layers.inet import ICMP, IP, TCP, UDP
 from scapy.layers.l2 import Ether
 
 from rocelab.engines.netns import COMMON_SYSCTLS, write_sysctls
-from rocelab.kernel import deadlink
+from rocelab.kernel import deadlink, frrloss
 from rocelab.kernel.control import ControlServer
 from rocelab.kernel.loop import LATENESS_BOUNDS_S, PURE_LOOP_ENV, TPACKET_STATS, Loop, open_port
 from rocelab.kernel.netns import PACKET_STATISTICS, SOL_PACKET, in_netns, packet_socket
@@ -255,3 +256,45 @@ def test_a_dead_transmitter_loses_every_frame_with_its_link_up_until_revived(vet
     sender.send(frame(9, 200))
     time.sleep(0.1)
     assert read_all(port)[0] == [frame(9, 200)]
+
+
+FRR_PACKETS = {"BGP to the peer": TCP(sport=40001, dport=179), "BGP from the peer's port": TCP(sport=179, dport=40001),
+               "BFD control": UDP(sport=49152, dport=3784), "BFD echo": UDP(sport=49152, dport=3785),
+               "BFD multihop": UDP(sport=49152, dport=4784)}
+OTHER_PACKETS = {"RoCEv2": UDP(sport=50000, dport=4791), "ICMP": ICMP(), "TCP to another port": TCP(dport=80)}
+
+
+def ip_frame(l4, n: int) -> bytes:
+    return bytes(Ether(src=SENDER_MAC, dst=RECEIVER_MAC) / IP(src="198.18.0.0", dst="198.18.0.1", id=n) / l4
+                 / n.to_bytes(4, "big"))
+
+
+@pytest.mark.parametrize("loss_pct", [10, 50])
+def test_a_lossy_port_drops_its_share_of_frrs_packets_and_nothing_else_until_cleared(veth, loss_pct):
+    """rocelab.kernel.frrloss's BPF program in a real kernel: of 600 packets of each kind BGP and
+    BFD lose about `loss_pct` % (binomial: within 6 standard deviations), RoCEv2, ICMP and other TCP
+    none; the drops are counted; cleared, every packet arrives."""
+    sender, port = veth
+    ns, n = sender_ns(), 600
+    frrloss.set_loss(ns, "eth1", loss_pct)
+
+    def arrived(kinds: dict) -> dict[str, int]:
+        got = {}
+        for name, l4 in kinds.items():
+            got[name] = 0
+            for i in range(n):
+                with contextlib.suppress(OSError):  # the filter's drop is ENOBUFS to a packet socket
+                    sender.send(ip_frame(l4, i))
+                if i % 100 == 99:  # read before the ring fills
+                    time.sleep(0.02)
+                    got[name] += len(read_all(port, limit=n)[0])
+        return got
+
+    frr, other = arrived(FRR_PACKETS), arrived(OTHER_PACKETS)
+    share, sd = loss_pct / 100, (n * loss_pct / 100 * (1 - loss_pct / 100)) ** 0.5
+    assert all(abs((n - got) - n * share) <= 6 * sd for got in frr.values()), frr
+    assert other == dict.fromkeys(OTHER_PACKETS, n)
+    assert frrloss.lost(ns) == {"eth1": sum(n - got for got in frr.values())}
+    assert frrloss.lost(receiver_ns()) == {}
+    assert frrloss.clear(ns) == ["eth1"] and frrloss.lost(ns) == {} and frrloss.clear(ns) == []
+    assert arrived(FRR_PACKETS) == dict.fromkeys(FRR_PACKETS, n)

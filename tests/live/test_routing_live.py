@@ -1,8 +1,8 @@
 """FRR's BGP on leaf-spine-2x2 (one `up --routing bgp` for every test here), driven as a user
 types it: every fabric session Established in `vtysh`, every remote host subnet in the kernel FIB
 via bgp with one next hop per spine, `config interface shutdown` withdrawing the link's routes
-on the far side and `startup` bringing them back on both sides, and `down` leaving no FRR
-process or file."""
+on the far side and `startup` bringing them back on both sides, a partly lossy link losing a share
+of FRR's packets too, and `down` leaving no FRR process or file."""
 
 from __future__ import annotations
 
@@ -18,7 +18,11 @@ import pytest
 from test_labs import CLI, ROOT, cli
 
 from rocelab import paths
-from rocelab.kernel import control
+from rocelab.engines import state as lab_state
+from rocelab.kernel import control, frrloss
+from rocelab.model.lab import load_lab
+from rocelab.model.scenario import Impairment
+from rocelab.runtime.scenario import impair, revive_links
 
 pytestmark = pytest.mark.root
 LAB = "leaf-spine-2x2"
@@ -106,6 +110,21 @@ def test_shutdown_withdraws_the_links_routes_and_startup_restores_them(bgp_lab):
     # nexthop objects, FRR 8.4 kept spine1 out of leaf1's group for good: routing/frr.py)
     assert until(lambda: bgp_routes("leaf1").get("198.19.3.0/24") == 2), bgp_routes("leaf1")
     assert until(lambda: programmed("leaf1", "198.19.3.0/24") == 2)
+
+
+def test_a_partly_lossy_link_loses_a_share_of_frrs_packets_too_until_the_next_case(bgp_lab):
+    """A case's `impair: {port: leaf1:eth3, loss: 50%}`: switchd drops half the data frames it sends
+    there and the kernel half of FRR's BGP and BFD packets (rocelab.kernel.frrloss), which leave
+    under the emulated ASIC; the next case's revival clears both and names the port."""
+    record = lab_state.load(LAB)
+    impair(record, Impairment("leaf1", "eth3", loss_pct=50))
+    try:  # BFD sends every 300 ms, BGP a keepalive every 3 s
+        assert until(lambda: frrloss.lost(f"{LAB}.leaf1").get("eth3", 0) >= 3, 10.0), frrloss.lost(f"{LAB}.leaf1")
+        assert frrloss.lost(f"{LAB}.spine1") == {}  # one direction: leaf1's transmitter
+    finally:
+        revived = revive_links(record, load_lab(LAB).fabric)
+    assert "leaf1:eth3" in revived and frrloss.lost(f"{LAB}.leaf1") == {}
+    assert until(lambda: bgp_routes("leaf1").get("198.19.3.0/24") == 2, 30.0), bgp_routes("leaf1")
 
 
 def test_down_leaves_no_frr_process_socket_or_file(bgp_lab):

@@ -38,16 +38,26 @@ def kill_here(ipr: IPRoute, ifname: str) -> None:
     ipr.tc("replace", "tbf", index, handle=HANDLE, rate=RATE_BYTES_PER_S, burst=BUCKET_BYTES, limit=BUCKET_BYTES)
 
 
+def on_ports(ipr: IPRoute, qdiscs) -> list[tuple[str, object]]:
+    """(interface name, qdisc) for each of `qdiscs`, qdiscs of `ipr`'s namespace."""
+    names = {link["index"]: link.get_attr("IFLA_IFNAME") for link in ipr.get_links()}
+    return [(names[q["index"]], q) for q in qdiscs]
+
+
+def drops(qdisc) -> int:
+    """Packets a qdisc has dropped so far."""
+    return qdisc.get_attr("TCA_STATS2").get_attr("TCA_STATS_QUEUE")["drops"]
+
+
 def _dead(ipr: IPRoute) -> list[tuple[str, object]]:
     """(interface name, rocelab's qdisc) for every dead transmitter `ipr`'s namespace has."""
-    names = {link["index"]: link.get_attr("IFLA_IFNAME") for link in ipr.get_links()}
-    return [(names[q["index"]], q) for q in ipr.get_qdiscs() if q["handle"] == HANDLE and q["parent"] == TC_H_ROOT]
+    return on_ports(ipr, [q for q in ipr.get_qdiscs() if q["handle"] == HANDLE and q["parent"] == TC_H_ROOT])
 
 
 def dead(netns: str) -> dict[str, int]:
     """The dead transmitters in `netns`: interface name → frames lost since it died."""
     with IPRoute(netns=netns) as ipr:
-        return {name: q.get_attr("TCA_STATS2").get_attr("TCA_STATS_QUEUE")["drops"] for name, q in _dead(ipr)}
+        return {name: drops(q) for name, q in _dead(ipr)}
 
 
 def revive(netns: str) -> list[str]:

@@ -113,6 +113,8 @@ OBSERVATIONS = {
     "stalled": "1 if the case's job moved no byte for its stall_timeout, else 0",
     "dead_link_frames": "frames a silently dead link (impair loss 100%) lost on the wire, FRR's packets included; "
                         "the switches sent and counted them",
+    "frr_packets_lost": "FRR's BGP and BFD packets a partly lossy link (impair loss below 100%) lost, on labs "
+                        "that route on FRR (the data frames' share is switchd's: drops)",
     "host_pause_frames": "PFC frames the NICs received",
     "host_paused_s": "time the NICs spent paused, production-equivalent seconds",
     "cnps_sent": "CNPs the NICs sent", "cnps_received": "CNPs the NICs received",
@@ -168,7 +170,8 @@ class Impairment:
     @property
     def silent(self) -> bool:
         """A dead transmitter: every frame lost, FRR's BGP and BFD packets too, the link still up
-        (rocelab.kernel.deadlink). A lesser loss is the emulated ASIC's, on data frames only."""
+        (rocelab.kernel.deadlink). A lesser loss is the emulated ASIC's on data frames, and takes
+        the same share of FRR's packets in the kernel (rocelab.kernel.frrloss)."""
         return self.loss_pct >= 100
 
 

@@ -17,7 +17,7 @@ from rocelab.engines import builtin_engines, frr
 from rocelab.engines import state as lab_state
 from rocelab.engines.netns import wait_converged
 from rocelab.engines.state import LabState
-from rocelab.kernel import control, deadlink
+from rocelab.kernel import control, deadlink, frrloss
 from rocelab.kernel.loop import REALTIME
 from rocelab.model.scenario import (Case, CaseStep, CheckResult, Impairment, Scenario, ecmp_observations, evaluate,
                                     fib_observations, job_observations, nic_observations, port_observations,
@@ -56,18 +56,21 @@ def agents_not_realtime(record: LabState) -> dict[str, str]:
 def impair(record: LabState, imp: Impairment) -> None:
     """A switch port's link impaired from now on. A silent loss (100%) is a dead transmitter in the
     kernel (rocelab.kernel.deadlink), under the emulated ASIC, which keeps sending and counting as a
-    real one would; the rest is switchd's."""
+    real one would; the rest is switchd's, and a lesser loss takes its share of FRR's packets too
+    where the lab routes on FRR (rocelab.kernel.frrloss)."""
     sock = control.socket_path(record.name, imp.node)
     control.request(sock, "impair", port=imp.port, delay_s=imp.delay_s * record.tdf, jitter_s=imp.jitter_s * record.tdf,
                     loss_pct=0.0 if imp.silent else imp.loss_pct, rate_pct=imp.rate_pct, silent=imp.silent)
+    if record.routing.get("mode") == "bgp":
+        frrloss.set_loss(record.node(imp.node).netns, imp.port, 0.0 if imp.silent else imp.loss_pct)
 
 
 def revive_links(record: LabState, fabric,
                  start_ports: Callable[[str, list[str]], object] | None = None) -> list[str]:
     """Every switch port's link as the lab built it: the emulated ASIC's impairments cleared, the
-    dead transmitters revived and, where `start_ports(node, ports)` is given (the front door's,
-    through the switch's running config, which its shell reads the links from), a port the last
-    case shut started again. What it revived, NODE:PORT."""
+    dead transmitters revived, FRR's packets no longer lost and, where `start_ports(node, ports)`
+    is given (the front door's, through the switch's running config, which its shell reads the
+    links from), a port the last case shut started again. What it revived, NODE:PORT."""
     revived = []
     for node, sock in agent_sockets(record, "switchd").items():
         if start_ports is not None:
@@ -78,7 +81,9 @@ def revive_links(record: LabState, fabric,
                 revived += [f"{node}:{port}" for port in shut]
         for port in fabric.node(node).ports:
             control.request(sock, "impair", port=port.name)
-        revived += [f"{node}:{port}" for port in deadlink.revive(record.node(node).netns)]
+        netns = record.node(node).netns
+        lossy = frrloss.clear(netns) if record.routing.get("mode") == "bgp" else []
+        revived += [f"{node}:{port}" for port in dict.fromkeys([*deadlink.revive(netns), *lossy])]
     return revived
 
 
@@ -316,6 +321,8 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
     obs |= nic_observations(job_nics) | ecmp_observations(groups) | fib_observations(routes)
     obs["stalled"] = float(stalled)
     obs["dead_link_frames"] = float(sum(sum(deadlink.dead(record.node(node).netns).values()) for node in switches))
+    obs["frr_packets_lost"] = float(sum(sum(frrloss.lost(record.node(node).netns).values()) for node in switches)
+                                    if record.routing.get("mode") == "bgp" else 0)
     obs["retransmitted_bytes_per_drop"] = obs["retransmitted_bytes"] / obs["drops"] if obs["drops"] else 0.0
     obs |= probe_observations(probe_reports)
     rates_bps = {port: rate_bps for port, (rate_bps, _) in links.items()}
