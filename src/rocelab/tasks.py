@@ -679,7 +679,7 @@ def run(c, lab, json=False, report=True, case=None):
     with _job_progress(spec.name, spec.name) as on_progress:
         result = scenario_run.run(record, chosen, spec.profile, spec.fabric,
                                   on_case=on_case, run_step=run_step,
-                                  bgp=(lambda case: lab_bgp(spec, case.bgp)) if record.routing.get("mode") == "bgp"
+                                  bgp=(lambda case: lab_bgp(spec, case.bgp)) if record.routes_on_frr
                                   else None,
                                   start_ports=lambda node, ports: nodecli.start_ports(record, node, ports),
                                   on_note=lambda text: err_console.print(f"  {text}", highlight=False),

@@ -11,6 +11,7 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
+from rocelab.engines.state import LabState
 from rocelab.errors import InputError
 from rocelab.qos.model import PfcWatchdog
 from rocelab.model.scenario import (
@@ -341,8 +342,6 @@ def test_a_case_types_its_steps_on_the_dilated_time_line_from_the_jobs_start_unt
 
 
 def test_the_run_says_which_figures_are_emulated_time_and_which_frrs_wall_clock():
-    from types import SimpleNamespace
-
     from rocelab.model.scenario import CaseStep
     from rocelab.runtime.scenario import CaseResult, ScenarioRun, StepResult
 
@@ -350,7 +349,7 @@ def test_the_run_says_which_figures_are_emulated_time_and_which_frrs_wall_clock(
     case = CaseResult(Case("shut", "shut", JobSpec(pattern="ring")), {}, steps=[StepResult(step, 0.0021, 0)])
     run = ScenarioRun("lab-link-failure", [case], [])
     assert run.step_rows() == [["shut", "2 ms", "2.1 ms", "leaf1", "config interface shutdown Ethernet8", "0"]]
-    bgp = SimpleNamespace(tdf=1000, routing={"mode": "bgp", "fib_routes_per_s": 10500})
+    bgp = LabState("l", "netns", "l", "switchd", 1000, "up", routing={"mode": "bgp", "fib_routes_per_s": 10500})
     note = run.time_note(bgp)
     assert "emulated time, shown production-equivalent (the lab's wall time ÷ TDF 1,000)" in note
     assert "FIB programming (10,500 routes/s)" in note
@@ -360,7 +359,7 @@ def test_the_run_says_which_figures_are_emulated_time_and_which_frrs_wall_clock(
     silent = ScenarioRun("lab-link-failure", [CaseResult(case.case, {}, steps=[StepResult(dead, 0.002, 0)])], [])
     assert "A silently dead link stays a black hole until BFD notices: 900 ms on a real fabric, 900 µs here" \
         in silent.time_note(bgp)
-    static = SimpleNamespace(tdf=1000, routing={"mode": "static"})
+    static = LabState("l", "netns", "l", "switchd", 1000, "up", routing={"mode": "static"})
     assert "FRR" not in run.time_note(static)
     assert ScenarioRun("lab-pfc", [CaseResult(case.case, {})], []).time_note(static) == ""
 

@@ -57,6 +57,11 @@ class LabState:
     awake: list[int] = field(default_factory=list)  # pids of rocelab.kernel.awake, one per CPU
 
     @property
+    def routes_on_frr(self) -> bool:
+        """FRR's BGP runs on the lab's switches (`routing: bgp`)."""
+        return self.routing.get("mode") == "bgp"
+
+    @property
     def namespaces(self) -> list[str]:
         return [n.netns for n in self.nodes]
 

@@ -61,7 +61,7 @@ def impair(record: LabState, imp: Impairment) -> None:
     sock = control.socket_path(record.name, imp.node)
     control.request(sock, "impair", port=imp.port, delay_s=imp.delay_s * record.tdf, jitter_s=imp.jitter_s * record.tdf,
                     loss_pct=0.0 if imp.silent else imp.loss_pct, rate_pct=imp.rate_pct, silent=imp.silent)
-    if record.routing.get("mode") == "bgp":
+    if record.routes_on_frr:
         frrloss.set_loss(record.node(imp.node).netns, imp.port, 0.0 if imp.silent else imp.loss_pct)
 
 
@@ -82,7 +82,7 @@ def revive_links(record: LabState, fabric,
         for port in fabric.node(node).ports:
             control.request(sock, "impair", port=port.name)
         netns = record.node(node).netns
-        lossy = frrloss.clear(netns) if record.routing.get("mode") == "bgp" else []
+        lossy = frrloss.clear(netns) if record.routes_on_frr else []
         revived += [f"{node}:{port}" for port in dict.fromkeys([*deadlink.revive(netns), *lossy])]
     return revived
 
@@ -248,7 +248,7 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
                             load_balancing=case.load_balancing)
     reconfigured = reconfigure_bgp(record, bgp(case)) if bgp is not None else []
     revived = revive_links(record, fabric, start_ports)
-    if (reconfigured or revived) and record.routing.get("mode") == "bgp":
+    if (reconfigured or revived) and record.routes_on_frr:
         settle_routing(record, fabric, case, reconfigured, revived, on_note)
     for imp in case.impair:
         impair(record, imp)
@@ -322,7 +322,7 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
     obs["stalled"] = float(stalled)
     obs["dead_link_frames"] = float(sum(sum(deadlink.dead(record.node(node).netns).values()) for node in switches))
     obs["frr_packets_lost"] = float(sum(sum(frrloss.lost(record.node(node).netns).values()) for node in switches)
-                                    if record.routing.get("mode") == "bgp" else 0)
+                                    if record.routes_on_frr else 0)
     obs["retransmitted_bytes_per_drop"] = obs["retransmitted_bytes"] / obs["drops"] if obs["drops"] else 0.0
     obs |= probe_observations(probe_reports)
     rates_bps = {port: rate_bps for port, (rate_bps, _) in links.items()}
@@ -409,7 +409,7 @@ class ScenarioRun:
     def time_note(self, record: LabState) -> str:
         """Which figures are emulated time and which FRR's wall clock, where a case typed steps or
         the lab routes on FRR; empty elsewhere."""
-        bgp = record.routing.get("mode") == "bgp"
+        bgp = record.routes_on_frr
         if not bgp and not self.step_rows():
             return ""
         tdf = record.tdf
