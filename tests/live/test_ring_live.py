@@ -1,7 +1,8 @@
 """The agents' receive ring (rocelab.kernel.ring) on a real veth: every frame whole and in
 order with its receive time, a full ring counted as kernel drops, reading in step with the
 kernel after it wraps, the C core's own loop forwarding what `read` hands the Python pipeline,
-every loop clearing a downed port's error, a dead transmitter (rocelab.kernel.deadlink) and a
+every loop giving a switch each frame's arrival (a late XOFF holds what it owes), every loop
+clearing a downed port's error, a dead transmitter (rocelab.kernel.deadlink) and a
 port losing a share of FRR's packets (rocelab.kernel.frrloss)."""
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from rocelab.kernel.control import ControlServer
 from rocelab.kernel.loop import LATENESS_BOUNDS_S, PURE_LOOP_ENV, TPACKET_STATS, Loop, open_port
 from rocelab.kernel.netns import PACKET_STATISTICS, SOL_PACKET, in_netns, packet_socket
 from rocelab.kernel.ring import RING_BLOCKS, SLOTS_PER_BLOCK
+from rocelab.qos.model import BufferPool, BufferProfile, PortQos, QosProfile
 from rocelab.switch import Fib, NextHop, PortSpec, Switch, fastpath
+from rocelab.switch.frames import build_pfc
 from rocelab.switch.agent import UNCONFIGURED
 
 pytestmark = pytest.mark.root
@@ -190,6 +193,99 @@ def test_the_c_loop_forwards_what_the_python_loop_hands_the_python_pipeline(veth
         assert {k: got[k] for k in ("rx_packets", "rx_bytes", "tx_packets", "tx_bytes", "drops")} == \
                {k: want[k] for k in ("rx_packets", "rx_bytes", "tx_packets", "tx_bytes", "drops")}
     assert python.counters(now)["ports"]["eth1"]["rx_packets"] == len(traffic)
+
+
+LOSSLESS_TC = 3
+ETH2_MAC, ETH2_PEER_MAC = "02:52:4c:00:0a:03", "02:52:4c:00:0a:04"
+
+
+def lossless_switch(kind):
+    """eth1 → eth2 at 1 Mb/s, TC 3 lossless: 20 kB under the PG's threshold, 10 kB of headroom.
+    At this rate an XOFF's reach (a jumbo frame, the PFC frame) is 74 ms."""
+    pg = BufferProfile(name="pg_lossless", pool="ingress_lossless_pool", size_bytes=0, static_th_bytes=20_000,
+                       xoff_bytes=10_000, xon_bytes=0, xon_offset_bytes=0)
+    qos = {name: PortQos(port=name, dscp_to_tc=tuple(d if d < 8 else 0 for d in range(64)),
+                         tc_to_pg=tuple(range(8)) + (0,) * 8, pfc_enable=frozenset({LOSSLESS_TC}),
+                         pgs={LOSSLESS_TC: pg}) for name in ("Ethernet0", "Ethernet4")}
+    profile = QosProfile(source="test", ports=qos, pools={
+        "ingress_lossless_pool": BufferPool("ingress_lossless_pool", "ingress", "dynamic", 10**7, 0)})
+    specs = [PortSpec("eth1", RECEIVER_MAC, 1e6), PortSpec("eth2", ETH2_MAC, 1e6)]
+    routes = Fib(routes={"198.18.2.0/24": [NextHop("eth2", ETH2_PEER_MAC)]}, local=frozenset())
+    return kind("leaf1", specs, profile, routes, random.Random(1))
+
+
+@pytest.mark.parametrize("shell", ["python", "c", "switchd"])
+def test_a_switch_read_late_takes_each_frame_at_its_arrival_and_holds_what_its_late_xoff_owes(
+        veth, shell, monkeypatch, tmp_path):
+    """The switch's loop stalls (here: it does not run) while frames arrive; each loop (the
+    Python one, the C shell around the Python pipeline, switchd's C core) then reads them with
+    their kernel receive times. 30 frames fill the PG to its threshold and its headroom: the
+    XOFF was due when the 21st arrived and leaves only when the loop runs, 0.4 s later. 5 frames
+    sent 0.15 s after the first 30 (twice the XOFF's reach: a timely XOFF had stopped them; the
+    sender here is a raw socket that ignores pauses) are held past the headroom, not dropped; 5
+    more sent 0.15 s after the late XOFF left (it had time to reach the sender) are dropped. The
+    headroom watermark leaves the held frames out: it shows what the link's own traffic needed."""
+    sender, port = veth
+    ns = receiver_ns()
+    with IPRoute(netns=ns) as ipr:
+        ipr.link("add", ifname="eth2", kind="veth", address=ETH2_MAC, mtu=9100,
+                 peer={"ifname": "eth2p", "address": ETH2_PEER_MAC, "mtu": 9100})
+        for name in ("eth2", "eth2p"):
+            ipr.link("set", index=ipr.link_lookup(ifname=name)[0], state="up")
+    with in_netns(ns):
+        eth2 = open_port("eth2")
+    peer = packet_socket("eth2p", ns=ns)
+    wake_r, wake_w = os.pipe()  # kept readable: each loop serves its ports once and hands back
+    os.write(wake_w, b"x")
+    if shell == "python":
+        monkeypatch.setenv(PURE_LOOP_ENV, "1")
+    control = ControlServer(tmp_path / "agent.sock", lambda req: {})
+    if shell == "switchd":
+        core = lossless_switch(fastpath.FastSwitch)
+        ports = [port, eth2]
+
+        def serve():
+            _, heads = core.serve([(p.sock.fileno(), p.ring.map, p.ring.head) for p in ports], [wake_r],
+                                  port.ring.geometry, 0.0, 0.05, LATENESS_BOUNDS_S, 7, 1 << 30, 16)
+            for p, head in zip(ports, heads):
+                p.ring.head = head
+    else:
+        core = lossless_switch(Switch)
+        loop = Loop(core, {"eth1": port, "eth2": eth2}, [control])
+        assert loop.shell == shell
+        fds = {port.sock.fileno(): "eth1", eth2.sock.fileno(): "eth2"}
+        serve = (lambda: loop._wait_and_serve(dict(fds), [*fds, wake_r])) if shell == "python" \
+            else (lambda: loop._serve_in_c([wake_r]))
+    data = bytes(Ether(dst=RECEIVER_MAC, src=SENDER_MAC) / IP(src="198.18.1.2", dst="198.18.2.2", tos=LOSSLESS_TC << 2)
+                 / UDP(sport=49152, dport=4791) / bytes(958))
+    assert len(data) == 1000
+    try:
+        peer.send(build_pfc(bytes.fromhex(ETH2_PEER_MAC.replace(":", "")), {LOSSLESS_TC: 0xFFFF}))  # eth2 held
+        time.sleep(0.1)
+        serve()
+        for _ in range(30):
+            sender.send(data)
+        time.sleep(0.15)
+        for _ in range(5):
+            sender.send(data)
+        time.sleep(0.25)
+        serve()  # the stall ends: the XOFF leaves now
+        time.sleep(0.15)
+        for _ in range(5):
+            sender.send(data)
+        time.sleep(0.2)
+        serve()
+        pg = core.counters(time.monotonic())["ports"]["eth1"]["pgs"][LOSSLESS_TC]
+    finally:
+        os.close(wake_r)
+        os.close(wake_w)
+        control.close()
+        peer.close()
+        eth2.sock.close()
+    assert pg["xoff"] and pg["rx_packets"] == 35, pg
+    assert (pg["held_packets"], pg["held_bytes"]) == (5, 5000)
+    assert pg["drops"] == {"headroom_exceeded": {"packets": 5, "bytes": 5000}}
+    assert pg["headroom_bytes"] == 15_000 and pg["headroom_watermark_bytes"] == 10_000  # held: not in it
 
 
 class Idle:

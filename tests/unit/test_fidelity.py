@@ -10,8 +10,8 @@ import pytest
 from rocelab.engines.state import LabState
 from rocelab.kernel.loop import LATENESS_BOUNDS_S, Loop, LoopStats
 from rocelab.model.scenario import Case, evaluate, parse_check
-from rocelab.runtime.fidelity import (AgentTiming, cpu_share, cpu_times, headroom_drops, judge, switch_pipelines,
-                                      timings)
+from rocelab.runtime.fidelity import (AgentTiming, cpu_share, cpu_times, headroom_drops, held_frames, judge,
+                                      switch_pipelines, timings)
 from rocelab.runtime.readings import AgentReading
 from rocelab.runtime.scenario import CaseResult, ScenarioRun
 from rocelab.traffic.spec import JobSpec
@@ -128,6 +128,34 @@ def test_headroom_drops_in_a_window_are_those_since_the_counters_read_before_it(
     assert headroom_drops(pg_counters(4, 41_540), LINKS, since=before) == []  # none in the window
     # Cleared meanwhile: what the counters hold is all since the clear, within the window.
     assert headroom_drops(pg_counters(1, 41_540), LINKS, since=before)[0].drops == 1
+
+
+def test_frames_a_switch_held_for_its_late_xoff_count_as_its_late_events_and_are_said():
+    """A switch holds past the headroom what reached it only because its own XOFF left late
+    (rocelab.switch.pipeline): each held frame is a frame its link carried that a switch on time
+    would not have let in, one more late event of its loop. A few at one late XOFF: kept up, and
+    the line says so; as many as a switch that stalls often lets in: fell behind."""
+    def held(n: int) -> dict:
+        counters = pg_counters(0, 41_540)
+        port = counters["leaf1"]["ports"]["eth2"]
+        port["pgs"] = [{**pg, "held_packets": n if i == 3 else 0} for i, pg in enumerate(port["pgs"])]
+        return counters
+
+    assert held_frames(held(7), held(3)) == {"leaf1": 4}
+    assert held_frames(held(2), held(3)) == {"leaf1": 2}  # cleared meanwhile: all since the clear
+    assert held_frames(held(5), {}) == {"leaf1": 5}  # a switch read for the first time
+    windows = [window("leaf1", 36_000, 100), replace(window("h1", 36_000, 0), agent="nicd")]
+    judged = judge(windows, TDF, BOUND_S)
+    assert judged.judge_held({"leaf1": 0}, windows) == judged
+    few = judged.judge_held({"leaf1": 4}, windows)
+    assert few.kept_up and "; 4 lossless frames held past a PG's headroom, not dropped" in few.line()
+    assert few.to_json()["held"] == 4
+    many = judged.judge_held({"leaf1": 300}, windows)  # 100 late + 300 held > 1% of 36,400
+    assert not many.kept_up and many.advice_tdf >= 2 * TDF and "FELL BEHIND" in many.line()
+    assert "leaf1: 300 held, 100 late of 36,100 events" in many.line() and many.to_json()["held"] == 300
+    # A NIC's loop holds nothing; frames held by a switch weigh on that switch's loop only.
+    assert judged.judge_held({"h1": 300}, windows).kept_up
+    assert "held past" not in judged.line()
 
 
 def test_a_labs_state_keeps_its_links_for_the_headroom_judgement():

@@ -8,9 +8,10 @@ from scapy.contrib.mac_control import MACControlClassBasedFlowControl
 from scapy.layers.l2 import Ether
 
 from rocelab.qos.model import PfcWatchdog
+from rocelab.switch.pipeline import PAUSE_REACH_BYTES
 from test_switch_support import (
     LOSSLESS_TC, RATE_BPS, drive, ingress_pool, lossless_pg_profile,
-    lossless_profile, make_switch, pfc_from_peer, roce, run,
+    lossless_profile, make_switch, pfc_from_peer, port_specs, roce, run,
 )
 
 PKT_BYTES = 1000
@@ -192,3 +193,57 @@ def test_pfc_watchdog_detects_storm_and_restores(action):
         assert [t for t in out if 0.2 <= t < last_pause_s]  # forwarded despite the pauses
         assert len(out) == len(traffic)
     assert [t for t in out if t > restored_s]  # traffic flows after restoration
+
+
+def test_a_frame_owed_to_a_late_xoff_is_held_past_the_headroom_and_only_such_a_frame():
+    """switchd read the frames late (its loop stalled): the XOFF was due when the frame that
+    filled the PG past its threshold arrived, and left only when switchd read it. A frame the
+    peer sent after a timely XOFF would have reached it, and before the late one could, is held
+    past the full headroom; one that was in flight anyway, or sent after the late XOFF had time
+    to arrive (a peer ignoring the pause), is dropped as before."""
+    pg = lossless_pg_profile(size_bytes=2_000, static_th_bytes=40_000, xoff_bytes=20_000)
+    delay_s = 50e-6
+    switch = make_switch(lossless_profile(pg), specs=port_specs(delay_s=delay_s))
+    hold_egress(switch, "eth2", 0.0)
+    frame = roce("eth1", "eth2", PKT_BYTES)
+    size = len(frame)
+    reach_s = 2 * delay_s + PAUSE_REACH_BYTES * 8 / RATE_BPS
+    late_s = 0.010  # the stall: everything below is read at this time
+    n = 0
+    while not pg_counters(switch, "eth1", now=late_s)["xoff"]:  # arrived at 0: XOFF due at 0, left at late_s
+        switch.receive("eth1", frame, late_s, 0.0)
+        n += 1
+    while pg_counters(switch, "eth1", now=late_s)["headroom_bytes"] + size <= pg.xoff_bytes:
+        switch.receive("eth1", frame, late_s, reach_s / 2)  # in flight when a timely XOFF left
+    assert pg_counters(switch, "eth1", now=late_s)["drops"] == {}
+
+    for arrival_s, held, dropped in [(reach_s / 2, 0, 1),  # in flight anyway: the headroom was too small
+                                     (reach_s * 1.5, 1, 1),  # owed to the stall: held
+                                     (late_s + reach_s / 2, 2, 1),  # the late XOFF could not reach the peer yet
+                                     (late_s + reach_s * 1.5, 2, 2)]:  # it could: the peer ignores the pause
+        switch.receive("eth1", frame, late_s + reach_s * 2, arrival_s)
+        counters = pg_counters(switch, "eth1", now=late_s)
+        assert (counters["held_packets"], counters["drops"]["headroom_exceeded"]["packets"]) == (held, dropped), \
+            arrival_s
+    assert counters["held_bytes"] == 2 * size
+    assert counters["headroom_bytes"] > pg.xoff_bytes  # held past it,
+    assert counters["headroom_watermark_bytes"] <= pg.xoff_bytes  # which the watermark leaves out
+
+    # The held frames leave with the rest once the egress resumes, and their bytes come back.
+    switch.receive("eth2", pfc_from_peer("eth2", {LOSSLESS_TC: 0}), 0.1)
+    sent = data_sent(run(switch, 0.1, 2.0), "eth2")
+    admitted = pg_counters(switch, "eth1", now=2.0)
+    assert len(sent) == admitted["rx_packets"] and admitted["headroom_bytes"] == admitted["shared_bytes"] == 0
+
+
+def test_with_its_xoff_on_time_a_pg_holds_nothing_past_its_headroom():
+    """Read as they arrive (no stall), every frame past the headroom is dropped, however late
+    it comes: what a peer that ignores the pause costs."""
+    pg = lossless_pg_profile(size_bytes=2_000, static_th_bytes=40_000, xoff_bytes=20_000)
+    switch = make_switch(lossless_profile(pg))
+    hold_egress(switch, "eth2", 0.0)
+    frame = roce("eth1", "eth2", PKT_BYTES)
+    for i in range(200):
+        switch.receive("eth1", frame, i * 1e-4, i * 1e-4)
+    counters = pg_counters(switch, "eth1", now=0.02)
+    assert counters["held_packets"] == 0 and counters["drops"]["headroom_exceeded"]["packets"] > 100

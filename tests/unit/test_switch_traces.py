@@ -10,7 +10,8 @@ frames (valid IPv4 with any DSCP, ECN and TTL, IP options, fragments, VLAN tags;
 frames with any class-enable vector and quanta; other MAC Control; corrupted and truncated frames;
 random bytes), alone or in bursts, control calls (clear, impair, fib, reload) and bare polls.
 Each trace runs through both pipelines from the same seed, polled either exactly when
-next_event asks or late, on a coarse clock (a busy switchd); every frame out (time, port,
+next_event asks or late, on a coarse clock (a busy switchd: frames are read late, with their
+arrival times, so a late XOFF holds frames past the headroom); every frame out (time, port,
 bytes, in order), every trapped frame and the counters before each control call and at the end
 must be equal.
 
@@ -20,7 +21,9 @@ How it was checked that a changed C decision fails it (generation only, two seed
 examples at most, the generator as committed): WRED's `depth <= q->wred_min` in fastpath_core.c's
 wred_decide changed to `<` failed at the 62nd and the 126th example (a frame's departure time);
 PFC honoured on a priority outside pfc_enable (receive_pfc's check dropped) at the 11th in both
-(paused_time_s). With an earlier version of these strategies, STRICT queues served lowest index
+(paused_time_s); a frame held past the headroom whenever it came before the late XOFF could reach
+its sender (the lower end of the hold's window in owed_to_late_xoff dropped, 2026-11-28) at the
+first example run (a frame's departure time). With an earlier version of these strategies, STRICT queues served lowest index
 first failed at the 1,456th example in one run and not at all in the other: two busy STRICT
 queues on one port at once are rare in these traces.
 """
@@ -370,10 +373,10 @@ def run(implementation, trace: Trace) -> list[tuple]:
     now, i, polls_at_now = 0.0, 0, 0
     while True:
         while i < len(arrivals) and arrivals[i][0] <= now:
-            _, _, op, args = arrivals[i]
+            at, _, op, args = arrivals[i]
             i += 1
-            if op == "frame":
-                switch.receive(args[0], args[1], now)
+            if op == "frame":  # read at `now`, received at `at`: late on a coarse clock
+                switch.receive(args[0], args[1], now, at)
                 continue
             if op == "poll":
                 continue
@@ -466,6 +469,8 @@ def what_happened(log: list[tuple]) -> set[str]:
                     seen.add("storm")
             if any(pg["headroom_watermark_bytes"] for pg in port["pgs"]):
                 seen.add("headroom")
+            if any(pg["held_packets"] for pg in port["pgs"]):
+                seen.add("held")
     return seen
 
 
@@ -490,7 +495,8 @@ def test_the_c_pipeline_sends_and_counts_as_the_python_one_on_any_trace(trace):
 def test_the_generated_traces_reach_every_stage():
     """The property above is only as good as what its traces make happen: across them, the
     reference pipeline must have dropped for every reason, marked ECN, sent and honoured PFC,
-    found a storm, used headroom and trapped a TTL-expired packet. Read from the property's
+    found a storm, used headroom, held a frame owed to a late XOFF past it and trapped a
+    TTL-expired packet. Read from the property's
     run (2,000 traces in CI); where fewer ran (the dev profile, no C core, -k), from 800 traces
     through the reference alone."""
     seen = set(REACHED)
@@ -503,5 +509,6 @@ def test_the_generated_traces_reach_every_stage():
 
         collect()
     reasons = counters.DROP_REASONS
-    expected = {f"drop:{r}" for r in reasons} | {"pfc_tx", "paused", "ecn_marked", "storm", "headroom", "trap"}
+    expected = {f"drop:{r}" for r in reasons} | {"pfc_tx", "paused", "ecn_marked", "storm", "headroom", "held",
+                                                  "trap"}
     assert expected <= seen, sorted(expected - seen)

@@ -37,6 +37,7 @@ typedef struct {
 
 typedef struct {
     PyObject *receive, *poll, *next_event;  /* the core's bound methods */
+    int arrival;  /* the core's takes_arrival_time: receive(name, frame, now, arrival_s) */
     RingPort *ports;
     int nports;
     PyObject *fd_of;  /* {port name: fd} for the sends */
@@ -121,7 +122,8 @@ static int transmit(Shell *s, double due)
 
 /* RxRing.read: hand the frames from the port's head on to core.receive(name, frame, now), each
    slot given back as soon as it returns, until `round_frames` frames or at least `round_bytes`
-   bytes or an empty slot. The frames read (-1: an exception, the slot given back all the same);
+   bytes or an empty slot; to a core that takes it, with the frame's arrival (`now` less how long
+   it waited in the ring). The frames read (-1: an exception, the slot given back all the same);
    *first_s is the first one's receive time (epoch seconds). A frame is a bytes copy: the slot
    is the kernel's again once receive returns. */
 static long read_ring(Shell *s, RingPort *p, double now, double *first_s, int *empty)
@@ -129,6 +131,7 @@ static long read_ring(Shell *s, RingPort *p, double now, double *first_s, int *e
     const Geometry *g = &s->g;
     unsigned char *base = p->ring.buf;
     long n = 0, nbytes = 0, h = p->head;
+    double wall = s->arrival ? clock_s(CLOCK_REALTIME) : 0.0;
     *empty = 0;
     *first_s = 0.0;
     PyObject *t = PyFloat_FromDouble(now);
@@ -142,12 +145,17 @@ static long read_ring(Shell *s, RingPort *p, double now, double *first_s, int *e
         }
         if (n == s->round_frames || nbytes >= s->round_bytes) break;
         uint32_t snaplen = slot->tp_snaplen;
-        if (!n) *first_s = slot->tp_sec + slot->tp_nsec * 1e-9;
+        double received = slot->tp_sec + slot->tp_nsec * 1e-9;
+        if (!n) *first_s = received;
         if ((long)slot->tp_mac + (long)snaplen > g->slot_bytes) snaplen = 0;  /* never read past the slot */
         PyObject *frame = PyBytes_FromStringAndSize((const char *)slot + slot->tp_mac, snaplen);
-        PyObject *args[3] = {p->name, frame, t};
-        PyObject *r = frame ? PyObject_Vectorcall(s->receive, args, 3, NULL) : NULL;
+        PyObject *arrival = s->arrival && frame ? PyFloat_FromDouble(wall > received ? now - (wall - received) : now)
+                                                : NULL;
+        PyObject *args[4] = {p->name, frame, t, arrival};
+        PyObject *r = frame && (arrival || !s->arrival) ? PyObject_Vectorcall(s->receive, args, 3 + s->arrival, NULL)
+                                                        : NULL;
         Py_XDECREF(frame);
+        Py_XDECREF(arrival);
         Py_XDECREF(r);
         __atomic_store_n(&slot->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);  /* the kernel's again */
         n++;
@@ -311,6 +319,13 @@ static PyObject *serve(PyObject *Py_UNUSED(module), PyObject *args)
     PyObject *pseq = NULL, *oseq = NULL, *bseq = NULL, *result = NULL;
     struct pollfd *pfd = NULL;
     s.receive = PyObject_GetAttrString(core, "receive");
+    PyObject *takes = s.receive ? PyObject_GetAttrString(core, "takes_arrival_time") : NULL;
+    if (takes) {
+        s.arrival = PyObject_IsTrue(takes) == 1;
+        Py_DECREF(takes);
+    } else {
+        PyErr_Clear();  /* a core without it (nicd's) takes (name, frame, now) */
+    }
     s.poll = s.receive ? PyObject_GetAttrString(core, "poll") : NULL;
     s.next_event = s.poll ? PyObject_GetAttrString(core, "next_event") : NULL;
     s.fd_of = PyDict_New();

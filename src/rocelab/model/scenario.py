@@ -110,6 +110,9 @@ OBSERVATIONS = {
     "max_headroom_bytes": "most headroom any PG used (watermark)",
     "pfcwd_storms": "PFC storms the watchdog detected",
     "pfcwd_restored": "stormed queues the watchdog restored (after a storm ends, the case waits for it)",
+    "held_past_headroom": "lossless packets a switch held past its headroom instead of dropping: sent only because "
+                          "its XOFF left late, the emulation running late (rocelab.switch.pipeline; the fidelity "
+                          "line says so)",
     "stalled": "1 if the case's job moved no byte for its stall_timeout, else 0",
     "dead_link_frames": "frames a silently dead link (impair loss 100%) lost on the wire, FRR's packets included; "
                         "the switches sent and counted them",
@@ -535,7 +538,7 @@ def switch_observations(counters: Mapping[str, dict], host_facing: set[tuple[str
     """From each switch's counters (since the case's clear)."""
     obs = {k: 0.0 for k in ("drops", "pfc_tx_frames", "pfc_tx_frames_to_hosts", "pfc_tx_frames_to_switches",
                             "pfc_rx_frames", "ecn_marked_packets", "max_queue_depth_bytes", "max_headroom_bytes",
-                            "pfcwd_storms", "pfcwd_restored")}
+                            "pfcwd_storms", "pfcwd_restored", "held_past_headroom")}
     for reason in FABRIC_DROP_REASONS:
         obs[f"drops.{reason}"] = 0.0
     for node, c in counters.items():
@@ -555,6 +558,7 @@ def switch_observations(counters: Mapping[str, dict], host_facing: set[tuple[str
                 obs["pfcwd_restored"] += (q.get("pfcwd") or {}).get("storms_restored", 0)
             for pg in port["pgs"]:
                 obs["max_headroom_bytes"] = max(obs["max_headroom_bytes"], pg["headroom_watermark_bytes"])
+                obs["held_past_headroom"] += pg["held_packets"]
     return obs
 
 

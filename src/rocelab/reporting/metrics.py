@@ -68,6 +68,9 @@ _PG = (
     ("headroom_bytes", GAUGE, "Bytes the priority group holds in headroom now."),
     ("shared_watermark_bytes", GAUGE, "Highest shared-pool occupancy of the priority group since cleared."),
     ("headroom_watermark_bytes", GAUGE, "Highest headroom occupancy of the priority group since cleared."),
+    ("held_packets", COUNTER, "Lossless packets held past the headroom: sent only because this switch's XOFF "
+                              "left late (the emulation ran late), not dropped."),
+    ("held_bytes", COUNTER, "Bytes of those packets."),
 )
 _PFCWD = (
     ("stormed", GAUGE, "1 while the PFC watchdog holds the queue as stormed, else 0."),

@@ -21,6 +21,15 @@ line rate. So a window whose headroom drops the agents' late events can account 
 for each line-rate frame time past the spare, for each such event: an upper bound) did not
 keep up either, however few its late events. More drops than that are the fabric's own: a
 NIC that ignores the pause, a headroom too small for the cable.
+
+Where the late agent is the switch itself, it does not drop what its lateness owes: it takes
+each frame at its kernel receive time, and holds past the headroom a frame that its peer sent
+only because the switch's XOFF left late (rocelab.switch.pipeline). The line counts them
+(`held`). Each is a frame its link carried that a switch on time would not have let in: the
+judgement counts it as one more late event of that switch's loop (a stall is one late event
+in the loop's histogram however long it lasted; the frames it let in say how long). A switch
+that held a few frames at one late XOFF kept up; one that stalled often enough that its held
+frames and late events pass 1% of its events fell behind.
 """
 
 from __future__ import annotations
@@ -147,19 +156,21 @@ class Fidelity:
     pipelines: tuple[SwitchPipeline, ...] = ()  # which pipeline each switchd ran, and why
     machine: CpuShare | None = None  # what this machine's CPUs did over the same window (wall clock)
     overrun: str = ""  # lossless drops the agents' lateness accounts for (module docstring)
+    held: int = 0  # lossless frames switches held past headroom, owed to their own late XOFF
 
     def line(self) -> str:
         if self.kept_up:
             return (f"fidelity: the emulation kept up at TDF {self.tdf}: 99% of {self.events:,} due events within "
                     f"{_ms(self.p99_s)} ({_us(self.p99_s / self.tdf)} production-equivalent), under one frame on the "
-                    f"fastest link ({_ms(self.bound_s)}); no frame dropped unread{pipelines_text(self.pipelines)}")
+                    f"fastest link ({_ms(self.bound_s)}); no frame dropped unread{self._held_text()}"
+                    f"{pipelines_text(self.pipelines)}")
         dropped = f", {self.rx_dropped:,} frames dropped unread" if self.rx_dropped else ""
         overrun = f"; {self.overrun}" if self.overrun else ""
         return (f"fidelity: the emulation FELL BEHIND at TDF {self.tdf}: {self.late_events:,} of {self.events:,} due "
                 f"events ran later than one frame on the fastest link ({_ms(self.bound_s)}), the worst "
                 f"({self.worst_agent}) up to {_ms(self.worst_s)} ({_us(self.worst_s / self.tdf)} "
-                f"production-equivalent){dropped}{overrun}{self.machine.clause() if self.machine else ''}"
-                f"{pipelines_text(self.pipelines)}. Results that depend on timing are inconclusive: run again on "
+                f"production-equivalent){dropped}{overrun}{self._held_text()}"
+                f"{self.machine.clause() if self.machine else ''}{pipelines_text(self.pipelines)}. Results that depend on timing are inconclusive: run again on "
                 f"a quieter machine, or `up` with --tdf {self.advice_tdf}")
 
     def to_json(self) -> dict:
@@ -170,7 +181,30 @@ class Fidelity:
                 "worst_agent": self.worst_agent, "rx_dropped": self.rx_dropped, "advice_tdf": self.advice_tdf,
                 "machine": asdict(self.machine) if self.machine else None,
                 "pipelines": [{"node": p.node, "pipeline": p.pipeline, "why": p.why} for p in self.pipelines],
-                "overrun": self.overrun, "line": self.line()}
+                "overrun": self.overrun, "held": self.held, "line": self.line()}
+
+    def judge_held(self, held: dict[str, int], windows: list[AgentTiming]) -> Fidelity:
+        """This judgement with the frames each switch held past a PG's headroom (`held`, by node)
+        counted as late events of its own loop (module docstring)."""
+        total = sum(held.values())
+        if not total:
+            return self
+        over = [(w, held[w.node]) for w in windows if w.agent == "switchd" and held.get(w.node)
+                and w.later_than(self.bound_s) + held[w.node] > LATE_SHARE_ALLOWED * (w.events + held[w.node])]
+        if not over or not self.kept_up:
+            return replace(self, held=total)
+        where = ", ".join(f"{w.node}: {n:,} held, {w.later_than(self.bound_s):,} late of {w.events:,} events"
+                          for w, n in over)
+        overrun = (f"switches held more frames past a lossless PG's headroom, each owed to their own late XOFF, "
+                   f"than their late share allows ({where})")
+        return replace(self, kept_up=False, held=total, overrun=overrun,
+                       advice_tdf=max(self.advice_tdf or 0, round_up(self.tdf * 2)))
+
+    def _held_text(self) -> str:
+        if not self.held:
+            return ""
+        return (f"; {self.held:,} lossless frame{'s' if self.held > 1 else ''} held past a PG's headroom, not "
+                f"dropped: {'they' if self.held > 1 else 'it'} reached a switch only because its XOFF left late")
 
     def judge_headroom(self, drops: list[HeadroomDrop], windows: list[AgentTiming]) -> Fidelity:
         """This judgement, and fell behind if the lossless PGs' headroom drops are no more than the
@@ -264,6 +298,20 @@ def headroom_drops(counters: dict[str, dict], links: dict[tuple[str, str], tuple
                         continue
                 found.append(HeadroomDrop.of(f"{node} {name} PG {i}", pg, *links[node, name]))
     return found
+
+
+def held_frames(counters: dict[str, dict], since: dict[str, dict]) -> dict[str, int]:
+    """Per switch, the lossless frames it held past a PG's headroom (owed to its own late XOFF)
+    since the counters `since` (a switch cleared meanwhile counts from its clear)."""
+    held = {}
+    for node, c in counters.items():
+        old, total = since.get(node), 0
+        for name, port in c["ports"].items():
+            for i, pg in enumerate(port["pgs"]):
+                before = old["ports"][name]["pgs"][i]["held_packets"] if old and name in old["ports"] else 0
+                total += pg["held_packets"] - before if pg["held_packets"] >= before else pg["held_packets"]
+        held[node] = total
+    return held
 
 
 def _pg_since(pg: dict, before: dict) -> dict | None:
@@ -362,6 +410,8 @@ class Watch:
         self.windows = timings(self.before, after)
         fidelity = replace(judge(self.windows, self.record.tdf, self.record.fidelity_bound_s, switch_pipelines(after)),
                            machine=machine)
+        fidelity = fidelity.judge_held(held_frames(_switch_counters(after), _switch_counters(self.before)),
+                                       self.windows)
         if not links:
             return fidelity
         drops = headroom_drops(_switch_counters(after), links, since=_switch_counters(self.before))

@@ -31,7 +31,9 @@ Counters (`Switch.counters`, JSON-able):
          "pgs": [8 × {"rx_packets", "rx_bytes",          # admitted into the PG's buffer
                       "lossless", "xoff", "reserved_bytes", "shared_bytes",
                       "headroom_bytes", "shared_watermark_bytes",
-                      "headroom_watermark_bytes", "drops": {...}}]}}}
+                      "headroom_watermark_bytes",
+                      "held_packets", "held_bytes",            # past the headroom: owed to a late XOFF
+                      "drops": {...}}]}}}
 
 Drop reasons are listed in `rocelab.switch.counters`.
 """

@@ -102,8 +102,12 @@ static const Field PG_FIELDS[] = {  /* rocelab.switch.pipeline._Pg */
     ENTRY(Pg, "headroom_watermark_bytes", F_LL, headroom_wm, STATE),
     ENTRY(Pg, "xoff_active", F_BOOL, xoff_active, STATE),
     ENTRY(Pg, "refresh_at_s", F_D, refresh_at, STATE),
+    ENTRY(Pg, "xoff_due_s", F_D, xoff_due, STATE),
+    ENTRY(Pg, "xoff_left_s", F_D, xoff_left, STATE),
     ENTRY(Pg, "rx_packets", F_LL, rx_packets, STATE),
     ENTRY(Pg, "rx_bytes", F_LL, rx_bytes, STATE),
+    ENTRY(Pg, "held_packets", F_LL, held_packets, STATE),
+    ENTRY(Pg, "held_bytes", F_LL, held_bytes, STATE),
     ENTRY(Pg, "drops", F_DROPS, drops, STATE),
     END,
 };
@@ -646,22 +650,24 @@ static int port_of(Asic *self, PyObject *name)
 
 static PyObject *Asic_receive(Asic *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "receive(port, frame, now)");
+    if (nargs != 3 && nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "receive(port, frame, now, arrival_s=None)");
         return NULL;
     }
     int port_index = port_of(self, args[0]);
     if (port_index < 0) return NULL;
     double now = PyFloat_AsDouble(args[2]);
     if (now == -1.0 && PyErr_Occurred()) return NULL;
+    double arrival = nargs == 4 && args[3] != Py_None ? PyFloat_AsDouble(args[3]) : now;
+    if (arrival == -1.0 && PyErr_Occurred()) return NULL;
     int r;
     if (PyBytes_Check(args[1])) {
         r = fp_receive(&self->core, port_index, (const unsigned char *)PyBytes_AS_STRING(args[1]),
-                       PyBytes_GET_SIZE(args[1]), now);
+                       PyBytes_GET_SIZE(args[1]), now, arrival);
     } else {
         Py_buffer view;
         if (PyObject_GetBuffer(args[1], &view, PyBUF_SIMPLE) < 0) return NULL;
-        r = fp_receive(&self->core, port_index, view.buf, view.len, now);
+        r = fp_receive(&self->core, port_index, view.buf, view.len, now, arrival);
         PyBuffer_Release(&view);
     }
     if (r < 0) return core_error(&self->core);
@@ -998,7 +1004,8 @@ static PyObject *Asic_counter_values(Asic *self, PyObject *arg)
         for (int g = 0; g < PRIO; g++) {
             const Pg *pg = &p->pgs[g];
             long long v[] = {pg->rx_packets, pg->rx_bytes, pg->lossless, pg->xoff_active, pg->s.reserved_used,
-                             pg->s.shared_used, pg->headroom_used, pg->s.shared_wm, pg->headroom_wm};
+                             pg->s.shared_used, pg->headroom_used, pg->s.shared_wm, pg->headroom_wm,
+                             pg->held_packets, pg->held_bytes};
             for (size_t j = 0; j < sizeof v / sizeof v[0]; j++) if (append_ll(values, v[j]) < 0) goto fail;
         }
         long base = (long)i * (1 + 2 * PRIO);  /* holders: the port, its queues, its PGs */
@@ -1076,7 +1083,7 @@ static PyObject *Asic_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 
 static PyMethodDef Asic_methods[] = {
     {"receive", (PyCFunction)(void (*)(void))Asic_receive, METH_FASTCALL,
-     "receive(port, frame, now): take one received frame (Switch.receive)"},
+     "receive(port, frame, now, arrival_s=None): take one received frame (Switch.receive)"},
     {"poll", (PyCFunction)Asic_poll, METH_O, "poll(now) -> [(port, frame)] due now (Switch.poll)"},
     {"next_event", (PyCFunction)Asic_next_event, METH_O,
      "next_event(now) -> the time poll next has work, or None (Switch.next_event)"},

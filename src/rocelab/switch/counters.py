@@ -59,7 +59,7 @@ QUEUE_VALUES = ("tx_packets", "tx_bytes", "ecn_marked_packets", "ecn_marked_byte
                 "watermark_bytes", "shared_watermark_bytes", "pfcwd", "stormed", "storms_detected",
                 "storms_restored")  # pfcwd: 1 where the queue has a watchdog, then its three
 PG_VALUES = ("rx_packets", "rx_bytes", "lossless", "xoff", "reserved_bytes", "shared_bytes", "headroom_bytes",
-             "shared_watermark_bytes", "headroom_watermark_bytes")
+             "shared_watermark_bytes", "headroom_watermark_bytes", "held_packets", "held_bytes")
 HOLDERS_PER_PORT = 1 + 2 * PRIORITIES  # drops' holder: port index × this + 0 (the port), 1 + queue, 1 + 8 + PG
 PORT_STRIDE = len(PORT_VALUES) + len(PORT_LISTS) * PRIORITIES + PRIORITIES * (len(QUEUE_VALUES) + len(PG_VALUES))
 

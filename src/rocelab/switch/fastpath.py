@@ -48,6 +48,7 @@ if Asic is not None:
         """`Switch`'s interface over the C core; see the module docstring."""
 
         implementation = "c"
+        takes_arrival_time = Switch.takes_arrival_time
 
         def __init__(self, name: str, ports: Sequence[PortSpec], profile, fib: Fib, rng: random.Random):
             self.reference = Switch(name, ports, profile, fib, rng)

@@ -98,6 +98,14 @@ static inline void give_back(Shared *s, long long n)
     s->reserved_used -= n - from_shared;
 }
 
+static inline void pg_to_headroom(Pg *pg, long long room, long long extra)  /* PgBuffer._to_headroom */
+{
+    Pool *pool = pg->s.pool;
+    if (pool && pool->headroom_size) pool->headroom_used += extra;
+    pg->s.reserved_used += room;
+    pg->headroom_used += extra;
+}
+
 static inline int pg_admit(Pg *pg, long long n, int lossless)  /* PgBuffer.admit */
 {
     Shared *s = &pg->s;
@@ -110,14 +118,16 @@ static inline int pg_admit(Pg *pg, long long n, int lossless)  /* PgBuffer.admit
     if (!lossless) return R_TAIL_DROP;
     if (pg->headroom_used + extra > pg->headroom) return R_HEADROOM_EXCEEDED;
     Pool *pool = s->pool;
-    if (pool && pool->headroom_size) {
-        if (pool->headroom_used + extra > pool->headroom_size) return R_HEADROOM_EXCEEDED;
-        pool->headroom_used += extra;
-    }
-    s->reserved_used += room;
-    pg->headroom_used += extra;
+    if (pool && pool->headroom_size && pool->headroom_used + extra > pool->headroom_size) return R_HEADROOM_EXCEEDED;
+    pg_to_headroom(pg, room, extra);
     if (pg->headroom_used > pg->headroom_wm) pg->headroom_wm = pg->headroom_used;
     return ADMITTED;
+}
+
+static inline void pg_hold(Pg *pg, long long n)  /* PgBuffer.hold */
+{
+    long long room = pg->s.reserved - pg->s.reserved_used;
+    pg_to_headroom(pg, room, n - room);
 }
 
 static inline void pg_release(Pg *pg, long long n)  /* PgBuffer.release */
@@ -309,9 +319,11 @@ static int send_pfc(Core *c, Pg *pg, Frame frame, double now)
     return sent < 0 ? -1 : 0;
 }
 
-static int send_xoff(Core *c, Pg *pg, double now)
+static int send_xoff(Core *c, Pg *pg, double now, double due)  /* Switch._send_xoff */
 {
     pg->xoff_active = 1;
+    pg->xoff_due = due;
+    pg->xoff_left = now;
     pg->refresh_at = now + c->ports[pg->port].pfc_refresh_s;
     if (send_pfc(c, pg, pg->xoff_frame, now) < 0) return -1;
     fp_reschedule_timers(c);
@@ -535,7 +547,16 @@ static int wred_decide(Core *c, Queue *q, int ecn, int *verdict)  /* Wred.decide
     return 0;
 }
 
-static int ipv4(Core *c, int port_index, const unsigned char *f, long long size, double now)
+/* pipeline._owed_to_late_xoff: a frame refused for headroom that reached a paused PG only because
+   its XOFF left late */
+static int owed_to_late_xoff(const Core *c, const Port *p, const Pg *pg, double arrival)
+{
+    if (!pg->xoff_active) return 0;
+    double reach = 2 * (p->delay + p->jitter) + (double)((c->max_frame + ETH_ZLEN) * 8) / p->rate;
+    return pg->xoff_due + reach < arrival && arrival < pg->xoff_left + reach;
+}
+
+static int ipv4(Core *c, int port_index, const unsigned char *f, long long size, double now, double arrival)
 {
     Port *p = &c->ports[port_index];
     if (memcmp(f, p->mac, 6) && !(f[0] & 1)) {
@@ -625,8 +646,13 @@ static int ipv4(Core *c, int port_index, const unsigned char *f, long long size,
     }
     int reason = pg_admit(pg, size, lossless);
     if (reason != ADMITTED) {
-        count_drop(&pg->drops, reason, size);
-        return 0;
+        if (reason != R_HEADROOM_EXCEEDED || !owed_to_late_xoff(c, p, pg, arrival)) {
+            count_drop(&pg->drops, reason, size);
+            return 0;
+        }
+        pg_hold(pg, size);
+        pg->held_packets++;
+        pg->held_bytes += size;
     }
     take(&queue->s, size);  /* QueueBuffer.add */
     queue->depth += size;
@@ -665,7 +691,7 @@ static int ipv4(Core *c, int port_index, const unsigned char *f, long long size,
         return -1;
     }
     egress->backlog++;
-    if (lossless && !pg->xoff_active && pg->headroom_used > 0 && send_xoff(c, pg, now) < 0) return -1;
+    if (lossless && !pg->xoff_active && pg->headroom_used > 0 && send_xoff(c, pg, now, arrival) < 0) return -1;
     if (egress->next_tx > now) {
         double start = egress->busy_until < now ? now : egress->busy_until;
         if (start < egress->next_tx) egress->next_tx = start;
@@ -674,13 +700,13 @@ static int ipv4(Core *c, int port_index, const unsigned char *f, long long size,
 }
 
 /* Switch.receive: one frame in at port `port_index`. */
-int fp_receive(Core *c, int port_index, const unsigned char *f, long long size, double now)
+int fp_receive(Core *c, int port_index, const unsigned char *f, long long size, double now, double arrival)
 {
     Port *p = &c->ports[port_index];
     p->rx_packets++;
     p->rx_bytes += size;
     if (size >= MIN_IPV4_FRAME && size <= c->max_frame && f[12] == ETH_P_IP >> 8 && f[13] == (ETH_P_IP & 0xFF))
-        return ipv4(c, port_index, f, size, now);
+        return ipv4(c, port_index, f, size, now, arrival);
     /* Switch._not_plain_ipv4 */
     if (size > c->max_frame) {
         count_drop(&p->drops, R_OVERSIZED, size);
@@ -712,7 +738,7 @@ int fp_receive(Core *c, int port_index, const unsigned char *f, long long size, 
         if (!untagged) return failed(c, FP_ENOMEM);
         memcpy(untagged, f, 12);
         memcpy(untagged + 12, f + 16, (size_t)size - 16);
-        int r = ipv4(c, port_index, untagged, size - 4, now);
+        int r = ipv4(c, port_index, untagged, size - 4, now, arrival);
         free(untagged);
         return r;
     }
@@ -926,10 +952,11 @@ int fp_geometry_fits(const Geometry *g, long ring_bytes)
 
 /* RxRing.read with this core's receive: the frames from slot *head on, each handed to the
    pipeline and its slot given back to the kernel, until `max_frames` frames or at least
-   `max_bytes` bytes or an empty slot. Returns the frames read (-1: an error, the slot given
-   back all the same); *first_s is the first one's receive time (epoch seconds). */
+   `max_bytes` bytes or an empty slot, each taken at `now` having arrived as long before as it
+   waited in the ring (`wall`: the epoch time of `now`). Returns the frames read (-1: an error,
+   the slot given back all the same); *first_s is the first one's receive time (epoch seconds). */
 static long read_ring(Core *c, int port_index, unsigned char *base, const Geometry *g, long *head,
-                      long max_frames, long max_bytes, double now, double *first_s, int *empty)
+                      long max_frames, long max_bytes, double now, double wall, double *first_s, int *empty)
 {
     long n = 0, nbytes = 0, h = *head;
     *empty = 0;
@@ -943,9 +970,11 @@ static long read_ring(Core *c, int port_index, unsigned char *base, const Geomet
         }
         if (n == max_frames || nbytes >= max_bytes) break;
         uint32_t snaplen = slot->tp_snaplen;
-        if (!n) *first_s = slot->tp_sec + slot->tp_nsec * 1e-9;
+        double received = slot->tp_sec + slot->tp_nsec * 1e-9;
+        if (!n) *first_s = received;
         if ((long)slot->tp_mac + (long)snaplen > g->slot_bytes) snaplen = 0;  /* never read past the slot */
-        int error = fp_receive(c, port_index, (unsigned char *)slot + slot->tp_mac, snaplen, now) < 0;
+        double arrival = wall > received ? now - (wall - received) : now;
+        int error = fp_receive(c, port_index, (unsigned char *)slot + slot->tp_mac, snaplen, now, arrival) < 0;
         __atomic_store_n(&slot->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);  /* the kernel's again */
         n++;
         nbytes += snaplen;
@@ -1074,11 +1103,12 @@ int fp_serve(Core *c, const Serve *s)
             now = clock_s(CLOCK_MONOTONIC);
             if (now < c->ahead) now = c->ahead;
             if (rnd) due = fp_next_due(c);
+            double wall = clock_s(CLOCK_REALTIME);
             for (int j = 0; j < nready;) {
                 int i = ready[j], empty;
                 double first_s;
                 long got = read_ring(c, i, s->rings[i], &s->geometry, &s->heads[i], s->round_frames,
-                                     s->round_bytes, now, &first_s, &empty);
+                                     s->round_bytes, now, wall, &first_s, &empty);
                 if (got < 0) goto out;
                 lc->rx += got;
                 if (got && unmeasured[j]) {  /* the port's oldest frame: how long it waited to be read */

@@ -73,8 +73,9 @@ typedef struct Pg {
     void *host;
     Frame xoff_frame, xon_frame;
     long long headroom, xon, xon_offset, headroom_used, headroom_wm, rx_packets, rx_bytes;
+    long long held_packets, held_bytes;  /* past the headroom, owed to a late XOFF (pipeline's docstring) */
     int xoff_active, lossless, port, npri, pri[PRIO];
-    double refresh_at;
+    double refresh_at, xoff_due, xoff_left;
     Drops drops;
 } Pg;
 
@@ -194,7 +195,8 @@ typedef struct {
 int fp_alloc(Core *c, int nports, int npools);  /* zeroed ports and pools, their defaults set */
 void fp_ready(Core *c);                         /* after the host has filled the structs */
 void fp_free(Core *c);                          /* releases every frame held */
-int fp_receive(Core *c, int port, const unsigned char *frame, long long size, double now);
+/* a frame read at `now` that the kernel received at `arrival` (<= now): Switch.receive */
+int fp_receive(Core *c, int port, const unsigned char *frame, long long size, double now, double arrival);
 int fp_poll(Core *c, double now, FpEmit emit, void *arg);
 double fp_next_due(const Core *c);  /* INFINITY: nothing pending */
 void fp_reschedule_timers(Core *c);

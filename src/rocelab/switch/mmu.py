@@ -17,7 +17,9 @@ Model (SONiC's BUFFER_POOL / BUFFER_PROFILE fields):
 - Lossless traffic (a PG whose profile has xoff, and a TC in pfc_enable) whose bytes do not
   fit under T goes to the PG's headroom, up to the profile's `xoff_bytes` (and, when the
   pool has a shared headroom pool, `xoff_bytes` of the pool, which all PGs share). Past
-  that it is dropped as `headroom_exceeded`: the headroom was too small for the link.
+  that it is dropped as `headroom_exceeded`: the headroom was too small for the link. (The
+  pipeline may `hold` such a packet past the headroom instead: one that reached the switch
+  only because its own XOFF left late; the headroom watermark leaves it out.)
   Lossless traffic is never dropped at an egress queue: PFC bounds it at ingress.
 
 XOFF / XON rule (what `should_pause` / `should_resume` answer):
@@ -151,15 +153,29 @@ class PgBuffer(_SharedUser):
         if self.headroom_used_bytes + extra > self.headroom_bytes:
             return HEADROOM_EXCEEDED
         pool = self.pool
-        if pool is not None and pool.headroom_size_bytes:
-            if pool.headroom_used_bytes + extra > pool.headroom_size_bytes:
-                return HEADROOM_EXCEEDED
-            pool.headroom_used_bytes += extra
-        self.reserved_used_bytes += room
-        self.headroom_used_bytes += extra
+        if pool is not None and pool.headroom_size_bytes \
+                and pool.headroom_used_bytes + extra > pool.headroom_size_bytes:
+            return HEADROOM_EXCEEDED
+        self._to_headroom(room, extra)
         if self.headroom_used_bytes > self.headroom_watermark_bytes:
             self.headroom_watermark_bytes = self.headroom_used_bytes
         return None
+
+    def hold(self, nbytes: int) -> None:
+        """Account a lossless packet that `admit` refused for headroom, past the headroom (the
+        pipeline decides when: a frame owed to its own late XOFF, rocelab.switch.pipeline). The
+        headroom watermark leaves it out: it shows what the link's own traffic needed, which
+        `admit` keeps within the headroom while held bytes remain."""
+        room = self.reserved_bytes - self.reserved_used_bytes
+        self._to_headroom(room, nbytes - room)
+
+    def _to_headroom(self, room: int, extra: int) -> None:
+        """Fill the reserved room, the rest into headroom (the pool's shared headroom too, if it has one)."""
+        pool = self.pool
+        if pool is not None and pool.headroom_size_bytes:
+            pool.headroom_used_bytes += extra
+        self.reserved_used_bytes += room
+        self.headroom_used_bytes += extra
 
     def release(self, nbytes: int) -> None:
         """Give back a packet's bytes when it leaves the switch (or is dropped late):

@@ -11,6 +11,17 @@ Forwarding decisions (classification, route, ECMP member) are cached per ingress
 flow (TOS, protocol, addresses, L4 ports); `set_fib` empties the caches. Under a load-balancing
 mode other than hash (rocelab.switch.balance) the cache holds the flow's group, and the group
 picks the member per frame.
+
+A frame's `now` is when the shell read it; `arrival_s`, when the kernel received it (the
+receive ring's timestamp). They differ when the shell ran late, and only PFC's XOFF looks at
+the difference: a lossless PG's XOFF is due at the arrival of the frame that filled the PG past
+its threshold and leaves at that frame's `now`. A frame the peer sent after an XOFF sent when
+due would have stopped it (it arrives later than the due time plus the pause's reach: the cable
+both ways, the frame the peer was sending, the PFC frame), and before the one that left late
+could stop it, exists only because the emulation ran late: when the headroom is full it is held
+past the headroom (the PG's `held_packets`, `held_bytes`), not dropped. A PG whose headroom is
+too small for the link still drops what was legitimately in flight, and a peer that ignores the
+pause still drops once the late XOFF has had time to reach it.
 """
 
 from __future__ import annotations
@@ -24,14 +35,14 @@ from rocelab.qos.model import PRIORITIES, QosProfile, port_qos
 from rocelab.registry import Registry
 from rocelab.switch.counters import (
     BAD_IPV4_CHECKSUM, BAD_IPV4_HEADER, FLOW_CONTROL_DISABLED, IMPAIRMENT_LOSS, MAC_CONTROL_UNSUPPORTED, NO_ROUTE,
-    NOT_FOR_US, NOT_IPV4, OVERSIZED, PFCWD_DROP, TO_SELF, TRUNCATED, TTL_EXPIRED, WRED_DROP,
+    HEADROOM_EXCEEDED, NOT_FOR_US, NOT_IPV4, OVERSIZED, PFCWD_DROP, TO_SELF, TRUNCATED, TTL_EXPIRED, WRED_DROP,
     TAIL_DROP, HOLDERS_PER_PORT, count_drop,
 )
 from rocelab.switch import counters
 from rocelab.switch.balance import Balance, EcmpGroup, Member
 from rocelab.switch.fib import Fib, RouteTable, ecmp_hash
 from rocelab.ethernet import (ECN_CE, ECN_MASK, ETH_P_8021Q, ETH_P_IPV4, ETH_P_MAC_CONTROL, IPPROTO_TCP, IPPROTO_UDP,
-                              PauseTimers, mac_bytes, mac_control, pause_duration_s)
+                              MIN_FRAME_BYTES, PauseTimers, mac_bytes, mac_control, pause_duration_s)
 from rocelab.switch.frames import (
     ETH_HEADER_BYTES, IPV4, IPV4_FRAGMENT_MASK, IPV4_HEADER_BYTES, IPV4_L4, L4_PORTS, L4_PORTS_BYTES, MAX_FRAME_BYTES, PFC_XOFF_QUANTA, TTL_DECREMENT_DELTA, VLAN_TAG_BYTES, build_pfc,
 )
@@ -49,6 +60,9 @@ FLOW_CACHE_MAX = 1 << 16
 _MIN_IPV4_FRAME = ETH_HEADER_BYTES + IPV4_HEADER_BYTES
 _IP = ETH_HEADER_BYTES  # offset of the IPv4 header in an untagged frame
 _IP_TOS, _IP_TTL, _IP_CHECKSUM = _IP + 1, _IP + 8, _IP + 10
+# What an XOFF's reach adds to the cable both ways: the longest frame the peer may be sending
+# when the pause reaches it, and the PFC frame itself.
+PAUSE_REACH_BYTES = MAX_FRAME_BYTES + MIN_FRAME_BYTES
 
 
 @dataclass(frozen=True)
@@ -72,7 +86,8 @@ class _Pg(PgBuffer):
     """An ingress PG: the MMU's accounting plus what PFC generation needs."""
 
     __slots__ = ("index", "port", "lossless", "priorities", "xoff_frame", "xon_frame",
-                 "refresh_at_s", "rx_packets", "rx_bytes", "drops")
+                 "refresh_at_s", "xoff_due_s", "xoff_left_s", "rx_packets", "rx_bytes", "held_packets",
+                 "held_bytes", "drops")
 
     def __init__(self, index, port, profile, pool, priorities):
         super().__init__(profile, pool)
@@ -83,7 +98,10 @@ class _Pg(PgBuffer):
         self.xoff_frame = build_pfc(port.mac, {p: PFC_XOFF_QUANTA for p in priorities})
         self.xon_frame = build_pfc(port.mac, {p: 0 for p in priorities})
         self.refresh_at_s = INF
+        # the last XOFF that paused the peer: when it was due (its cause's arrival), when it left
+        self.xoff_due_s = self.xoff_left_s = 0.0
         self.rx_packets = self.rx_bytes = 0
+        self.held_packets = self.held_bytes = 0  # past the headroom, owed to a late XOFF (module docstring)
         self.drops: dict[str, list[int]] = {}
 
 
@@ -260,21 +278,27 @@ class Switch:
 
     # ---- ingress ---------------------------------------------------------------------
 
+    # The shells pass receive's arrival_s: each frame's kernel receive time (rocelab.kernel.ring).
+    takes_arrival_time = True
+
     def receive(self, port_name: str, frame: bytes | bytearray | memoryview,
-                now: float) -> None:
+                now: float, arrival_s: float | None = None) -> None:
         """Take one frame received on `port_name` (the frame is copied if queued, so the
-        caller may reuse its buffer). Never raises on the frame's content: whatever is not
+        caller may reuse its buffer) at `now`, having arrived at `arrival_s` (≤ now; `now` when
+        not given: module docstring). Never raises on the frame's content: whatever is not
         forwarded is counted under a drop reason. An unknown port is a KeyError."""
         port = self._port_by_name[port_name]
         size = len(frame)
         port.rx_packets += 1
         port.rx_bytes += size
+        if arrival_s is None:
+            arrival_s = now
         if _MIN_IPV4_FRAME <= size <= MAX_FRAME_BYTES and frame[12] == 8 and frame[13] == 0:
-            self._ipv4(port, frame, size, now)
+            self._ipv4(port, frame, size, now, arrival_s)
         else:
-            self._not_plain_ipv4(port, frame, size, now)
+            self._not_plain_ipv4(port, frame, size, now, arrival_s)
 
-    def _not_plain_ipv4(self, port: _Port, frame, size: int, now: float) -> None:
+    def _not_plain_ipv4(self, port: _Port, frame, size: int, now: float, arrival_s: float) -> None:
         if size > MAX_FRAME_BYTES:
             return count_drop(port.drops, OVERSIZED, size)
         if size < ETH_HEADER_BYTES:
@@ -291,12 +315,12 @@ class Switch:
             untagged = bytes(frame[:12]) + bytes(frame[16:])
             if len(untagged) < _MIN_IPV4_FRAME:
                 return count_drop(port.drops, TRUNCATED, size)
-            return self._ipv4(port, untagged, len(untagged), now)
+            return self._ipv4(port, untagged, len(untagged), now, arrival_s)
         if ethertype == ETH_P_IPV4:
             return count_drop(port.drops, TRUNCATED, size)
         count_drop(port.drops, NOT_IPV4, size)
 
-    def _ipv4(self, port: _Port, frame, size: int, now: float) -> None:
+    def _ipv4(self, port: _Port, frame, size: int, now: float, arrival_s: float) -> None:
         """Validate, classify, route, admit, mark and enqueue an untagged IPv4 frame."""
         if frame[0:6] != port.mac and not frame[0] & 1:
             return count_drop(port.drops, NOT_FOR_US, size)
@@ -349,7 +373,11 @@ class Switch:
             return count_drop(queue.drops, TAIL_DROP, size)
         reason = pg.admit(size, lossless)
         if reason is not None:
-            return count_drop(pg.drops, reason, size)
+            if reason != HEADROOM_EXCEEDED or not _owed_to_late_xoff(pg, arrival_s):
+                return count_drop(pg.drops, reason, size)
+            pg.hold(size)
+            pg.held_packets += 1
+            pg.held_bytes += size
         queue.add(size)
         pg.rx_packets += 1
         pg.rx_bytes += size
@@ -375,7 +403,7 @@ class Switch:
         egress.backlog_packets += 1
 
         if lossless and pg.should_pause():
-            self._send_xoff(pg, now)
+            self._send_xoff(pg, now, arrival_s)
         if egress.next_tx_s > now:  # the port may have been idle or blocked: wake it
             start = egress.bucket.busy_until_s
             if start < now:
@@ -468,8 +496,10 @@ class Switch:
         if not port.link.send(frame, now):
             count_drop(port.drops, IMPAIRMENT_LOSS, len(frame))
 
-    def _send_xoff(self, pg: _Pg, now: float) -> None:
+    def _send_xoff(self, pg: _Pg, now: float, due_s: float) -> None:
+        """Pause the PG's peer: due when `due_s`'s frame arrived, leaving at `now`."""
         pg.xoff_active = True
+        pg.xoff_due_s, pg.xoff_left_s = due_s, now
         pg.refresh_at_s = now + pg.port.pfc_refresh_s
         self._xoff_pgs.add(pg)
         self._send_pfc(pg.port, pg.xoff_frame, pg.priorities, now)
@@ -633,7 +663,7 @@ class Switch:
             for pg in port.pgs:
                 values += [pg.rx_packets, pg.rx_bytes, int(pg.lossless), int(pg.xoff_active), pg.reserved_used_bytes,
                            pg.shared_used_bytes, pg.headroom_used_bytes, pg.shared_watermark_bytes,
-                           pg.headroom_watermark_bytes]
+                           pg.headroom_watermark_bytes, pg.held_packets, pg.held_bytes]
             for offset, holder in enumerate([port, *port.queues, *port.pgs]):
                 drops += [[index * HOLDERS_PER_PORT + offset, reason, n, b] for reason, (n, b) in holder.drops.items()]
         return values, drops
@@ -668,11 +698,21 @@ class Switch:
                 if q.watchdog is not None:
                     q.watchdog.storms_detected = q.watchdog.storms_restored = 0
             for pg in port.pgs:
-                pg.rx_packets = pg.rx_bytes = 0
+                pg.rx_packets = pg.rx_bytes = pg.held_packets = pg.held_bytes = 0
                 pg.drops.clear()
                 pg.reset_watermarks()
         for group in self._groups.values():
             group.clear_counters()
+
+
+def _owed_to_late_xoff(pg: _Pg, arrival_s: float) -> bool:
+    """Did this frame, refused for headroom, reach a paused PG only because its XOFF left late?
+    (module docstring)"""
+    if not pg.xoff_active:
+        return False
+    port = pg.port
+    reach_s = 2 * (port.link.delay_s + port.link.jitter_s) + PAUSE_REACH_BYTES * 8 / port.rate_bps
+    return pg.xoff_due_s + reach_s < arrival_s < pg.xoff_left_s + reach_s
 
 
 def _unusual_ipv4(frame, size: int) -> tuple | str:
