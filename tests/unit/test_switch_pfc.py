@@ -229,11 +229,14 @@ def test_a_frame_owed_to_a_late_xoff_is_held_past_the_headroom_and_only_such_a_f
     assert counters["headroom_bytes"] > pg.xoff_bytes  # held past it,
     assert counters["headroom_watermark_bytes"] <= pg.xoff_bytes  # which the watermark leaves out
 
+    # Counters cleared while held bytes are still in the headroom: the new watermark leaves them out.
+    switch.clear_counters(late_s)
+    assert pg_counters(switch, "eth1", now=late_s)["headroom_watermark_bytes"] == pg.xoff_bytes
     # The held frames leave with the rest once the egress resumes, and their bytes come back.
     switch.receive("eth2", pfc_from_peer("eth2", {LOSSLESS_TC: 0}), 0.1)
     sent = data_sent(run(switch, 0.1, 2.0), "eth2")
-    admitted = pg_counters(switch, "eth1", now=2.0)
-    assert len(sent) == admitted["rx_packets"] and admitted["headroom_bytes"] == admitted["shared_bytes"] == 0
+    drained = pg_counters(switch, "eth1", now=2.0)
+    assert len(sent) == counters["rx_packets"] and drained["headroom_bytes"] == drained["shared_bytes"] == 0
 
 
 def test_with_its_xoff_on_time_a_pg_holds_nothing_past_its_headroom():

@@ -319,12 +319,14 @@ static PyObject *serve(PyObject *Py_UNUSED(module), PyObject *args)
     PyObject *pseq = NULL, *oseq = NULL, *bseq = NULL, *result = NULL;
     struct pollfd *pfd = NULL;
     s.receive = PyObject_GetAttrString(core, "receive");
-    PyObject *takes = s.receive ? PyObject_GetAttrString(core, "takes_arrival_time") : NULL;
-    if (takes) {
-        s.arrival = PyObject_IsTrue(takes) == 1;
-        Py_DECREF(takes);
-    } else {
-        PyErr_Clear();  /* a core without it (nicd's) takes (name, frame, now) */
+    if (s.receive) {
+        PyObject *takes = PyObject_GetAttrString(core, "takes_arrival_time");
+        if (takes) {
+            s.arrival = PyObject_IsTrue(takes) == 1;
+            Py_DECREF(takes);
+        } else {
+            PyErr_Clear();  /* a core without it (nicd's) takes (name, frame, now) */
+        }
     }
     s.poll = s.receive ? PyObject_GetAttrString(core, "poll") : NULL;
     s.next_event = s.poll ? PyObject_GetAttrString(core, "next_event") : NULL;

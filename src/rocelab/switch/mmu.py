@@ -200,7 +200,8 @@ class PgBuffer(_SharedUser):
 
     def reset_watermarks(self) -> None:
         self.shared_watermark_bytes = self.shared_used_bytes
-        self.headroom_watermark_bytes = self.headroom_used_bytes
+        # held bytes may still be in headroom use: the watermark leaves them out (hold)
+        self.headroom_watermark_bytes = min(self.headroom_used_bytes, self.headroom_bytes)
 
 
 class QueueBuffer(_SharedUser):
