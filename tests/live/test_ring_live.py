@@ -30,7 +30,7 @@ from rocelab.kernel.ring import RING_BLOCKS, SLOTS_PER_BLOCK
 from rocelab.qos.model import BufferPool, BufferProfile, PortQos, QosProfile
 from rocelab.switch import Fib, NextHop, PortSpec, Switch, fastpath
 from rocelab.switch.frames import build_pfc
-from rocelab.switch.agent import UNCONFIGURED
+from rocelab.switch.agent import UNCONFIGURED, CpuPort
 
 pytestmark = pytest.mark.root
 SO_RCVBUFFORCE = 33  # asm-generic/socket.h: SO_RCVBUF past rmem_max, for root
@@ -219,7 +219,8 @@ def test_a_switch_read_late_takes_each_frame_at_its_arrival_and_holds_what_its_l
         veth, shell, monkeypatch, tmp_path):
     """The switch's loop stalls (here: it does not run) while frames arrive; each loop (the
     Python one, the C shell around the Python pipeline, switchd's C core) then reads them with
-    their kernel receive times. 30 frames fill the PG to its threshold and its headroom: the
+    their kernel receive times (the Python pipeline behind switchd's CpuPort, as switchd runs
+    it). 30 frames fill the PG to its threshold and its headroom: the
     XOFF was due when the 21st arrived and leaves only when the loop runs, 0.4 s later. 5 frames
     sent 0.15 s after the first 30 (twice the XOFF's reach: a timely XOFF had stopped them; the
     sender here is a raw socket that ignores pauses) are held past the headroom, not dropped; 5
@@ -249,9 +250,11 @@ def test_a_switch_read_late_takes_each_frame_at_its_arrival_and_holds_what_its_l
                                   port.ring.geometry, 0.0, 0.05, LATENESS_BOUNDS_S, 7, 1 << 30, 16)
             for p, head in zip(ports, heads):
                 p.ring.head = head
-    else:
+    else:  # the Python pipeline as switchd runs it: behind the CPU's port
         core = lossless_switch(Switch)
-        loop = Loop(core, {"eth1": port, "eth2": eth2}, [control])
+        loop = Loop(CpuPort(core, [{"name": "eth1", "mac": RECEIVER_MAC, "address": "198.18.1.1/24"},
+                                   {"name": "eth2", "mac": ETH2_MAC, "address": "198.18.2.1/24"}]),
+                    {"eth1": port, "eth2": eth2}, [control])
         assert loop.shell == shell
         fds = {port.sock.fileno(): "eth1", eth2.sock.fileno(): "eth2"}
         serve = (lambda: loop._wait_and_serve(dict(fds), [*fds, wake_r])) if shell == "python" \

@@ -30,6 +30,15 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("switch_implementation", ["python", "c"], indirect=True)
 
 
+@pytest.fixture(autouse=True)
+def _on_the_parametrized_pipeline(request):
+    """pytest 9 no longer runs a fixture added to `metafunc.fixturenames` by pytest_generate_tests
+    (the switch modules' [c] runs built the Python pipeline): ask for it by name."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and "switch_implementation" in callspec.params:
+        request.getfixturevalue("switch_implementation")
+
+
 @pytest.fixture
 def switch_implementation(request, monkeypatch):
     if request.param not in test_switch_support.IMPLEMENTATIONS:

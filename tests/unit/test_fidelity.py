@@ -143,6 +143,9 @@ def test_frames_a_switch_held_for_its_late_xoff_count_as_its_late_events_and_are
 
     assert held_frames(held(7), held(3)) == {"leaf1": 4}
     assert held_frames(held(2), held(3)) == {"leaf1": 2}  # cleared meanwhile: all since the clear
+    cleared = held(5)
+    cleared["leaf1"]["ports"]["eth2"]["pgs"][3]["rx_packets"] = 10  # fewer than before: cleared, then 5 held
+    assert held_frames(cleared, held(3)) == {"leaf1": 5}
     assert held_frames(held(5), {}) == {"leaf1": 5}  # a switch read for the first time
     windows = [window("leaf1", 36_000, 100), replace(window("h1", 36_000, 0), agent="nicd")]
     judged = judge(windows, TDF, BOUND_S)
@@ -153,6 +156,12 @@ def test_frames_a_switch_held_for_its_late_xoff_count_as_its_late_events_and_are
     many = judged.judge_held({"leaf1": 300}, windows)  # 100 late + 300 held > 1% of 36,400
     assert not many.kept_up and many.advice_tdf >= 2 * TDF and "FELL BEHIND" in many.line()
     assert "leaf1: 300 held, 100 late of 36,100 events" in many.line() and many.to_json()["held"] == 300
+    # Held frames and headroom drops the lateness accounts for, in one window: the line gives both.
+    late = [window("leaf1", 36_000, 100, late_s=0.01)]
+    both = judge(late, TDF, BOUND_S).judge_held({"leaf1": 300}, late).judge_headroom(
+        headroom_drops(pg_counters(1, 41_540), LINKS), late)
+    assert "held more frames past a lossless PG's headroom" in both.line()
+    assert "1 frame dropped for headroom on lossless PGs" in both.line()
     # A NIC's loop holds nothing; frames held by a switch weigh on that switch's loop only.
     assert judged.judge_held({"h1": 300}, windows).kept_up
     assert "held past" not in judged.line()

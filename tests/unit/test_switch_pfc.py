@@ -202,12 +202,13 @@ def test_a_frame_owed_to_a_late_xoff_is_held_past_the_headroom_and_only_such_a_f
     past the full headroom; one that was in flight anyway, or sent after the late XOFF had time
     to arrive (a peer ignoring the pause), is dropped as before."""
     pg = lossless_pg_profile(size_bytes=2_000, static_th_bytes=40_000, xoff_bytes=20_000)
-    delay_s = 50e-6
-    switch = make_switch(lossless_profile(pg), specs=port_specs(delay_s=delay_s))
+    delay_s, jitter_s = 50e-6, 20e-6
+    switch = make_switch(lossless_profile(pg), specs=port_specs(delay_s=delay_s, jitter_s=jitter_s))
     hold_egress(switch, "eth2", 0.0)
     frame = roce("eth1", "eth2", PKT_BYTES)
     size = len(frame)
-    reach_s = 2 * delay_s + PAUSE_REACH_BYTES * 8 / RATE_BPS
+    reach_s = 2 * (delay_s + jitter_s) + PAUSE_REACH_BYTES * 8 / RATE_BPS
+    hair_s = 1e-6
     late_s = 0.010  # the stall: everything below is read at this time
     n = 0
     while not pg_counters(switch, "eth1", now=late_s)["xoff"]:  # arrived at 0: XOFF due at 0, left at late_s
@@ -218,14 +219,16 @@ def test_a_frame_owed_to_a_late_xoff_is_held_past_the_headroom_and_only_such_a_f
     assert pg_counters(switch, "eth1", now=late_s)["drops"] == {}
 
     for arrival_s, held, dropped in [(reach_s / 2, 0, 1),  # in flight anyway: the headroom was too small
-                                     (reach_s * 1.5, 1, 1),  # owed to the stall: held
-                                     (late_s + reach_s / 2, 2, 1),  # the late XOFF could not reach the peer yet
-                                     (late_s + reach_s * 1.5, 2, 2)]:  # it could: the peer ignores the pause
+                                     (reach_s - hair_s, 0, 2),  # still in flight when a timely XOFF arrived
+                                     (reach_s + hair_s, 1, 2),  # sent after: owed to the stall, held
+                                     (late_s + reach_s / 2, 2, 2),  # the late XOFF could not reach the peer yet
+                                     (late_s + reach_s - hair_s, 3, 2),
+                                     (late_s + reach_s + hair_s, 3, 3)]:  # it could: the peer ignores the pause
         switch.receive("eth1", frame, late_s + reach_s * 2, arrival_s)
         counters = pg_counters(switch, "eth1", now=late_s)
         assert (counters["held_packets"], counters["drops"]["headroom_exceeded"]["packets"]) == (held, dropped), \
             arrival_s
-    assert counters["held_bytes"] == 2 * size
+    assert counters["held_bytes"] == 3 * size
     assert counters["headroom_bytes"] > pg.xoff_bytes  # held past it,
     assert counters["headroom_watermark_bytes"] <= pg.xoff_bytes  # which the watermark leaves out
 
@@ -250,3 +253,32 @@ def test_with_its_xoff_on_time_a_pg_holds_nothing_past_its_headroom():
         switch.receive("eth1", frame, i * 1e-4, i * 1e-4)
     counters = pg_counters(switch, "eth1", now=0.02)
     assert counters["held_packets"] == 0 and counters["drops"]["headroom_exceeded"]["packets"] > 100
+
+
+def test_frames_held_past_a_pgs_headroom_leave_the_pools_shared_headroom_to_the_other_pgs():
+    """eth1's switch read late holds 5 frames past its PG's headroom; eth3's PG, read on time,
+    still gets all of the pool's shared headroom that eth1's own traffic left it."""
+    pool = ingress_pool(xoff_bytes=30_000)
+    pg = lossless_pg_profile(size_bytes=0, static_th_bytes=20_000, xoff_bytes=20_000)
+    switch = make_switch(lossless_profile(pg, pools=pool))
+    hold_egress(switch, "eth2", 0.0)
+    late = roce("eth1", "eth2", PKT_BYTES)
+    while pg_counters(switch, "eth1")["headroom_bytes"] + PKT_BYTES <= pg.xoff_bytes:  # due at 0, left at 1 s
+        switch.receive("eth1", late, 1.0, 0.0)
+    for _ in range(5):
+        switch.receive("eth1", late, 1.0, 0.5)  # sent long after a timely XOFF reached the peer
+    assert pg_counters(switch, "eth1")["held_packets"] == 5
+    on_time = roce("eth3", "eth2", PKT_BYTES)
+    for _ in range((pg.static_th_bytes + 10_000) // PKT_BYTES):  # 10 kB into headroom: the pool's 30 kB has them
+        switch.receive("eth3", on_time, 1.0)
+    eth3 = pg_counters(switch, "eth3")
+    assert eth3["drops"] == {} and eth3["headroom_bytes"] == 10_000
+    switch.receive("eth3", on_time, 1.0)  # the pool's shared headroom is full now
+    assert pg_counters(switch, "eth3")["drops"]["headroom_exceeded"]["packets"] == 1
+
+
+def test_each_run_of_a_switch_test_builds_the_pipeline_it_is_named_for(request):
+    """tests/unit/conftest.py runs every test of a switch module once per pipeline, without the
+    test asking for it: the [c] run must build the C one (under pytest 9 it silently built the
+    Python one until the conftest asked for the fixture by name)."""
+    assert make_switch(lossless_profile()).implementation == request.node.callspec.params["switch_implementation"]

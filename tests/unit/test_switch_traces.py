@@ -23,8 +23,8 @@ wred_decide changed to `<` failed at the 62nd and the 126th example (a frame's d
 PFC honoured on a priority outside pfc_enable (receive_pfc's check dropped) at the 11th in both
 (paused_time_s); a frame held past the headroom whenever it came before the late XOFF could reach
 its sender (the lower end of the hold's window in owed_to_late_xoff dropped, 2026-11-28) failed
-in both of two runs (a frame's departure time). With an earlier version of these strategies, STRICT queues served lowest index
-first failed at the 1,456th example in one run and not at all in the other: two busy STRICT
+in both of two runs (a frame's departure time). With an earlier version of these strategies,
+STRICT queues served lowest index first failed at the 1,456th example in one run and not at all in the other: two busy STRICT
 queues on one port at once are rare in these traces.
 """
 

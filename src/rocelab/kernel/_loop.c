@@ -123,15 +123,14 @@ static int transmit(Shell *s, double due)
 /* RxRing.read: hand the frames from the port's head on to core.receive(name, frame, now), each
    slot given back as soon as it returns, until `round_frames` frames or at least `round_bytes`
    bytes or an empty slot; to a core that takes it, with the frame's arrival (`now` less how long
-   it waited in the ring). The frames read (-1: an exception, the slot given back all the same);
-   *first_s is the first one's receive time (epoch seconds). A frame is a bytes copy: the slot
-   is the kernel's again once receive returns. */
-static long read_ring(Shell *s, RingPort *p, double now, double *first_s, int *empty)
+   it waited in the ring, `wall` being the epoch time at `now`). The frames read (-1: an
+   exception, the slot given back all the same); *first_s is the first one's receive time (epoch
+   seconds). A frame is a bytes copy: the slot is the kernel's again once receive returns. */
+static long read_ring(Shell *s, RingPort *p, double now, double wall, double *first_s, int *empty)
 {
     const Geometry *g = &s->g;
     unsigned char *base = p->ring.buf;
     long n = 0, nbytes = 0, h = p->head;
-    double wall = s->arrival ? clock_s(CLOCK_REALTIME) : 0.0;
     *empty = 0;
     *first_s = 0.0;
     PyObject *t = PyFloat_FromDouble(now);
@@ -179,11 +178,12 @@ static int drain(Shell *s, int *ready, int nready, double due)
     for (int j = 0; j < nready; j++) unmeasured[j] = 1;
     for (long rnd = 0; nready && rnd < s->drain_rounds; rnd++) {
         double now = shell_now(s);  /* one timestamp per round: these frames arrived together */
+        double wall = s->arrival ? clock_s(CLOCK_REALTIME) : 0.0;  /* the epoch time at `now` */
         if (rnd && next_due(s, now, &due) < 0) return -1;
         for (int j = 0; j < nready;) {
             int empty;
             double first_s;
-            long got = read_ring(s, &s->ports[ready[j]], now, &first_s, &empty);
+            long got = read_ring(s, &s->ports[ready[j]], now, wall, &first_s, &empty);
             if (got < 0) return -1;
             s->rx += got;
             if (got && unmeasured[j]) {  /* the port's oldest frame: how long it waited to be read */
@@ -322,10 +322,13 @@ static PyObject *serve(PyObject *Py_UNUSED(module), PyObject *args)
     if (s.receive) {
         PyObject *takes = PyObject_GetAttrString(core, "takes_arrival_time");
         if (takes) {
-            s.arrival = PyObject_IsTrue(takes) == 1;
+            s.arrival = PyObject_IsTrue(takes);
             Py_DECREF(takes);
-        } else {
+            if (s.arrival < 0) goto out;
+        } else if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
             PyErr_Clear();  /* a core without it (nicd's) takes (name, frame, now) */
+        } else {
+            goto out;
         }
     }
     s.poll = s.receive ? PyObject_GetAttrString(core, "poll") : NULL;

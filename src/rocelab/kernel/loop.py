@@ -3,8 +3,8 @@ socket and one single-threaded event loop around a pure data-plane core.
 
 The core is anything with `receive(port, frame, now)`, `poll(now) → [(port, frame)]` and
 `next_event(now) → time | None` (a core whose `takes_arrival_time` is true gets each frame's
-kernel receive time too, on the loop's clock: `receive(port, frame, now, arrival_s)`), and one loop may answer several control sockets (one nicd
-serving several hosts' NICs, rocelab.roce.agent). The loop sleeps exactly until the core's
+kernel receive time too, on the loop's clock: `receive(port, frame, now, arrival_s)`), and one
+loop may answer several control sockets (one nicd serving several hosts' NICs, rocelab.roce.agent). The loop sleeps exactly until the core's
 next event or until a frame, a control request or a netlink event arrives. No threads: a control
 request never races the data plane. A core that can run this loop itself (`serve`: switchd's
 C pipeline, rocelab.switch.fastpath) does so for as long as frames and timers are all there is
@@ -323,10 +323,11 @@ class Loop:
         unmeasured = set(ready)
         for rnd in range(DRAIN_ROUNDS):
             now = self.now()  # one timestamp per round: these frames arrived together
+            wall = time.time() if arrival else None  # the epoch time at `now`: each frame's arrival
             if rnd:
                 due = self.core.next_event(now)
             for name in tuple(ready):
-                n, first_s, empty = ports[name].ring.read(name, receive, now, ROUND_FRAMES, ROUND_BYTES, arrival)
+                n, first_s, empty = ports[name].ring.read(name, receive, now, ROUND_FRAMES, ROUND_BYTES, wall)
                 stats.rx_frames += n
                 if not n and not rnd:  # readable and empty: a port taken down reports ENETDOWN until read
                     ports[name].sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import mmap
 import socket
 import struct
-import time
 
 from rocelab.kernel.netns import SOL_PACKET
 
@@ -58,26 +57,25 @@ class RxRing:
         self.geometry = (BLOCK_BYTES, SLOTS_PER_BLOCK, SLOT_BYTES, len(self.slots))
 
     def read(self, port: str, receive, now: float, max_frames: int, max_bytes: int,
-             arrival: bool = False) -> tuple[int, float, bool]:
+             wall: float | None = None) -> tuple[int, float, bool]:
         """Hand frames to receive(port, frame, now), oldest first, giving each slot back once
         it returns, until `max_frames` frames or at least `max_bytes` bytes are read or the
         ring is empty: (frames read, the first one's receive time in seconds since the epoch
-        or 0.0 when none, whether the ring is empty). With `arrival`, receive also takes each
-        frame's arrival: `now` less how long it waited in the ring."""
+        or 0.0 when none, whether the ring is empty). With `wall` (the epoch time at `now`),
+        receive also takes each frame's arrival: `now` less how long it waited in the ring."""
         view, slots, head = self.view, self.slots, self.head
         offset = slots[head]
         if not view[offset] & TP_STATUS_USER:
             return 0, 0.0, True
         sec, nsec = TPACKET2_TIME.unpack_from(view, offset)
         first_s = sec + nsec * 1e-9
-        wall = time.time() if arrival else 0.0
         frame_at = TPACKET2_FRAME.unpack_from
         n_slots = len(slots)
         n = nbytes = 0
         while True:
             snaplen, mac = frame_at(view, offset)
             start = offset + mac
-            if arrival:
+            if wall is not None:
                 sec, nsec = TPACKET2_TIME.unpack_from(view, offset)
                 waited = wall - (sec + nsec * 1e-9)
                 receive(port, view[start:start + snaplen], now, now - waited if waited > 0 else now)

@@ -170,7 +170,8 @@ class Fidelity:
                 f"events ran later than one frame on the fastest link ({_ms(self.bound_s)}), the worst "
                 f"({self.worst_agent}) up to {_ms(self.worst_s)} ({_us(self.worst_s / self.tdf)} "
                 f"production-equivalent){dropped}{overrun}{self._held_text()}"
-                f"{self.machine.clause() if self.machine else ''}{pipelines_text(self.pipelines)}. Results that depend on timing are inconclusive: run again on "
+                f"{self.machine.clause() if self.machine else ''}{pipelines_text(self.pipelines)}. "
+                f"Results that depend on timing are inconclusive: run again on "
                 f"a quieter machine, or `up` with --tdf {self.advice_tdf}")
 
     def to_json(self) -> dict:
@@ -220,7 +221,8 @@ class Fidelity:
                    f"{tight.need_bytes:,} B of {tight.headroom_bytes:,} B): an agent ran later than the "
                    f"{tight.spare_bytes:,} B to spare last at line rate ({_ms(tight.spare_s * self.tdf)})")
         advice = round_up(self.tdf * min(max(2.0, self.worst_s / (tight.spare_s * self.tdf)), ADVICE_MAX_FACTOR))
-        return replace(self, kept_up=False, overrun=overrun, advice_tdf=max(self.advice_tdf or 0, advice))
+        return replace(self, kept_up=False, overrun="; ".join(filter(None, (self.overrun, overrun))),
+                       advice_tdf=max(self.advice_tdf or 0, advice))
 
 
 @dataclass(frozen=True)
@@ -302,14 +304,16 @@ def headroom_drops(counters: dict[str, dict], links: dict[tuple[str, str], tuple
 
 def held_frames(counters: dict[str, dict], since: dict[str, dict]) -> dict[str, int]:
     """Per switch, the lossless frames it held past a PG's headroom (owed to its own late XOFF)
-    since the counters `since` (a switch cleared meanwhile counts from its clear)."""
+    since the counters `since` (a PG cleared meanwhile, as _pg_since tells, counts from its clear)."""
     held = {}
     for node, c in counters.items():
         old, total = since.get(node), 0
         for name, port in c["ports"].items():
             for i, pg in enumerate(port["pgs"]):
-                before = old["ports"][name]["pgs"][i]["held_packets"] if old and name in old["ports"] else 0
-                total += pg["held_packets"] - before if pg["held_packets"] >= before else pg["held_packets"]
+                before = old["ports"][name]["pgs"][i] if old and name in old["ports"] else None
+                cleared = before is None or pg["held_packets"] < before["held_packets"] \
+                    or pg["rx_packets"] < before["rx_packets"]
+                total += pg["held_packets"] - (0 if cleared else before["held_packets"])
         held[node] = total
     return held
 

@@ -100,6 +100,7 @@ static const Field PG_FIELDS[] = {  /* rocelab.switch.pipeline._Pg */
     ENTRY(Pg, "lossless", F_BOOL, lossless, CONFIG),
     ENTRY(Pg, "headroom_used_bytes", F_LL, headroom_used, STATE),
     ENTRY(Pg, "headroom_watermark_bytes", F_LL, headroom_wm, STATE),
+    ENTRY(Pg, "held_used_bytes", F_LL, held_used, STATE),
     ENTRY(Pg, "xoff_active", F_BOOL, xoff_active, STATE),
     ENTRY(Pg, "refresh_at_s", F_D, refresh_at, STATE),
     ENTRY(Pg, "xoff_due_s", F_D, xoff_due, STATE),

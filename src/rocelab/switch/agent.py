@@ -116,6 +116,7 @@ class CpuPort:
         """Wrap this switch from now on (a reload builds a new one)."""
         self.switch = switch
         self.receive = switch.receive  # every frame: no call of our own in between
+        self.takes_arrival_time = switch.takes_arrival_time
         # The C pipeline reads the rings and runs the loop itself (rocelab.kernel.loop).
         self.serve = getattr(switch, "serve", None)
         self.take_loop_counts = getattr(switch, "take_loop_counts", None)

@@ -98,14 +98,6 @@ static inline void give_back(Shared *s, long long n)
     s->reserved_used -= n - from_shared;
 }
 
-static inline void pg_to_headroom(Pg *pg, long long room, long long extra)  /* PgBuffer._to_headroom */
-{
-    Pool *pool = pg->s.pool;
-    if (pool && pool->headroom_size) pool->headroom_used += extra;
-    pg->s.reserved_used += room;
-    pg->headroom_used += extra;
-}
-
 static inline int pg_admit(Pg *pg, long long n, int lossless)  /* PgBuffer.admit */
 {
     Shared *s = &pg->s;
@@ -118,8 +110,12 @@ static inline int pg_admit(Pg *pg, long long n, int lossless)  /* PgBuffer.admit
     if (!lossless) return R_TAIL_DROP;
     if (pg->headroom_used + extra > pg->headroom) return R_HEADROOM_EXCEEDED;
     Pool *pool = s->pool;
-    if (pool && pool->headroom_size && pool->headroom_used + extra > pool->headroom_size) return R_HEADROOM_EXCEEDED;
-    pg_to_headroom(pg, room, extra);
+    if (pool && pool->headroom_size) {
+        if (pool->headroom_used + extra > pool->headroom_size) return R_HEADROOM_EXCEEDED;
+        pool->headroom_used += extra;
+    }
+    s->reserved_used += room;
+    pg->headroom_used += extra;
     if (pg->headroom_used > pg->headroom_wm) pg->headroom_wm = pg->headroom_used;
     return ADMITTED;
 }
@@ -127,7 +123,9 @@ static inline int pg_admit(Pg *pg, long long n, int lossless)  /* PgBuffer.admit
 static inline void pg_hold(Pg *pg, long long n)  /* PgBuffer.hold */
 {
     long long room = pg->s.reserved - pg->s.reserved_used;
-    pg_to_headroom(pg, room, n - room);
+    pg->s.reserved_used += room;
+    pg->headroom_used += n - room;
+    pg->held_used += n - room;
 }
 
 static inline void pg_release(Pg *pg, long long n)  /* PgBuffer.release */
@@ -135,8 +133,10 @@ static inline void pg_release(Pg *pg, long long n)  /* PgBuffer.release */
     Pool *pool = pg->s.pool;
     if (pg->headroom_used) {
         long long from_headroom = n < pg->headroom_used ? n : pg->headroom_used;
+        long long from_held = from_headroom < pg->held_used ? from_headroom : pg->held_used;
         pg->headroom_used -= from_headroom;
-        if (pool && pool->headroom_size) pool->headroom_used -= from_headroom;
+        pg->held_used -= from_held;
+        if (pool && pool->headroom_size) pool->headroom_used -= from_headroom - from_held;
         n -= from_headroom;
     }
     give_back(&pg->s, n);

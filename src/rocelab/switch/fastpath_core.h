@@ -73,7 +73,7 @@ typedef struct Pg {
     void *host;
     Frame xoff_frame, xon_frame;
     long long headroom, xon, xon_offset, headroom_used, headroom_wm, rx_packets, rx_bytes;
-    long long held_packets, held_bytes;  /* past the headroom, owed to a late XOFF (pipeline's docstring) */
+    long long held_packets, held_bytes, held_used;  /* past the headroom, owed to a late XOFF: PgBuffer.hold */
     int xoff_active, lossless, port, npri, pri[PRIO];
     double refresh_at, xoff_due, xoff_left;
     Drops drops;

@@ -130,7 +130,7 @@ class PgBuffer(_SharedUser):
     """One ingress port's priority group: reserved, shared and headroom use; PFC state."""
 
     __slots__ = ("headroom_bytes", "xon_bytes", "xon_offset_bytes", "headroom_used_bytes",
-                 "headroom_watermark_bytes", "xoff_active")
+                 "headroom_watermark_bytes", "held_used_bytes", "xoff_active")
 
     def __init__(self, profile: BufferProfile, pool: Pool | None):
         super().__init__(profile, pool)
@@ -139,6 +139,7 @@ class PgBuffer(_SharedUser):
         self.xon_offset_bytes = profile.xon_offset_bytes or 0
         self.headroom_used_bytes = 0
         self.headroom_watermark_bytes = 0
+        self.held_used_bytes = 0  # the part of headroom_used_bytes held past it (hold)
         self.xoff_active = False  # the caller sets it when it has sent XOFF
 
     def admit(self, nbytes: int, lossless: bool) -> str | None:
@@ -153,10 +154,12 @@ class PgBuffer(_SharedUser):
         if self.headroom_used_bytes + extra > self.headroom_bytes:
             return HEADROOM_EXCEEDED
         pool = self.pool
-        if pool is not None and pool.headroom_size_bytes \
-                and pool.headroom_used_bytes + extra > pool.headroom_size_bytes:
-            return HEADROOM_EXCEEDED
-        self._to_headroom(room, extra)
+        if pool is not None and pool.headroom_size_bytes:
+            if pool.headroom_used_bytes + extra > pool.headroom_size_bytes:
+                return HEADROOM_EXCEEDED
+            pool.headroom_used_bytes += extra
+        self.reserved_used_bytes += room
+        self.headroom_used_bytes += extra
         if self.headroom_used_bytes > self.headroom_watermark_bytes:
             self.headroom_watermark_bytes = self.headroom_used_bytes
         return None
@@ -165,27 +168,25 @@ class PgBuffer(_SharedUser):
         """Account a lossless packet that `admit` refused for headroom, past the headroom (the
         pipeline decides when: a frame owed to its own late XOFF, rocelab.switch.pipeline). The
         headroom watermark leaves it out: it shows what the link's own traffic needed, which
-        `admit` keeps within the headroom while held bytes remain."""
+        `admit` keeps within the headroom while held bytes remain. So does the pool's shared
+        headroom: the other PGs keep what they may use of it."""
         room = self.reserved_bytes - self.reserved_used_bytes
-        self._to_headroom(room, nbytes - room)
-
-    def _to_headroom(self, room: int, extra: int) -> None:
-        """Fill the reserved room, the rest into headroom (the pool's shared headroom too, if it has one)."""
-        pool = self.pool
-        if pool is not None and pool.headroom_size_bytes:
-            pool.headroom_used_bytes += extra
+        extra = nbytes - room
         self.reserved_used_bytes += room
         self.headroom_used_bytes += extra
+        self.held_used_bytes += extra
 
     def release(self, nbytes: int) -> None:
         """Give back a packet's bytes when it leaves the switch (or is dropped late):
-        headroom first, then shared, then reserved."""
+        headroom first (what was held past it first of all), then shared, then reserved."""
         pool = self.pool
         if self.headroom_used_bytes:
             from_headroom = min(nbytes, self.headroom_used_bytes)
             self.headroom_used_bytes -= from_headroom
+            from_held = min(from_headroom, self.held_used_bytes)
+            self.held_used_bytes -= from_held
             if pool is not None and pool.headroom_size_bytes:
-                pool.headroom_used_bytes -= from_headroom
+                pool.headroom_used_bytes -= from_headroom - from_held
             nbytes -= from_headroom
         self._give_back(nbytes)
 
@@ -200,8 +201,7 @@ class PgBuffer(_SharedUser):
 
     def reset_watermarks(self) -> None:
         self.shared_watermark_bytes = self.shared_used_bytes
-        # held bytes may still be in headroom use: the watermark leaves them out (hold)
-        self.headroom_watermark_bytes = min(self.headroom_used_bytes, self.headroom_bytes)
+        self.headroom_watermark_bytes = self.headroom_used_bytes - self.held_used_bytes  # see hold
 
 
 class QueueBuffer(_SharedUser):
