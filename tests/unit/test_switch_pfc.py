@@ -210,10 +210,8 @@ def test_a_frame_owed_to_a_late_xoff_is_held_past_the_headroom_and_only_such_a_f
     reach_s = 2 * (delay_s + jitter_s) + PAUSE_REACH_BYTES * 8 / RATE_BPS
     hair_s = 1e-6
     late_s = 0.010  # the stall: everything below is read at this time
-    n = 0
     while not pg_counters(switch, "eth1", now=late_s)["xoff"]:  # arrived at 0: XOFF due at 0, left at late_s
         switch.receive("eth1", frame, late_s, 0.0)
-        n += 1
     while pg_counters(switch, "eth1", now=late_s)["headroom_bytes"] + size <= pg.xoff_bytes:
         switch.receive("eth1", frame, late_s, reach_s / 2)  # in flight when a timely XOFF left
     assert pg_counters(switch, "eth1", now=late_s)["drops"] == {}
