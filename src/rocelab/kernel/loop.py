@@ -4,8 +4,9 @@ socket and one single-threaded event loop around a pure data-plane core.
 The core is anything with `receive(port, frame, now)`, `poll(now) → [(port, frame)]` and
 `next_event(now) → time | None` (a core whose `takes_arrival_time` is true gets each frame's
 kernel receive time too, on the loop's clock: `receive(port, frame, now, arrival_s)`), and one
-loop may answer several control sockets (one nicd serving several hosts' NICs, rocelab.roce.agent). The loop sleeps exactly until the core's
-next event or until a frame, a control request or a netlink event arrives. No threads: a control
+loop may answer several control sockets (one nicd serving several hosts' NICs,
+rocelab.roce.agent). The loop sleeps exactly until the core's next event or until a frame, a
+control request or a netlink event arrives. No threads: a control
 request never races the data plane. A core that can run this loop itself (`serve`: switchd's
 C pipeline, rocelab.switch.fastpath) does so for as long as frames and timers are all there is
 to do, and hands back control only for a control request, a netlink event or a stop. Around a

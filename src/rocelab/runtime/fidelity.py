@@ -414,11 +414,11 @@ class Watch:
         self.windows = timings(self.before, after)
         fidelity = replace(judge(self.windows, self.record.tdf, self.record.fidelity_bound_s, switch_pipelines(after)),
                            machine=machine)
-        fidelity = fidelity.judge_held(held_frames(_switch_counters(after), _switch_counters(self.before)),
-                                       self.windows)
+        counters, before = _switch_counters(after), _switch_counters(self.before)
+        fidelity = fidelity.judge_held(held_frames(counters, before), self.windows)
         if not links:
             return fidelity
-        drops = headroom_drops(_switch_counters(after), links, since=_switch_counters(self.before))
+        drops = headroom_drops(counters, links, since=before)
         return fidelity.judge_headroom(drops, self.windows)
 
 
