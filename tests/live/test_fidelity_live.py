@@ -121,6 +121,25 @@ def test_a_switch_that_stops_during_a_lossless_incast_holds_what_its_late_xoff_o
     assert headroom_exceeded(after) == headroom_exceeded(before) or not fidelity["kept_up"], fidelity["line"]
 
 
+@pytest.mark.parametrize("agent", ["nicd", "switchd"])
+def test_an_agent_that_keeps_stopping_is_judged_fallen_behind_for_the_time_it_stood_still(clean_slate, agent):
+    """`bw` h1 -> h2 while nicd (its loop in rocelab.kernel._loop) or switchd (its C core's loop) is
+    stopped for 20 ms every 0.1 s: each stop is one late event per port however long it lasts, far
+    under 1% of the events, and takes a fifth off the bandwidth (README, "Fidelity"). Each
+    wake-up's latest event adds up the time the agent stood still: the result is not called kept
+    up, and the line names the agent."""
+    up = cli("up", "lab-pfc")
+    assert up.returncode == 0, up.stderr
+    pid = next(p["pid"] for p in lab_state.load("lab-pfc").processes if p["what"] == agent)
+    clean = cli("bw", "h1", "h2", "--duration", "2", "--json")
+    assert clean.returncode in (0, 1), clean.stderr
+    _, out, err = stopping(pid, ["bw", "h1", "h2", "--duration", "2", "--json"], ROOT, every_s=0.1)
+    stopped, unstopped = json.loads(out)["fidelity"], json.loads(clean.stdout)["fidelity"]
+    assert not stopped["kept_up"] and f"{agent} on " in stopped["line"] and "stalled" in stopped["line"], err
+    assert stopped["behind_s"]["emulated"] > 0.02 * stopped["window_s"]["emulated"] > 0
+    assert stopped["behind_s"]["emulated"] > unstopped["behind_s"]["emulated"]
+
+
 def stopping(pid: int, args: list[str], cwd: Path, every_s: float = 0.3) -> tuple[int, str, str]:
     """Run a rocelab command while process `pid` is stopped for 20 ms every `every_s`; its exit
     status, stdout and stderr."""

@@ -44,10 +44,28 @@ def test_the_loop_records_how_late_it_ran_what_was_due():
     assert late.counts[LATENESS_BOUNDS_S.index(5e-3)] == 1 and late.counts[LATENESS_BOUNDS_S.index(5e-4)] == 1
 
 
+def test_a_wake_up_counts_once_among_the_stalls_at_its_latest_event():
+    """A stall is one late event, or a few (its due event, each port's oldest frame), however
+    long it lasts: `wakes` counts each wake-up once, at the latest of what it served late."""
+    times = iter([1.0002, 1.025, 1.031])
+    loop = Loop(_Core(), {}, controls=[], clock=lambda: next(times))
+    loop._transmit(due=1.0)  # 0.2 ms late
+    loop.stats.lateness.record(0.029)  # a port's oldest frame waited 29 ms: the same stall
+    loop.stats.lateness.end_wake()
+    loop._transmit(due=1.0)  # the next wake-up: 25 ms late
+    loop.stats.lateness.end_wake()
+    loop._transmit(due=2.0)  # nothing due: no wake-up to count
+    loop.stats.lateness.end_wake()
+    late = loop.stats.lateness
+    assert sum(late.counts) == 3 and sum(late.wakes) == 2
+    assert late.wakes[LATENESS_BOUNDS_S.index(3e-2)] == 2
+
+
 def reading(node: str, lateness_s: list[float], rx_dropped: int = 0) -> AgentReading:
     stats = LoopStats(rx_dropped=rx_dropped)
     for late in lateness_s:
         stats.lateness.record(late)
+        stats.lateness.end_wake()
     return AgentReading(node, "switchd", {"loop": asdict(stats)})
 
 
@@ -55,7 +73,7 @@ def test_a_window_is_the_difference_of_two_readings():
     before = [reading("leaf1", [1e-4] * 10), AgentReading("leaf2", "switchd", None)]
     after = [reading("leaf1", [1e-4] * 10 + [3e-3] * 5, rx_dropped=7), reading("leaf2", [1e-4])]
     (window,) = timings(before, after)
-    assert window.node == "leaf1" and window.events == 5 and window.rx_dropped == 7
+    assert window.node == "leaf1" and window.events == 5 and window.rx_dropped == 7 and sum(window.wakes) == 5
     assert window.quantile_s(0.5) == 3e-3 and window.later_than(BOUND_S) == 5
     assert 2e-3 < window.estimate_s(0.5) < 3e-3  # inside the bucket, not at its upper bound
 
@@ -90,6 +108,39 @@ def pg_counters(drops: int, watermark_bytes: int, lossless: bool = True) -> dict
 
 
 LINKS = {("leaf1", "eth2"): (100e9, 2.0)}  # 100G, 2 m: the emulated physics leaves ~8.7 KB in headroom
+
+
+def stalled(node: str, agent: str, wakes: int, late_s: float, on_time: int = 10_000) -> AgentTiming:
+    """A loop that served `on_time` events in time and woke `wakes` times `late_s` late."""
+    counts = [0] * (len(LATENESS_BOUNDS_S) + 1)
+    counts[0] = on_time
+    counts[LATENESS_BOUNDS_S.index(late_s)] = wakes
+    return AgentTiming(node, agent, tuple(counts), 0, tuple(counts))
+
+
+def test_how_long_a_loop_ran_behind_is_at_least_its_late_wake_ups_past_the_bound():
+    """Each wake-up L late was more than the bound behind for L - bound, L at its bucket's low end."""
+    low = LATENESS_BOUNDS_S[LATENESS_BOUNDS_S.index(2e-2) - 1]  # the 20 ms bucket starts at 15 ms
+    assert stalled("h1", "nicd", 40, 2e-2).behind_s(BOUND_S) == pytest.approx(40 * (low - BOUND_S))
+    assert stalled("h1", "nicd", 40, 2e-3).behind_s(BOUND_S) == 0.0  # 1.5-2 ms: the bound is inside it
+
+
+def test_an_agent_that_stalls_for_longer_than_its_share_of_the_window_fell_behind_however_few_its_late_events():
+    """A nicd stopped 20 ms every 0.1 s: 40 late events of 10,000 (0.4%, under LATE_SHARE_ALLOWED),
+    but behind for over half a second of a 4 s window."""
+    windows = [stalled("h1, h2", "nicd", 40, 2e-2), window("leaf1", 10_000, 0)]
+    late = judge(windows, TDF, BOUND_S)
+    assert late.kept_up  # what the late events alone say
+    judged = late.judge_stalls(windows, 4.0)
+    assert not judged.kept_up and judged.advice_tdf >= 2 * TDF
+    assert judged.behind_s == pytest.approx(windows[0].behind_s(BOUND_S)) and judged.window_s == 4.0
+    assert "nicd on h1, h2" in judged.line() and "2% of the 4 s" in judged.line()
+    assert judged.to_json()["behind_s"]["emulated"] == judged.behind_s
+    # The same stalls over a window 20 times longer are under LATE_TIME_ALLOWED of it: kept up.
+    kept = late.judge_stalls(windows, 80.0)
+    assert kept.kept_up and kept.behind_s == judged.behind_s
+    # A window whose length is not known is judged on its late events alone.
+    assert late.judge_stalls(windows, 0.0) == late
 
 
 def test_lossless_drops_the_agents_lateness_accounts_for_mean_the_emulation_fell_behind():

@@ -221,7 +221,8 @@ def run_once(shell: str, frames: dict[str, list[bytes]], heads: dict[str, int]):
         stats = loop.stats
         given_back = all(not p.ring.map[offset] & TP_STATUS_USER for p in ports.values() for offset in p.ring.slots)
         return (readable == fds, core.received, sent, stats.rx_frames, stats.tx_frames, stats.tx_errors,
-                sum(stats.lateness.counts), {name: p.ring.head for name, p in ports.items()}, given_back)
+                sum(stats.lateness.counts), sum(stats.lateness.wakes), {name: p.ring.head for name, p in ports.items()},
+                given_back)
     finally:
         for ours, theirs in pairs.values():
             ours.close()

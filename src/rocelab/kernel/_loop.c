@@ -46,8 +46,8 @@ typedef struct {
     double bounds[LATE_BUCKETS];
     int nbounds;
     long round_frames, round_bytes, drain_rounds;
-    long long rx, tx, wakeups, late[LATE_BUCKETS], tx_errors[ERRNO_SLOTS];
-    double late_total, late_max;
+    long long rx, tx, wakeups, late[LATE_BUCKETS], tx_errors[ERRNO_SLOTS], wakes[LATE_BUCKETS];
+    double late_total, late_max, wake_max;  /* wake_max: this wake-up's latest event, -1 none */
 } Shell;
 
 static double clock_s(clockid_t id)
@@ -64,14 +64,29 @@ static double shell_now(const Shell *s)
     return t > s->ahead ? t : s->ahead;
 }
 
-/* Lateness.record: bisect_left over the bounds. */
-static void record_late(Shell *s, double late)
+static int bucket(const Shell *s, double late)
 {
     int i = 0;
-    while (i < s->nbounds && s->bounds[i] < late) i++;
-    s->late[i]++;
+    while (i < s->nbounds && s->bounds[i] < late) i++;  /* bisect_left over the bounds */
+    return i;
+}
+
+/* Lateness.record */
+static void record_late(Shell *s, double late)
+{
+    s->late[bucket(s, late)]++;
     s->late_total += late;
     if (late > s->late_max) s->late_max = late;
+    if (late > s->wake_max) s->wake_max = late;
+}
+
+/* Lateness.end_wake */
+static void end_wake(Shell *s)
+{
+    if (s->wake_max >= 0.0) {
+        s->wakes[bucket(s, s->wake_max)]++;
+        s->wake_max = -1.0;
+    }
 }
 
 /* core.next_event(now): 0 and *due (INFINITY for None), or -1 with the exception set. */
@@ -243,6 +258,7 @@ static int run(Shell *s, struct pollfd *pfd, int nothers)
         for (int i = 0; i < nothers; i++)
             if (pfd[n + i].revents) handed_back = 1;
         if (nready ? drain(s, ready, nready, due) < 0 : transmit(s, due) < 0) return -1;
+        end_wake(s);
         if (handed_back) return 1;
         if (!r && due == INFINITY) return 0;  /* idle: let Loop.run look at the world */
     }
@@ -280,11 +296,16 @@ static int parse_ports(Shell *s, PyObject *seq)
 
 static PyObject *counts(const Shell *s)
 {
-    PyObject *late = PyList_New(LATE_BUCKETS), *errors = PyDict_New();
+    PyObject *late = PyList_New(LATE_BUCKETS), *wakes = PyList_New(LATE_BUCKETS), *errors = PyDict_New();
     for (int i = 0; late && i < LATE_BUCKETS; i++) {
         PyObject *v = PyLong_FromLongLong(s->late[i]);
         if (!v) Py_CLEAR(late);
         else PyList_SET_ITEM(late, i, v);
+    }
+    for (int i = 0; wakes && i < LATE_BUCKETS; i++) {
+        PyObject *v = PyLong_FromLongLong(s->wakes[i]);
+        if (!v) Py_CLEAR(wakes);
+        else PyList_SET_ITEM(wakes, i, v);
     }
     for (int e = 0; errors && e < ERRNO_SLOTS; e++) {
         if (!s->tx_errors[e]) continue;
@@ -293,17 +314,19 @@ static PyObject *counts(const Shell *s)
         Py_XDECREF(k);
         Py_XDECREF(v);
     }
-    if (!late || !errors) {
+    if (!late || !wakes || !errors) {
         Py_XDECREF(late);
+        Py_XDECREF(wakes);
         Py_XDECREF(errors);
         return NULL;
     }
-    return Py_BuildValue("(LLLNdd N)", s->rx, s->tx, s->wakeups, late, s->late_total, s->late_max, errors);
+    return Py_BuildValue("(LLLNddNN)", s->rx, s->tx, s->wakeups, late, s->late_total, s->late_max, errors, wakes);
 }
 
 PyDoc_STRVAR(serve_doc,
 "serve(core, ports, others, geometry, early_s, idle_s, ahead, bounds, round_frames, round_bytes, drain_rounds)\n"
-"-> (readable others, ring heads, ahead, (rx, tx, wakeups, lateness counts, total_s, max_s, {errno: n}))\n\n"
+"-> (readable others, ring heads, ahead, (rx, tx, wakeups, lateness counts, total_s, max_s, {errno: n},\n"
+"each wake-up's latest event by lateness bucket))\n\n"
 "Loop._wait_and_serve's wake-ups around `core` (receive, poll, next_event), `ports` a sequence of\n"
 "(name, fd, ring mmap, head), until one of `others` is readable, a signal's handlers ran or the\n"
 "loop was idle for idle_s.");
@@ -312,6 +335,7 @@ static PyObject *serve(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *core, *ports, *others, *bounds;
     Shell s = {0};
+    s.wake_max = -1.0;
     if (!PyArg_ParseTuple(args, "OOO(llll)dddOlll", &core, &ports, &others, &s.g.block_bytes, &s.g.per_block,
                           &s.g.slot_bytes, &s.g.slots, &s.early_s, &s.idle_s, &s.ahead, &bounds, &s.round_frames,
                           &s.round_bytes, &s.drain_rounds))

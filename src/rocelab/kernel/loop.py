@@ -156,17 +156,32 @@ TPACKET_STATS = struct.Struct("=II")  # tp_packets, tp_drops
 @dataclass
 class Lateness:
     """How late due events ran: a histogram over LATENESS_BOUNDS_S (the last count is for
-    anything later), with the total and the worst. Counts only grow: readers subtract."""
+    anything later), with the total and the worst. Counts only grow: readers subtract.
+
+    `wakes` is a second histogram over the same bounds: each wake-up's latest event. A stall
+    is one late event in `counts` however long it lasted (what fell due meanwhile is served
+    in the wake-up that ends it, late together); `wakes` says how long the loop ran behind,
+    once per wake-up, so the fidelity judgement can add up the time (rocelab.runtime.fidelity)."""
 
     counts: list[int] = field(default_factory=lambda: [0] * (len(LATENESS_BOUNDS_S) + 1))
     total_s: float = 0.0
     max_s: float = 0.0
+    wakes: list[int] = field(default_factory=lambda: [0] * (len(LATENESS_BOUNDS_S) + 1))
+    wake_max_s = -1.0  # this wake-up's latest event so far, -1 none yet: the loop's, not the reply's (no field)
 
     def record(self, late_s: float) -> None:
         self.counts[bisect.bisect_left(LATENESS_BOUNDS_S, late_s)] += 1
         self.total_s += late_s
         if late_s > self.max_s:
             self.max_s = late_s
+        if late_s > self.wake_max_s:
+            self.wake_max_s = late_s
+
+    def end_wake(self) -> None:
+        """The wake-up is over: its latest event into `wakes`, if it recorded any."""
+        if self.wake_max_s >= 0.0:
+            self.wakes[bisect.bisect_left(LATENESS_BOUNDS_S, self.wake_max_s)] += 1
+            self.wake_max_s = -1.0
 
 
 @dataclass
@@ -185,7 +200,8 @@ class LoopStats:
         late = self.lateness
         return {"rx_frames": self.rx_frames, "tx_frames": self.tx_frames, "wakeups": self.wakeups,
                 "members": list(self.members), "tx_errors": dict(self.tx_errors), "scheduling": self.scheduling,
-                "lateness": {"counts": list(late.counts), "total_s": late.total_s, "max_s": late.max_s},
+                "lateness": {"counts": list(late.counts), "total_s": late.total_s, "max_s": late.max_s,
+                             "wakes": list(late.wakes)},
                 "rx_dropped": self.rx_dropped}
 
 
@@ -269,6 +285,7 @@ class Loop:
             self._drain(ready, due)
         else:
             self._transmit(due)
+        self.stats.lateness.end_wake()
         return [fd for fd in readable if fd not in port_fds]
 
     def _serve_in_c(self, fds: list[int]) -> list[int]:
@@ -285,14 +302,17 @@ class Loop:
         return readable
 
     def _count(self, counted: tuple) -> None:
-        """Add what a loop in C counted (rx, tx, wake-ups, lateness counts, total, max, {errno: n})."""
-        rx, tx, wakeups, counts, total_s, max_s, errors = counted
+        """Add what a loop in C counted (rx, tx, wake-ups, lateness counts, total, max, {errno: n},
+        each wake-up's latest event by lateness bucket)."""
+        rx, tx, wakeups, counts, total_s, max_s, errors, wakes = counted
         stats, lateness = self.stats, self.stats.lateness
         stats.rx_frames += rx
         stats.tx_frames += tx
         stats.wakeups += wakeups
         for i, n in enumerate(counts[:len(lateness.counts)]):
             lateness.counts[i] += n
+        for i, n in enumerate(wakes[:len(lateness.wakes)]):
+            lateness.wakes[i] += n
         lateness.total_s += total_s
         lateness.max_s = max(lateness.max_s, max_s)
         for number, n in errors.items():

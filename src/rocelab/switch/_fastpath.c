@@ -823,17 +823,20 @@ out:
     return result;
 }
 
-/* take_loop_counts() -> (rx_frames, tx_frames, wakeups, lateness counts, total_s, max_s, {errno: n}):
-   what serve counted since the last call, zeroed. */
+/* take_loop_counts() -> (rx_frames, tx_frames, wakeups, lateness counts, total_s, max_s, {errno: n},
+   each wake-up's latest event by lateness bucket): what serve counted since the last call, zeroed. */
 static PyObject *Asic_take_loop_counts(Asic *self, PyObject *Py_UNUSED(ignored))
 {
     LoopCounts *lc = &self->core.loop;
-    PyObject *late = PyList_New(LATE_BUCKETS), *errors = PyDict_New();
-    if (!late || !errors) goto fail;
+    PyObject *late = PyList_New(LATE_BUCKETS), *wakes = PyList_New(LATE_BUCKETS), *errors = PyDict_New();
+    if (!late || !wakes || !errors) goto fail;
     for (int i = 0; i < LATE_BUCKETS; i++) {
         PyObject *v = PyLong_FromLongLong(lc->late[i]);
         if (!v) goto fail;
         PyList_SET_ITEM(late, i, v);
+        PyObject *w = PyLong_FromLongLong(lc->wakes[i]);
+        if (!w) goto fail;
+        PyList_SET_ITEM(wakes, i, w);
     }
     for (int e = 0; e < ERRNO_SLOTS; e++) {
         if (!lc->tx_errors[e]) continue;
@@ -843,11 +846,13 @@ static PyObject *Asic_take_loop_counts(Asic *self, PyObject *Py_UNUSED(ignored))
         Py_XDECREF(v);
         if (bad) goto fail;
     }
-    PyObject *r = Py_BuildValue("LLLNddN", lc->rx, lc->tx, lc->wakeups, late, lc->late_total, lc->late_max, errors);
+    PyObject *r = Py_BuildValue("LLLNddNN", lc->rx, lc->tx, lc->wakeups, late, lc->late_total, lc->late_max, errors,
+                                wakes);
     memset(lc, 0, sizeof *lc);
     return r;
 fail:
     Py_XDECREF(late);
+    Py_XDECREF(wakes);
     Py_XDECREF(errors);
     return NULL;
 }
@@ -1092,7 +1097,8 @@ static PyMethodDef Asic_methods[] = {
      "serve(ports, others, geometry, early_s, idle_s, bounds, round_frames, round_bytes, drain_rounds) -> "
      "(readable others, ring heads): the agent loop in C"},
     {"take_loop_counts", (PyCFunction)Asic_take_loop_counts, METH_NOARGS,
-     "what serve counted since the last call: (rx, tx, wakeups, lateness counts, total_s, max_s, {errno: n})"},
+     "what serve counted since the last call: (rx, tx, wakeups, lateness counts, total_s, max_s, {errno: n}, "
+     "each wake-up's latest event by lateness bucket)"},
     {"_flush_flows", (PyCFunction)Asic_flush_flows, METH_NOARGS, "forget every cached forwarding decision"},
     {"counter_values", (PyCFunction)Asic_counter_values, METH_O,
      "counter_values(now) -> (values, drops): the counters packed (rocelab.switch.counters.pack)"},

@@ -1006,13 +1006,31 @@ static double clock_s(clockid_t id)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static void record_late(LoopCounts *lc, const double *bounds, int nbounds, double late)
+static int late_bucket(const double *bounds, int nbounds, double late)
 {
     int i = 0;
     while (i < nbounds && bounds[i] < late) i++;  /* bisect_left, as Lateness.record */
-    lc->late[i]++;
+    return i;
+}
+
+static void record_late(LoopCounts *lc, const double *bounds, int nbounds, double late)
+{
+    lc->late[late_bucket(bounds, nbounds, late)]++;
     lc->late_total += late;
     if (late > lc->late_max) lc->late_max = late;
+    if (!lc->wake_any || late > lc->wake_max) {
+        lc->wake_max = late;
+        lc->wake_any = 1;
+    }
+}
+
+/* Lateness.end_wake: the wake-up's latest event into its own histogram. */
+static void end_wake(LoopCounts *lc, const double *bounds, int nbounds)
+{
+    if (lc->wake_any) {
+        lc->wakes[late_bucket(bounds, nbounds, lc->wake_max)]++;
+        lc->wake_any = 0;
+    }
 }
 
 /* A port taken down (config interface shutdown) leaves ENETDOWN on its packet socket, and
@@ -1125,6 +1143,7 @@ int fp_serve(Core *c, const Serve *s)
             }
             if (send_due(c, s, due, now) < 0) goto out;
         }
+        end_wake(lc, s->bounds, s->nbounds);
         long trapped = c->host.trapped_waiting(c->host.ctx);
         if (trapped < 0) {
             failed(c, FP_EHOST);

@@ -133,6 +133,9 @@ typedef struct {
 typedef struct {
     long long rx, tx, wakeups, late[LATE_BUCKETS], tx_errors[ERRNO_SLOTS];
     double late_total, late_max;
+    long long wakes[LATE_BUCKETS];  /* each wake-up's latest event (rocelab.kernel.loop.Lateness) */
+    double wake_max;  /* this wake-up's latest event so far, where wake_any */
+    int wake_any;
 } LoopCounts;
 
 /* A flow's key, as the reference's _route takes it. */
