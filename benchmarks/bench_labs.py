@@ -4,8 +4,10 @@
 
 Each lab (default: every folder under labs/ with a scenario) is brought up, run and torn
 down through the CLI, as a learner would, one after another, once, at the TDF `up` picks.
-Prints each command's wall time, that TDF, the lab's verdict (passed, inconclusive: the
-agents fell behind, or failed), and the total against the 15-minute budget for the whole set.
+Prints each command's wall time, that TDF, the share of its time the agents of its most
+delayed case ran more than the fidelity bound behind (stalls: the judgement allows 2%), the lab's
+verdict (passed, inconclusive: the agents fell behind, or failed), and the total against the
+15-minute budget for the whole set.
 Needs root. Keeps its lab records in a state folder of its own, so labs a user has up are
 neither seen nor touched.
 """
@@ -41,6 +43,17 @@ def timed(argv: list[str]) -> tuple[float, int, str]:
     return time.perf_counter() - start, result.returncode, result.stdout
 
 
+def most_behind(out: str) -> str:
+    """The case whose agents ran more than the bound behind for the largest share of its time
+    (rocelab.runtime.fidelity.Fidelity.judge_stalls), as a share and the case."""
+    with contextlib.suppress(ValueError, KeyError, ZeroDivisionError):
+        shares = [(c["fidelity"]["behind_s"]["emulated"] / c["fidelity"]["window_s"]["emulated"], c["case"])
+                  for c in json.loads(out)["cases"]]
+        share, case = max(shares)
+        return f"{share:.2%} ({case})"
+    return ""
+
+
 def verdict(code: int, out: str) -> str:
     with contextlib.suppress(ValueError):
         doc = json.loads(out)
@@ -59,13 +72,13 @@ def main() -> None:
     labs = args.labs or sorted(p.parent.name for p in (ROOT / "labs").glob("*/lab.yml")
                                if load_lab(p.parent.name).scenario is not None)
     table = Table(title=f"labs: up + run + down, wall seconds ({os.cpu_count()} cores)", title_justify="left")
-    for column in ("lab", "TDF", "up", "run", "down", "total", "verdict"):
+    for column in ("lab", "TDF", "up", "run", "down", "total", "most time behind", "verdict"):
         table.add_column(column, justify="left" if column in ("lab", "verdict") else "right", overflow="fold")
     grand = 0.0
     for lab in labs:
         up_s, code, _ = timed([*CLI, "up", lab])
         if code != 0:
-            table.add_row(lab, "", f"{up_s:.1f}", "", "", "", f"up failed (exit {code})")
+            table.add_row(lab, "", f"{up_s:.1f}", "", "", "", "", f"up failed (exit {code})")
             timed([*CLI, "down", lab])
             continue
         _, _, status = timed([*CLI, "status", "--json"])
@@ -74,7 +87,8 @@ def main() -> None:
         down_s, _, _ = timed([*CLI, "down", lab])
         total = up_s + run_s + down_s
         grand += total
-        table.add_row(lab, tdf, f"{up_s:.1f}", f"{run_s:.1f}", f"{down_s:.1f}", f"{total:.1f}", verdict(code, out))
+        table.add_row(lab, tdf, f"{up_s:.1f}", f"{run_s:.1f}", f"{down_s:.1f}", f"{total:.1f}", most_behind(out),
+                      verdict(code, out))
     console = Console()
     console.print(table)
     console.print(f"whole set: {grand:.0f} s ({grand / 60:.1f} min) of a {BUDGET_S // 60}-minute budget: "

@@ -171,6 +171,24 @@ def _topology_copy(tmp_path: Path, source: str, name: str) -> Path:
     return path
 
 
+def test_up_of_a_name_up_under_another_state_folder_exits_2_and_leaves_that_lab_alone(tmp_path):
+    """A lab's namespaces are named after it, its record kept in the state folder: an up of the same
+    name from another folder (another ROCELAB_STATE_DIR, as the test suite uses) must refuse, not
+    make half a lab and tear the other one's namespaces down with it."""
+    topology = _topology_copy(tmp_path, "incast-1x5", f"t{os.getpid() % 10000}-twice")
+    other = {**os.environ, "ROCELAB_STATE_DIR": str(tmp_path / "other-state")}
+    try:
+        assert subprocess.run([*CLI, "up", str(topology)], capture_output=True).returncode == 0
+        made = lab_namespaces(topology.stem)
+        again = subprocess.run([*CLI, "up", str(topology)], capture_output=True, text=True, env=other)
+        assert again.returncode == 2 and "is already up" in again.stderr and f"{topology.stem}.h1" in again.stderr
+        assert "Traceback" not in again.stderr and not (tmp_path / "other-state" / f"{topology.stem}.json").exists()
+        assert lab_namespaces(topology.stem) == made and ping(f"{topology.stem}.h1", "198.19.5.2")
+    finally:
+        subprocess.run([*CLI, "down", topology.stem], capture_output=True)
+    assert lab_namespaces(topology.stem) == []
+
+
 def test_down_cleans_up_after_up_is_killed_halfway(tmp_path):
     name = f"t{os.getpid() % 10000}-killed"
     topo = _topology_copy(tmp_path, "leaf-spine-4x4", name)

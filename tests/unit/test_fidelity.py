@@ -51,21 +51,32 @@ def test_a_wake_up_counts_once_among_the_stalls_at_its_latest_event():
     loop = Loop(_Core(), {}, controls=[], clock=lambda: next(times))
     loop._transmit(due=1.0)  # 0.2 ms late
     loop.stats.lateness.record(0.029)  # a port's oldest frame waited 29 ms: the same stall
-    loop.stats.lateness.end_wake()
+    loop.stats.lateness.end_wake(0.5)  # the wake-up before ended half a second before this one
     loop._transmit(due=1.0)  # the next wake-up: 25 ms late
-    loop.stats.lateness.end_wake()
+    loop.stats.lateness.end_wake(0.5)
     loop._transmit(due=2.0)  # nothing due: no wake-up to count
-    loop.stats.lateness.end_wake()
+    loop.stats.lateness.end_wake(0.5)
     late = loop.stats.lateness
     assert sum(late.counts) == 3 and sum(late.wakes) == 2
     assert late.wakes[LATENESS_BOUNDS_S.index(3e-2)] == 2
+
+
+def test_a_catch_up_over_several_wake_ups_counts_its_stall_once():
+    """A 40 ms stall whose backlog takes three wake-ups 1 ms apart to read: each finds a frame
+    that waited ~40 ms, but only the first was 40 ms behind since the wake-up before it."""
+    late = LoopStats().lateness
+    for since_last_s in (0.2, 1e-3, 1e-3):
+        late.record(0.04)
+        late.end_wake(since_last_s)
+    assert late.wakes[LATENESS_BOUNDS_S.index(5e-2)] == 1 and late.wakes[LATENESS_BOUNDS_S.index(1e-3)] == 2
+    assert sum(late.counts) == 3 and late.counts[LATENESS_BOUNDS_S.index(5e-2)] == 3  # the events as they were
 
 
 def reading(node: str, lateness_s: list[float], rx_dropped: int = 0) -> AgentReading:
     stats = LoopStats(rx_dropped=rx_dropped)
     for late in lateness_s:
         stats.lateness.record(late)
-        stats.lateness.end_wake()
+        stats.lateness.end_wake(1.0)
     return AgentReading(node, "switchd", {"loop": asdict(stats)})
 
 

@@ -275,6 +275,16 @@ class NetnsEngine:
             frr.require_frr(lab.source, daemons_here=self.frr_daemons.on_this_machine)
             bgp = lab_bgp(lab)  # a profile's bad BGP fields stop here, before anything is made
         record = plan(lab, self.name, tdf_choice, bgp)
+        # Namespaces by this lab's names with no record here: a lab of that name up under another
+        # state folder (ROCELAB_STATE_DIR), or left by a crash. A failed up takes down what its
+        # record names, so going on would tear down the other lab's.
+        taken = [n.netns for n in record.nodes if exists(n.netns)]
+        if taken:
+            raise LabAlreadyUp([Problem(lab.name, "", f"is already up: its network namespace{'s' if len(taken) > 1 else ''} "
+                                        f"{', '.join(taken)} exist{'' if len(taken) > 1 else 's'}, with no record of the "
+                                        f"lab in {paths.STATE_DIR} (up under another ROCELAB_STATE_DIR, or left behind)",
+                                        f"`invoke down {lab.name}` with the state folder it was brought up with, or "
+                                        f"`ip netns delete NAME` for each")])
         lab_state.save(record)
         try:
             self._apply(lab, record, bgp)

@@ -48,6 +48,7 @@ typedef struct {
     long round_frames, round_bytes, drain_rounds;
     long long rx, tx, wakeups, late[LATE_BUCKETS], tx_errors[ERRNO_SLOTS], wakes[LATE_BUCKETS];
     double late_total, late_max, wake_max;  /* wake_max: this wake-up's latest event, -1 none */
+    double ended;  /* the monotonic clock when the last wake-up ended (Loop.ended) */
 } Shell;
 
 static double clock_s(clockid_t id)
@@ -80,13 +81,15 @@ static void record_late(Shell *s, double late)
     if (late > s->wake_max) s->wake_max = late;
 }
 
-/* Lateness.end_wake */
-static void end_wake(Shell *s)
+/* Lateness.end_wake: the wake-up that began at `woke` is over. */
+static void end_wake(Shell *s, double woke)
 {
     if (s->wake_max >= 0.0) {
-        s->wakes[bucket(s, s->wake_max)]++;
+        double since_last = woke - s->ended;
+        s->wakes[bucket(s, s->wake_max < since_last ? s->wake_max : since_last)]++;
         s->wake_max = -1.0;
     }
+    s->ended = clock_s(CLOCK_MONOTONIC);
 }
 
 /* core.next_event(now): 0 and *due (INFINITY for None), or -1 with the exception set. */
@@ -245,6 +248,7 @@ static int run(Shell *s, struct pollfd *pfd, int nothers)
             }
             return PyErr_CheckSignals() < 0 ? -1 : 0;  /* the handlers (Loop.stop) ran */
         }
+        double woke = clock_s(CLOCK_MONOTONIC);
         if (wait > 0) s->wakeups++;  /* a sleep, and what woke it: the costly part */
         int nready = 0, handed_back = 0;
         for (int i = 0; i < n; i++) {
@@ -258,7 +262,7 @@ static int run(Shell *s, struct pollfd *pfd, int nothers)
         for (int i = 0; i < nothers; i++)
             if (pfd[n + i].revents) handed_back = 1;
         if (nready ? drain(s, ready, nready, due) < 0 : transmit(s, due) < 0) return -1;
-        end_wake(s);
+        end_wake(s, woke);
         if (handed_back) return 1;
         if (!r && due == INFINITY) return 0;  /* idle: let Loop.run look at the world */
     }
@@ -324,8 +328,9 @@ static PyObject *counts(const Shell *s)
 }
 
 PyDoc_STRVAR(serve_doc,
-"serve(core, ports, others, geometry, early_s, idle_s, ahead, bounds, round_frames, round_bytes, drain_rounds)\n"
-"-> (readable others, ring heads, ahead, (rx, tx, wakeups, lateness counts, total_s, max_s, {errno: n},\n"
+"serve(core, ports, others, geometry, early_s, idle_s, ahead, ended, bounds, round_frames, round_bytes,\n"
+"drain_rounds)\n"
+"-> (readable others, ring heads, ahead, ended, (rx, tx, wakeups, lateness counts, total_s, max_s, {errno: n},\n"
 "each wake-up's latest event by lateness bucket))\n\n"
 "Loop._wait_and_serve's wake-ups around `core` (receive, poll, next_event), `ports` a sequence of\n"
 "(name, fd, ring mmap, head), until one of `others` is readable, a signal's handlers ran or the\n"
@@ -336,9 +341,9 @@ static PyObject *serve(PyObject *Py_UNUSED(module), PyObject *args)
     PyObject *core, *ports, *others, *bounds;
     Shell s = {0};
     s.wake_max = -1.0;
-    if (!PyArg_ParseTuple(args, "OOO(llll)dddOlll", &core, &ports, &others, &s.g.block_bytes, &s.g.per_block,
-                          &s.g.slot_bytes, &s.g.slots, &s.early_s, &s.idle_s, &s.ahead, &bounds, &s.round_frames,
-                          &s.round_bytes, &s.drain_rounds))
+    if (!PyArg_ParseTuple(args, "OOO(llll)ddddOlll", &core, &ports, &others, &s.g.block_bytes, &s.g.per_block,
+                          &s.g.slot_bytes, &s.g.slots, &s.early_s, &s.idle_s, &s.ahead, &s.ended, &bounds,
+                          &s.round_frames, &s.round_bytes, &s.drain_rounds))
         return NULL;
     PyObject *pseq = NULL, *oseq = NULL, *bseq = NULL, *result = NULL;
     struct pollfd *pfd = NULL;
@@ -407,7 +412,7 @@ static PyObject *serve(PyObject *Py_UNUSED(module), PyObject *args)
         Py_XDECREF(fd);
     }
     if (readable && heads && counted) {
-        result = Py_BuildValue("NNdN", readable, heads, s.ahead, counted);
+        result = Py_BuildValue("NNddN", readable, heads, s.ahead, s.ended, counted);
     } else {
         Py_XDECREF(readable);
         Py_XDECREF(heads);

@@ -158,10 +158,13 @@ class Lateness:
     """How late due events ran: a histogram over LATENESS_BOUNDS_S (the last count is for
     anything later), with the total and the worst. Counts only grow: readers subtract.
 
-    `wakes` is a second histogram over the same bounds: each wake-up's latest event. A stall
-    is one late event in `counts` however long it lasted (what fell due meanwhile is served
-    in the wake-up that ends it, late together); `wakes` says how long the loop ran behind,
-    once per wake-up, so the fidelity judgement can add up the time (rocelab.runtime.fidelity)."""
+    `wakes` is a second histogram over the same bounds: each wake-up's latest event, no later
+    than the time since the wake-up before it ended. A stall is one late event in `counts`
+    however long it lasted (what fell due meanwhile is served in the wake-up that ends it,
+    late together); `wakes` says how long the loop ran behind, once per wake-up, so the
+    fidelity judgement can add up the time (rocelab.runtime.fidelity). The cap keeps a
+    catch-up that takes several wake-ups (a backlog past DRAIN_ROUNDS) from counting its
+    stall again in each."""
 
     counts: list[int] = field(default_factory=lambda: [0] * (len(LATENESS_BOUNDS_S) + 1))
     total_s: float = 0.0
@@ -177,10 +180,12 @@ class Lateness:
         if late_s > self.wake_max_s:
             self.wake_max_s = late_s
 
-    def end_wake(self) -> None:
-        """The wake-up is over: its latest event into `wakes`, if it recorded any."""
+    def end_wake(self, since_last_s: float) -> None:
+        """The wake-up is over, `since_last_s` after the one before it ended: its latest event
+        into `wakes`, if it recorded any."""
         if self.wake_max_s >= 0.0:
-            self.wakes[bisect.bisect_left(LATENESS_BOUNDS_S, self.wake_max_s)] += 1
+            late_s = self.wake_max_s if self.wake_max_s < since_last_s else since_last_s
+            self.wakes[bisect.bisect_left(LATENESS_BOUNDS_S, late_s)] += 1
             self.wake_max_s = -1.0
 
 
@@ -216,6 +221,7 @@ class Loop:
     stats: LoopStats = field(default_factory=LoopStats)
     stopping: bool = False
     ahead: float = 0.0  # the loop's clock, when it ran ahead of `clock` to serve an event early
+    ended: float = 0.0  # `clock` when the last wake-up ended (Lateness.end_wake)
     # "c": a Python core's wake-ups run in rocelab.kernel._loop (the monotonic clock only), else here
     shell: str = field(default_factory=loop_shell)
 
@@ -278,6 +284,7 @@ class Loop:
             self.ahead = now = due
         wait_s = IDLE_WAIT_S if due is None else min(max(due - now, 0.0), IDLE_WAIT_S)
         readable, _, _ = select.select(fds, [], [], wait_s)
+        woke = self.clock()
         if wait_s:  # a sleep, and what woke it: the costly part
             self.stats.wakeups += 1
         ready = [port_fds[fd] for fd in readable if fd in port_fds]
@@ -285,17 +292,18 @@ class Loop:
             self._drain(ready, due)
         else:
             self._transmit(due)
-        self.stats.lateness.end_wake()
+        self.stats.lateness.end_wake(woke - self.ended)
+        self.ended = self.clock()
         return [fd for fd in readable if fd not in port_fds]
 
     def _serve_in_c(self, fds: list[int]) -> list[int]:
         """_wait_and_serve's wake-ups in C (rocelab.kernel._loop) around this Python core, until one
         of `fds` is readable, a signal came or the loop was idle; then count what it counted."""
         ports = self.ports
-        readable, heads, self.ahead, counted = _loop.serve(
+        readable, heads, self.ahead, self.ended, counted = _loop.serve(
             self.core, [(name, p.sock.fileno(), p.ring.map, p.ring.head) for name, p in ports.items()], fds,
-            next(iter(ports.values())).ring.geometry, self.early_s, IDLE_WAIT_S, self.ahead, LATENESS_BOUNDS_S,
-            ROUND_FRAMES, ROUND_BYTES, DRAIN_ROUNDS)
+            next(iter(ports.values())).ring.geometry, self.early_s, IDLE_WAIT_S, self.ahead, self.ended,
+            LATENESS_BOUNDS_S, ROUND_FRAMES, ROUND_BYTES, DRAIN_ROUNDS)
         for port, head in zip(ports.values(), heads):
             port.ring.head = head
         self._count(counted)

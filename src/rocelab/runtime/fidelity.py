@@ -81,7 +81,7 @@ class AgentTiming:
     def of(cls, node: str, agent: str, loop: dict) -> AgentTiming:
         """An agent's whole life so far, from the `loop` of its counters reply."""
         return cls(", ".join(loop.get("members") or [node]), agent, tuple(loop["lateness"]["counts"]),
-                   loop["rx_dropped"], tuple(loop["lateness"]["wakes"]))
+                   loop["rx_dropped"], tuple(loop["lateness"].get("wakes", ())))  # none from an older agent
 
     @property
     def nodes(self) -> tuple[str, ...]:
@@ -445,8 +445,8 @@ class Watch:
     def __init__(self, record: LabState):
         self.record = record
         self.windows: list[AgentTiming] = []
-        self.start_s = time.monotonic()
         self.before = read_lab(record).agents
+        self.start_s = time.monotonic()  # between the two readings: the window the agents' replies span, at most
         self.cpu_before = cpu_times()
         self.spun_before = sum(cpu_ns(p) for p in record.awake)
 
@@ -454,8 +454,8 @@ class Watch:
         """The judgement; the agents' windows stay in `windows`. With `links` (port_links of the
         lab's fabric), the lossless PGs' headroom drops in the window are judged too
         (Fidelity.judge_headroom)."""
-        after = read_lab(self.record).agents
         window_s = time.monotonic() - self.start_s
+        after = read_lab(self.record).agents
         spun_s = (sum(cpu_ns(p) for p in self.record.awake) - self.spun_before) / 1e9
         machine = cpu_share(self.cpu_before, cpu_times(), os.cpu_count() or 1, spun_s)
         self.windows = timings(self.before, after)

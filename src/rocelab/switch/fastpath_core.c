@@ -1024,13 +1024,17 @@ static void record_late(LoopCounts *lc, const double *bounds, int nbounds, doubl
     }
 }
 
-/* Lateness.end_wake: the wake-up's latest event into its own histogram. */
-static void end_wake(LoopCounts *lc, const double *bounds, int nbounds)
+/* Lateness.end_wake: the wake-up that began at `woke` is over, its latest event into its own
+   histogram, no later than the time since the one before it ended. */
+static void end_wake(Core *c, const double *bounds, int nbounds, double woke)
 {
+    LoopCounts *lc = &c->loop;
     if (lc->wake_any) {
-        lc->wakes[late_bucket(bounds, nbounds, lc->wake_max)]++;
+        double since_last = woke - c->wake_ended;
+        lc->wakes[late_bucket(bounds, nbounds, lc->wake_max < since_last ? lc->wake_max : since_last)]++;
         lc->wake_any = 0;
     }
+    c->wake_ended = clock_s(CLOCK_MONOTONIC);
 }
 
 /* A port taken down (config interface shutdown) leaves ENETDOWN on its packet socket, and
@@ -1106,6 +1110,7 @@ int fp_serve(Core *c, const Serve *s)
             }
             break;
         }
+        double woke = clock_s(CLOCK_MONOTONIC);
         if (wait > 0) lc->wakeups++;  /* a sleep, and what woke it: the costly part */
         int nready = 0;
         for (int i = 0; i < n; i++) {
@@ -1143,7 +1148,7 @@ int fp_serve(Core *c, const Serve *s)
             }
             if (send_due(c, s, due, now) < 0) goto out;
         }
-        end_wake(lc, s->bounds, s->nbounds);
+        end_wake(c, s->bounds, s->nbounds, woke);
         long trapped = c->host.trapped_waiting(c->host.ctx);
         if (trapped < 0) {
             failed(c, FP_EHOST);

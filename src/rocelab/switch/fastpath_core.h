@@ -171,6 +171,7 @@ typedef struct {
     double next_timer;
     LoopCounts loop;
     double ahead;  /* serve's clock: may run up to early_s ahead of the monotonic clock */
+    double wake_ended;  /* the monotonic clock when serve's last wake-up ended (Loop.ended) */
     int error, error_errno;  /* why the last call returned -1 */
 } Core;
 
