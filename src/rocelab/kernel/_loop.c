@@ -298,19 +298,21 @@ static int parse_ports(Shell *s, PyObject *seq)
     return 0;
 }
 
+/* A histogram's counts as a list (NULL with the exception set). */
+static PyObject *bucket_list(const long long *counts)
+{
+    PyObject *list = PyList_New(LATE_BUCKETS);
+    for (int i = 0; list && i < LATE_BUCKETS; i++) {
+        PyObject *v = PyLong_FromLongLong(counts[i]);
+        if (!v) Py_CLEAR(list);
+        else PyList_SET_ITEM(list, i, v);
+    }
+    return list;
+}
+
 static PyObject *counts(const Shell *s)
 {
-    PyObject *late = PyList_New(LATE_BUCKETS), *wakes = PyList_New(LATE_BUCKETS), *errors = PyDict_New();
-    for (int i = 0; late && i < LATE_BUCKETS; i++) {
-        PyObject *v = PyLong_FromLongLong(s->late[i]);
-        if (!v) Py_CLEAR(late);
-        else PyList_SET_ITEM(late, i, v);
-    }
-    for (int i = 0; wakes && i < LATE_BUCKETS; i++) {
-        PyObject *v = PyLong_FromLongLong(s->wakes[i]);
-        if (!v) Py_CLEAR(wakes);
-        else PyList_SET_ITEM(wakes, i, v);
-    }
+    PyObject *late = bucket_list(s->late), *wakes = bucket_list(s->wakes), *errors = PyDict_New();
     for (int e = 0; errors && e < ERRNO_SLOTS; e++) {
         if (!s->tx_errors[e]) continue;
         PyObject *k = PyLong_FromLong(e), *v = PyLong_FromLongLong(s->tx_errors[e]);

@@ -227,8 +227,12 @@ class Fidelity:
         overrun = (f"an agent ran more than one frame behind for longer than {LATE_TIME_ALLOWED:.0%} of the "
                    f"{window_s:.3g} s this result took ({where}, at least): it stalled, and a stall counts as one "
                    f"late event however long it lasts")
-        return replace(judged, kept_up=False, overrun="; ".join(filter(None, (self.overrun, overrun))),
-                       advice_tdf=max(self.advice_tdf or 0, round_up(self.tdf * 2)))
+        return judged._fell_behind(overrun, round_up(self.tdf * 2))
+
+    def _fell_behind(self, why: str, advice_tdf: int, **changes) -> Fidelity:
+        """This judgement, fallen behind for `why` as well as any reason it had, advising the larger TDF."""
+        return replace(self, kept_up=False, overrun="; ".join(filter(None, (self.overrun, why))),
+                       advice_tdf=max(self.advice_tdf or 0, advice_tdf), **changes)
 
     def judge_held(self, held: dict[str, int], windows: list[AgentTiming]) -> Fidelity:
         """This judgement with the frames each switch held past a PG's headroom (`held`, by node)
@@ -244,8 +248,7 @@ class Fidelity:
                           for w, n in over)
         overrun = (f"switches held more frames past a lossless PG's headroom, each owed to their own late XOFF, "
                    f"than their late share allows ({where})")
-        return replace(self, kept_up=False, held=total, overrun=overrun,
-                       advice_tdf=max(self.advice_tdf or 0, round_up(self.tdf * 2)))
+        return self._fell_behind(overrun, round_up(self.tdf * 2), held=total)
 
     def _held_text(self) -> str:
         if not self.held:
@@ -267,8 +270,7 @@ class Fidelity:
                    f"{tight.need_bytes:,} B of {tight.headroom_bytes:,} B): an agent ran later than the "
                    f"{tight.spare_bytes:,} B to spare last at line rate ({_ms(tight.spare_s * self.tdf)})")
         advice = round_up(self.tdf * min(max(2.0, self.worst_s / (tight.spare_s * self.tdf)), ADVICE_MAX_FACTOR))
-        return replace(self, kept_up=False, overrun="; ".join(filter(None, (self.overrun, overrun))),
-                       advice_tdf=max(self.advice_tdf or 0, advice))
+        return self._fell_behind(overrun, advice)
 
 
 @dataclass(frozen=True)
