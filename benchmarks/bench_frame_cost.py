@@ -70,7 +70,7 @@ def main() -> None:
                                  True, True)):
         if pure:
             os.environ[PURE_ENV] = os.environ[PURE_LOOP_ENV] = "1"
-        flows = calibration.measure_flows("bench-frame-cost", args.tdf, shared_nicd=shared)
+        flows = calibration.measure_flows("bench-frame-cost", args.tdf, shared_agents=shared)
         os.environ.pop(PURE_ENV, None)
         os.environ.pop(PURE_LOOP_ENV, None)
         runs[label] = flows

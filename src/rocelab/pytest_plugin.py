@@ -12,7 +12,7 @@ rocelab has it. It does nothing until given a fabric description (`rocelab.fabri
   priority, configured and required values, file and table/key or line), without a
   traceback. Select with `-m rocelab_static`, `-k headroom`, `-k leaf1`.
 - Dynamic checks (`rocelab.fabric.lab`, root): the description brought up once per session
-  as a netns lab (switchd per switch with its own profile, nicd per host with the
+  as a netns lab (every switch with its own profile, every host with the
   description's RoCE settings): `pfc-threshold[SWITCH:pN]` per lossless priority, `incast-lossless`,
   `ecn-before-pfc`, `allreduce-budget`; marked `rocelab_dynamic`, so
   `-m "not rocelab_dynamic"` keeps a CI job without root static. Without root they skip.
@@ -265,8 +265,8 @@ def fabric_spec(pytestconfig: pytest.Config) -> FabricSpec:
 
 @pytest.fixture(scope="session")
 def fabric(pytestconfig: pytest.Config, fabric_spec: FabricSpec):
-    """The description up as a netns lab (switchd per switch with its own profile, nicd per
-    host): a rocelab.engines.state.LabState. Needs root; torn down when the session ends."""
+    """The description up as a netns lab (every switch with its own profile, every host with
+    its own NIC settings): a rocelab.engines.state.LabState. Needs root; torn down when the session ends."""
     import os
 
     if os.geteuid() != 0:

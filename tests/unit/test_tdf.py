@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from rocelab.model.lab import load_lab
-from rocelab.model.tdf import (CALIBRATION_AGENTS, LATENESS_MARGIN, MAX_TDF, SAFE_FRACTION, AgentCosts, choose_tdf,
-                               cores_at, demands, frame_bytes, latency_floor, pinned, round_up)
+from rocelab.model.tdf import (CALIBRATION_AGENTS, LATENESS_GROWTH, LATENESS_MARGIN, MAX_TDF, SAFE_FRACTION, AgentCosts,
+                               choose_tdf, cores_at, demands, frame_bytes, latency_floor, pinned, round_up)
 
 # Shaped like this project's calibration: cheap per frame when busy, dear when each frame wakes the agent.
 SLOW = AgentCosts(switch=((500, 0.08), (2500, 0.2), (12000, 0.35)), nic=((500, 0.12), (2500, 0.37), (12000, 0.8)),
@@ -88,21 +88,33 @@ def test_agents_that_need_more_than_the_machine_at_any_rate_get_the_largest_tdf_
 
 def test_a_machine_that_runs_events_late_needs_frames_that_last_longer_the_more_agents_wait():
     lab = load_lab("lab-pfc")
-    cases = demands(lab.fabric, lab.scenario, PMTU, shared_nicd=False)
+    cases = demands(lab.fabric, lab.scenario, PMTU, shared_agents=False)
     assert max(d.busy_agents for d in cases) == 6  # five hosts' nicd and the leaf
     late = AgentCosts(FAST.switch, FAST.nic, 2, late_p99_s=0.5e-3)
-    need_s = LATENESS_MARGIN * 0.5e-3 * 6 / CALIBRATION_AGENTS
+    need_s = LATENESS_MARGIN * 0.5e-3 * (6 / CALIBRATION_AGENTS) ** LATENESS_GROWTH
     frame_s = frame_bytes(PMTU) * 8 / 100e9  # one MTU frame at 100G, production time
     floor = latency_floor(lab.fabric, PMTU, late, cases)
     assert frame_s * floor >= need_s > frame_s * max(t for t in range(1, floor) if t == round_up(t))
-    choice = choose_tdf(lab.fabric, lab.scenario, PMTU, late, shared_nicd=False)
-    assert choice.tdf == floor > choose_tdf(lab.fabric, lab.scenario, PMTU, FAST, shared_nicd=False).tdf
-    assert "0.5 ms late (p99, 3 agents)" in choice.why and "6 agents busy" in choice.why
+    choice = choose_tdf(lab.fabric, lab.scenario, PMTU, late, shared_agents=False)
+    assert choice.tdf == floor > choose_tdf(lab.fabric, lab.scenario, PMTU, FAST, shared_agents=False).tdf
+    assert "0.5 ms late (p99, 3 agents)" in choice.why and "6 agents busy a frame must last 3.4× that" in choice.why
     shared = demands(lab.fabric, lab.scenario, PMTU)  # one nicd for the five hosts: each NIC still waits
     assert max(d.busy_agents for d in shared) == 6 and latency_floor(lab.fabric, PMTU, late, shared) == floor
     ecmp = load_lab("lab-ecmp")  # fourteen agents: a longer floor on the same machine
     assert latency_floor(ecmp.fabric, PMTU, late, demands(ecmp.fabric, ecmp.scenario, PMTU)) > floor
     assert latency_floor(lab.fabric, PMTU, late, cases, bound_s=10e-3) == 1  # a lab with its own, longer bound
+
+
+def test_one_switchd_for_every_switch_costs_one_process_at_their_frames_together():
+    lab = load_lab("leaf-spine-2x2")
+    shared, apart = demands(lab.fabric, None, PMTU)[0], demands(lab.fabric, None, PMTU, shared_agents=False)[0]
+    hops = sum(shared.switches.values())
+    assert set(shared.agent_cores(SLOW, 1000)) == {"nicd", "switchd"}
+    assert shared.agent_cores(SLOW, 1000)["switchd"] == pytest.approx(cores_at(SLOW.switch, hops / 1000))
+    assert set(apart.agent_cores(SLOW, 1000)) == {n.name for n in (*lab.fabric.hosts, *lab.fabric.switches)}
+    # one process wakes once for all: fewer cores than four switches each waking for its own frames
+    assert shared.agent_cores(SLOW, 1000)["switchd"] < sum(
+        cores_at(SLOW.switch, f / 1000) for f in shared.switches.values())
 
 
 def test_costs_survive_their_cache_round_trip():

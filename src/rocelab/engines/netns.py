@@ -335,12 +335,9 @@ class NetnsEngine:
         if dataplane.agent is not None:
             for node in ours:
                 _offloads_off(ns_of[node.name], [p.name for p in node.ports])
-            agents += [([node], dataplane.agent) for node in ours if node.is_switch]
-        if nic.agent is not None and not nic.per_job and fabric.hosts:
-            if self.shares_agents and nic.agent.serves_many:
-                agents.append((list(fabric.hosts), nic.agent))
-            else:
-                agents += [([node], nic.agent) for node in fabric.hosts]
+            agents += self._agents([node for node in ours if node.is_switch], dataplane.agent)
+        if nic.agent is not None and not nic.per_job:
+            agents += self._agents(list(fabric.hosts), nic.agent)
         # Start every agent first, then wait for all: their Python start-ups overlap.
         started = [self.spawn_agent(lab, nodes[0], ns_of[nodes[0].name], agent.module) if len(nodes) == 1
                    else self.spawn_shared(lab, nodes, ns_of, agent.module) for nodes, agent in agents]
@@ -359,8 +356,14 @@ class NetnsEngine:
         rate = fib_routes_per_s(lab)
         record.routing["fib_routes_per_s"] = rate  # None: FIB changes reach the forwarding table at once
         for nodes, agent in agents:
-            if rate and agent.name == "switchd":
-                control.request(control.socket_path(lab.name, nodes[0].name), "fib_programming", routes_per_s=rate)
+            for node in nodes if rate and agent.name == "switchd" else ():
+                control.request(control.socket_path(lab.name, node.name), "fib_programming", routes_per_s=rate)
+
+    def _agents(self, nodes: list[Node], agent: Agent) -> list[tuple[list[Node], Agent]]:
+        """One process of `agent` for all of `nodes` where it serves many, else one each."""
+        if self.shares_agents and agent.serves_many and len(nodes) > 1:
+            return [(nodes, agent)]
+        return [([node], agent) for node in nodes]
 
     def _make_nodes(self, lab: Lab, record: LabState) -> None:
         """A network namespace per node."""

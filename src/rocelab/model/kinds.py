@@ -46,7 +46,7 @@ class NicBackend:
     per_job: bool = False  # the agent is started by each traffic job, not by `up`
 
 
-SWITCHD = Agent("switchd", "rocelab.switch.agent")
+SWITCHD = Agent("switchd", "rocelab.switch.agent", serves_many=True)
 NICD = Agent("nicd", "rocelab.roce.agent", serves_many=True)
 VERBS = Agent("verbs", "rocelab.roce.verbs")
 

@@ -115,13 +115,13 @@ def measure(name: str) -> AgentCosts:
     return costs_of(measure_flows(name))
 
 
-def measure_flows(name: str, tdf: int = CALIBRATION_TDF, shared_nicd: bool = True) -> list[FlowCost]:
+def measure_flows(name: str, tdf: int = CALIBRATION_TDF, shared_agents: bool = True) -> list[FlowCost]:
     """Bring up the calibration lab as `name` at `tdf` (netns engine: the agents' cost is what is
     measured, and containers run the same agents), run its flows, each as many seconds as at
-    CALIBRATION_TDF, and take it down. `shared_nicd` False: one nicd per host, as a container
-    engine runs them (a benchmark's reference)."""
+    CALIBRATION_TDF, and take it down. `shared_agents` False: one nicd per host (and one switchd per
+    switch), as a container engine runs them (a benchmark's reference)."""
     engine = builtin_engines().get("netns")
-    engine.shares_agents = shared_nicd
+    engine.shares_agents = shared_agents
     lab = calibration_lab(name, tdf)
     record = engine.up(lab, TdfChoice(tdf, "calibration", 0.0, "measuring this machine's agents"))
     try:
@@ -206,20 +206,20 @@ def costs(lab_name: str) -> AgentCosts:
     return measured
 
 
-def resolve_tdf(lab: Lab, shared_nicd: bool = True) -> tuple[Lab, TdfChoice]:
+def resolve_tdf(lab: Lab, shared_agents: bool = True) -> tuple[Lab, TdfChoice]:
     """The lab with a TDF, and why that one: the lab's or the user's, or the one this machine
-    holds for the lab's peak (lab.tdf None); `shared_nicd`: the engine runs one nicd for all hosts."""
+    holds for the lab's peak (lab.tdf None); `shared_agents`: the engine runs one nicd for all hosts and one switchd for all switches."""
     here = costs(lab.name)
     pmtu = roce_config(lab.roce).pmtu_bytes
     if lab.tdf is None:
         choice = choose_tdf(lab.fabric, lab.scenario, pmtu, here, floor=lab.tdf_floor,
-                            bound_s=lab.fidelity_bound_s or 0.0, shared_nicd=shared_nicd)
+                            bound_s=lab.fidelity_bound_s or 0.0, shared_agents=shared_agents)
         return replace(lab, tdf=choice.tdf), choice
     return lab, pinned(lab.fabric, lab.scenario, pmtu, here, lab.tdf, lab.tdf_how,
-                       bound_s=lab.fidelity_bound_s or 0.0, shared_nicd=shared_nicd)
+                       bound_s=lab.fidelity_bound_s or 0.0, shared_agents=shared_agents)
 
 
 def up(engine: Engine, lab: Lab) -> LabState:
     """`up` as users mean it: the TDF chosen (rocelab.model.tdf), then the engine builds."""
-    lab, choice = resolve_tdf(lab, shared_nicd=engine.shares_agents)
+    lab, choice = resolve_tdf(lab, shared_agents=engine.shares_agents)
     return engine.up(lab, choice)

@@ -25,6 +25,8 @@ typedef struct {
     long long trap_max;
 } Asic;
 
+static PyTypeObject AsicType;
+
 /* ---- the attribute tables: one per kind of object --------------------------------------
 Every attribute of the reference's objects this binding reads, in one table per kind: its path
 (dotted into a sub-object), how it maps to the core's struct, and its role: structure (read
@@ -721,30 +723,53 @@ static PyObject *Asic_flush_flows(Asic *self, PyObject *Py_UNUSED(ignored))
 
 #define MAX_WATCHED 256
 
-/* serve(ports, others, geometry, early_s, idle_s, bounds, round_frames, round_bytes, drain_rounds)
-   -> (readable others, ring heads)
-   ports: (fd, ring, head) of every port in this core's port order; others: descriptors to
-   watch and hand back when readable. */
+#define MAX_SERVED 64
+
+/* serve(ports, others, geometry, early_s, idle_s, bounds, round_frames, round_bytes, drain_rounds,
+         also=()) -> (readable others, ring heads)
+   ports: (fd, ring, head) of every port in this core's port order, then those of each core in
+   `also` (other Asics served in the same loop, fp_serve); others: descriptors to watch and hand
+   back when readable. What the loop counts is this core's (take_loop_counts). */
 static PyObject *Asic_serve(Asic *self, PyObject *args)
 {
-    PyObject *ports, *others, *bounds_obj;
+    PyObject *ports, *others, *bounds_obj, *also = NULL;
     Serve s = {0};
-    if (!PyArg_ParseTuple(args, "OO(llll)ddOlll", &ports, &others, &s.geometry.block_bytes, &s.geometry.per_block,
+    if (!PyArg_ParseTuple(args, "OO(llll)ddOlll|O", &ports, &others, &s.geometry.block_bytes, &s.geometry.per_block,
                           &s.geometry.slot_bytes, &s.geometry.slots, &s.early_s, &s.idle_s, &bounds_obj,
-                          &s.round_frames, &s.round_bytes, &s.drain_rounds))
+                          &s.round_frames, &s.round_bytes, &s.drain_rounds, &also))
         return NULL;
     PyObject *pseq = PySequence_Fast(ports, "serve: ports must be a sequence");
     PyObject *oseq = pseq ? PySequence_Fast(others, "serve: others must be a sequence") : NULL;
     PyObject *bseq = oseq ? PySequence_Fast(bounds_obj, "serve: bounds must be a sequence") : NULL;
-    if (!bseq) {
+    PyObject *none = also ? NULL : PyTuple_New(0);
+    PyObject *aseq = bseq && (also || none) ? PySequence_Fast(also ? also : none, "serve: also must be a sequence")
+                                            : NULL;
+    Py_XDECREF(none);
+    if (!aseq) {
         Py_XDECREF(pseq);
         Py_XDECREF(oseq);
+        Py_XDECREF(bseq);
         return NULL;
     }
-    int n = self->core.nports, nviews = 0;
+    Core *cores[MAX_SERVED];
+    int ncores = 1 + (int)PySequence_Fast_GET_SIZE(aseq), n = self->core.nports, nviews = 0;
+    cores[0] = &self->core;
+    PyObject *result = NULL;
+    if (ncores > MAX_SERVED) {
+        PyErr_Format(PyExc_ValueError, "serve: at most %d cores in one loop", MAX_SERVED);
+        goto cleanup;
+    }
+    for (int k = 1; k < ncores; k++) {
+        PyObject *other = PySequence_Fast_GET_ITEM(aseq, k - 1);
+        if (!PyObject_TypeCheck(other, &AsicType)) {
+            PyErr_SetString(PyExc_TypeError, "serve: also must hold Asics");
+            goto cleanup;
+        }
+        cores[k] = &((Asic *)other)->core;
+        n += cores[k]->nports;
+    }
     s.nothers = (int)PySequence_Fast_GET_SIZE(oseq);
     s.nbounds = (int)PySequence_Fast_GET_SIZE(bseq);
-    PyObject *result = NULL;
     size_t slots = (size_t)(n ? n : 1);
     Py_buffer *views = PyMem_Calloc(slots, sizeof(Py_buffer));
     unsigned char **rings = PyMem_Calloc(slots, sizeof(unsigned char *));
@@ -758,7 +783,7 @@ static PyObject *Asic_serve(Asic *self, PyObject *args)
         goto out;
     }
     if (PySequence_Fast_GET_SIZE(pseq) != n || s.nothers > MAX_WATCHED || s.nbounds >= LATE_BUCKETS) {
-        PyErr_Format(PyExc_ValueError, "serve: one (fd, ring, head) per port, at most %d others, "
+        PyErr_Format(PyExc_ValueError, "serve: one (fd, ring, head) per port of every core, at most %d others, "
                      "at most %d lateness bounds", MAX_WATCHED, LATE_BUCKETS - 1);
         goto out;
     }
@@ -787,7 +812,7 @@ static PyObject *Asic_serve(Asic *self, PyObject *args)
     s.others = watched;
     s.others_revents = revents;
     s.bounds = bounds;
-    if (fp_serve(&self->core, &s) < 0) {
+    if (fp_serve(cores, ncores, &s) < 0) {
         core_error(&self->core);
         goto out;
     }
@@ -817,9 +842,11 @@ out:
     PyMem_Free(fds);
     PyMem_Free(watched);
     PyMem_Free(revents);
+cleanup:
     Py_DECREF(pseq);
     Py_DECREF(oseq);
     Py_DECREF(bseq);
+    Py_DECREF(aseq);
     return result;
 }
 
@@ -1094,8 +1121,9 @@ static PyMethodDef Asic_methods[] = {
     {"next_event", (PyCFunction)Asic_next_event, METH_O,
      "next_event(now) -> the time poll next has work, or None (Switch.next_event)"},
     {"serve", (PyCFunction)Asic_serve, METH_VARARGS,
-     "serve(ports, others, geometry, early_s, idle_s, bounds, round_frames, round_bytes, drain_rounds) -> "
-     "(readable others, ring heads): the agent loop in C"},
+     "serve(ports, others, geometry, early_s, idle_s, bounds, round_frames, round_bytes, drain_rounds, also=()) "
+     "-> (readable others, ring heads): the agent loop in C, for this core and the Asics in `also` (their "
+     "ports after this one's), counted in this one"},
     {"take_loop_counts", (PyCFunction)Asic_take_loop_counts, METH_NOARGS,
      "what serve counted since the last call: (rx, tx, wakeups, lateness counts, total_s, max_s, {errno: n}, "
      "each wake-up's latest event by lateness bucket)"},

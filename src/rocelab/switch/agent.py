@@ -1,6 +1,14 @@
-"""switchd: one emulated switch ASIC, as a process inside a switch node's namespace.
+"""switchd: the emulated switch ASICs of one or more switches, `python -m rocelab.switch.agent CONFIG_JSON...`
+(started by the engine, never by hand).
 
-    python -m rocelab.switch.agent CONFIG_JSON      (started by the engine, never by hand)
+The netns engine starts one switchd for all of a lab's switches, as it does nicd for its hosts:
+one process sleeps once for every switch with something due, and a frame one switch sends
+another is read in the same wake-up (a veth delivers it before send() returns) instead of
+waking another process; on a machine of few cores an agent also waits for its turn behind the
+others. Each switch keeps its own ports, namespace, FIB, profile, control socket and counters;
+what the loop measures (its lateness, its wake-ups) is the process's, reported by every switch
+it serves with the list of them (`members`). A container engine starts one per switch
+container. Each configuration names the switch's namespace where the process does not live there.
 
 The thin shell around rocelab.switch.pipeline.Switch (its C fast path where built,
 rocelab.switch.fastpath): AF_PACKET ports, the FIB read from the namespace's kernel (and
@@ -48,6 +56,7 @@ Kernel IP forwarding stays off in the namespace, so no packet bypasses the pipel
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import os
@@ -58,6 +67,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Callable
 
 from pyroute2 import IPRoute
 
@@ -66,6 +76,7 @@ from rocelab.switch import counters, kernel_fib
 from rocelab.kernel.loop import Loop, open_port
 from rocelab.kernel.rtnl import Events, Rtnl
 from rocelab.kernel.control import ControlServer
+from rocelab.kernel.netns import in_netns
 from rocelab.ethernet import ETH, ETH_P_8021Q, ETH_P_IPV4, IPPROTO_ICMP, internet_checksum, ipv4_header, mac_bytes
 from rocelab.qos.model import QosProfile
 from rocelab.qos.sonic import QOS_TABLES, profile_from_config_db, read_config_db
@@ -167,7 +178,11 @@ def load_balance(path: str | None, settings: dict | None, tdf: int) -> Balance:
 
 
 class Switchd:
-    def __init__(self, config: dict):
+    """One switch: its pipeline, ports, FIB and control socket. Build it inside the switch's
+    network namespace: its ports and netlink sockets are opened there. `key` names a port as
+    the loop knows it."""
+
+    def __init__(self, config: dict, key: Callable[[str], str] = str):
         self.config = config
         # A port's "global_flow_control_rx" (lab.yml's flow_control_rx; default false, as SONiC
         # leaves it) makes it honour 802.3x PAUSE.
@@ -177,6 +192,7 @@ class Switchd:
         self.cable_delay_s = {p["name"]: p["delay_s"] for p in config["ports"]}
         self.link_rate_bps = {p["name"]: p["rate_bps"] for p in config["ports"]}
         self.names = [p.name for p in self.specs]
+        self.key = key
         self.ipr = IPRoute()
         self.rtnl = Rtnl()
         self.fib: Fib = kernel_fib.read_fib(self.rtnl, self.names, self.rtnl.links())
@@ -193,19 +209,11 @@ class Switchd:
         self.events = Events()
         self.down: frozenset[str] = frozenset()  # ports whose link is down: in no route
         self.programming: FibProgramming | None = None
-        # An interval timer set for the next FIB change due: its SIGALRM is written here by the
-        # interpreter's C handler at once (set_wakeup_fd), the loop wakes and programs the change.
-        # Not a timer thread: an ordinary thread the loop waits for (its start, the GIL it takes)
-        # stalls the real-time loop whenever another process has the CPU.
-        self.programmed_r, self.programmed_w = os.pipe()
-        os.set_blocking(self.programmed_w, False)
-        signal.set_wakeup_fd(self.programmed_w, warn_on_full_buffer=False)
-        signal.signal(signal.SIGALRM, lambda *_: None)
         self.cpu = CpuPort(self.switch, config["ports"])
-        self.loop = Loop(self.cpu, {n: open_port(n) for n in self.names},
-                         [ControlServer(Path(config["socket"]), self.handle)],
-                         watchers={self.events.fileno(): self.refresh_fib, self.programmed_r: self.program_fib},
-                         early_s=config.get("early_s", 0.0))
+        self.ports = {key(name): open_port(name) for name in self.names}
+        self.control = ControlServer(Path(config["socket"]), self.handle)
+        self.loop: Loop | None = None  # set by serve(): the loop every switch of the process shares
+        self.timer: FibTimer | None = None
 
     def refresh_fib(self) -> None:
         """The kernel's routes changed: into the forwarding table at once, or after the ASIC's
@@ -222,22 +230,15 @@ class Switchd:
             self.install_fib(fib)
             return
         self.programming.submit(fib, time.monotonic())
-        self.arm_programming()
-
-    def arm_programming(self) -> None:
-        """The interval timer set for the next FIB change due, or cleared when none is."""
-        pending = self.programming.pending if self.programming is not None else []
-        # setitimer takes no zero for "now": zero clears it
-        signal.setitimer(signal.ITIMER_REAL, max(pending[0][0] - time.monotonic(), 1e-6) if pending else 0.0)
+        self.timer.arm()
 
     def program_fib(self) -> None:
-        os.read(self.programmed_r, 4096)  # SIGALRM, or a SIGTERM that stops the loop: nothing due then
+        """The FIB changes due by now, into the forwarding table."""
         if self.programming is None:
             return
         fib = self.programming.due(time.monotonic())
         if fib is not None:
             self.install_fib(fib)
-        self.arm_programming()
 
     def install_fib(self, fib: Fib) -> None:
         """A FIB that needs a feature the running pipeline lacks (an ECMP group under a mode the
@@ -321,7 +322,7 @@ class Switchd:
                 self.fib = self.programming.pending[-1][1]
                 self.switch.set_fib(self.fib)
             self.programming = FibProgramming(float(rate), self.config["tdf"], self.fib) if rate else None
-            self.arm_programming()
+            self.timer.arm()
             return {}
         if op == "links":
             return {"links": {link.name: {"admin": "up" if link.admin_up else "down", "oper": "up" if link.up else "down",
@@ -341,17 +342,116 @@ class Switchd:
     def balancing(self) -> dict:
         return {"mode": self.balance.mode, "source": self.balance.source}
 
-    def run(self) -> None:
-        try:
-            self.loop.run()
-        finally:
-            self.loop.controls[0].close()
+    def close(self) -> None:
+        self.control.close()
+        for port in self.ports.values():
+            port.sock.close()
 
 
-def main(argv: list[str]) -> None:
-    config = json.loads(Path(argv[1]).read_text())
-    Switchd(config).run()
+class FibTimer:
+    """The interval timer set for the next FIB change due of any switch the process serves: its
+    SIGALRM is written to a pipe by the interpreter's C handler at once (set_wakeup_fd), the loop
+    wakes and programs the change. Not a timer thread: an ordinary thread the loop waits for (its
+    start, the GIL it takes) stalls the real-time loop whenever another process has the CPU."""
+
+    def __init__(self, switches: list[Switchd]):
+        self.switches = switches
+        self.fired, write = os.pipe()
+        os.set_blocking(write, False)
+        signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+        signal.signal(signal.SIGALRM, lambda *_: None)
+
+    def arm(self) -> None:
+        """Set for the earliest change due, or cleared when none is."""
+        due = [s.programming.pending[0][0] for s in self.switches if s.programming and s.programming.pending]
+        # setitimer takes no zero for "now": zero clears it
+        signal.setitimer(signal.ITIMER_REAL, max(min(due) - time.monotonic(), 1e-6) if due else 0.0)
+
+    def program(self) -> None:
+        os.read(self.fired, 4096)  # SIGALRM, or a SIGTERM that stops the loop: nothing due then
+        for switch in self.switches:
+            switch.program_fib()
+        self.arm()
+
+
+class SwitchGroup:
+    """The agent loop's core: the pipelines of every switch one switchd serves (each its CPU's
+    port and the name the loop knows each of its ports by), each on its own ports. Where every
+    one runs in C, the C core runs the loop for all of them (`serve`, its `also`); where one runs
+    the Python pipeline, the loop calls each through this."""
+
+    def __init__(self, members: list[tuple[Callable[[str], str], CpuPort]]):
+        self.members = members
+        self.by_key = {key(name): (cpu, name) for key, cpu in members for name in cpu.port_names}
+        self.single = len(members) == 1 and all(k == n for k, (_, n) in self.by_key.items())
+
+    @property
+    def port_names(self) -> list[str]:
+        """Every switch's ports in its pipeline's order, as the loop knows them."""
+        return [key(name) for key, cpu in self.members for name in cpu.port_names]
+
+    @property
+    def takes_arrival_time(self) -> bool:
+        return all(cpu.takes_arrival_time for _, cpu in self.members)
+
+    @property
+    def serve(self):
+        """The C loop over every switch, or None where one runs the Python pipeline (looked up
+        at every turn: a reload may change a pipeline)."""
+        (_, first), *rest = self.members
+        if first.serve is None or any(cpu.serve is None for _, cpu in rest):
+            return None
+        also = tuple(cpu.switch for _, cpu in rest)
+        return lambda *args: first.serve(*args, also)
+
+    def take_loop_counts(self) -> tuple:
+        return self.members[0][1].take_loop_counts()  # the C loop counts in its first core
+
+    def receive(self, port: str, frame: bytes, now: float, arrival_s: float | None = None) -> None:
+        cpu, name = self.by_key[port]
+        cpu.receive(name, frame, now, arrival_s)
+
+    def poll(self, now: float) -> list:
+        if self.single:
+            return self.members[0][1].poll(now)
+        return [(key(port), frame) for key, cpu in self.members for port, frame in cpu.poll(now)]
+
+    def next_event(self, now: float) -> float | None:
+        due = [t for t in (cpu.next_event(now) for _, cpu in self.members) if t is not None]
+        return min(due) if due else None
+
+
+def serve(configs: list[dict]) -> None:
+    """Run these switches in one loop until SIGTERM. Each switch's port is known to the loop as
+    `node/port` when it serves several (two switches' ports share a name, eth1)."""
+    switches: list[Switchd] = []
+    try:
+        for config in configs:
+            node = config["node"]
+            key = str if len(configs) == 1 else (lambda name, node=node: f"{node}/{name}")
+            with in_netns(config["netns"]) if config.get("netns") else contextlib.nullcontext():
+                switches.append(Switchd(config, key))
+        timer = FibTimer(switches)
+        watchers = {s.events.fileno(): s.refresh_fib for s in switches} | {timer.fired: timer.program}
+        loop = Loop(SwitchGroup([(s.key, s.cpu) for s in switches]), {k: p for s in switches for k, p in s.ports.items()},
+                    [s.control for s in switches], watchers=watchers, early_s=configs[0].get("early_s", 0.0))
+        if len(switches) > 1:
+            loop.stats.members = [s.config["node"] for s in switches]
+        for switch in switches:
+            switch.loop, switch.timer = loop, timer
+        loop.run()
+    finally:
+        for switch in switches:
+            switch.close()
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print("usage: python -m rocelab.switch.agent CONFIG_JSON...", file=sys.stderr)
+        return 2
+    serve([json.loads(Path(arg).read_text()) for arg in argv])
+    return 0
 
 
 if __name__ == "__main__":
-    main(sys.argv)
+    sys.exit(main(sys.argv[1:]))

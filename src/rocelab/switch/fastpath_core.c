@@ -11,16 +11,17 @@ reference's order, so a seeded run is the reference's run.
 fp_serve is rocelab.kernel.loop.Loop's loop, which nicd and the Python pipeline run;
 tests/live/test_ring_live.py holds the two to the same frames out and counters on a real veth.
 */
-#define _GNU_SOURCE  /* ppoll */
+#define _GNU_SOURCE  /* epoll_pwait2 */
 #include "fastpath_core.h"
 
 #include <errno.h>
 #include <linux/if_packet.h>  /* struct tpacket2_hdr, TP_STATUS_* */
 #include <math.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 #include <time.h>
 
 const char *const REASON_NAMES[NREASONS] = {
@@ -995,6 +996,12 @@ readable, a trapped frame waits for the CPU's answer, a signal arrived, or nothi
 for idle_s. What the Python loop does per wake-up (the select list, next_event, the ring read,
 the lateness bookkeeping, poll, the sends) costs here a few microseconds instead of tens.
 
+It serves one core or several: every switch of a lab in one process (the netns engine's
+switchd) sleeps once for all of them, and a frame one of them sends to another is in the
+other's ring when send() returns (a veth delivers in the sender's system call), read in the
+same wake-up instead of waking a second process. The loop's clock, its counts and its last
+wake-up's end are the first core's: the process's, as the Python loop's are.
+
 Events due within `early_s` run at once: the loop's clock moves ahead to their time (never
 back), so they run in the same wake-up as what woke it. A sleep of this machine's kernel costs
 more CPU than the wait it saves when the wait is that short, and comes back later than asked. */
@@ -1046,122 +1053,202 @@ static void clear_error(int fd)
     getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
 }
 
-static int send_frame(Core *c, void *fds, int port, Frame frame)
+typedef struct { const int *fds; LoopCounts *lc; } Sending;  /* one core's sockets, the loop's counts */
+
+static int send_frame(Core *c, void *arg, int port, Frame frame)
 {
+    const Sending *out = arg;
     /* a full peer backlog or a downed link: count, never stop */
-    if (send(((const int *)fds)[port], frame.data, (size_t)frame.size, 0) < 0)
-        c->loop.tx_errors[errno < ERRNO_SLOTS ? errno : 0]++;
+    if (send(out->fds[port], frame.data, (size_t)frame.size, 0) < 0)
+        out->lc->tx_errors[errno < ERRNO_SLOTS ? errno : 0]++;
     else
-        c->loop.tx++;
+        out->lc->tx++;
     release(c, frame);
     return 0;
 }
 
-/* Loop._transmit: run the core's due events at `now` and send what leaves. */
-static int send_due(Core *c, const Serve *s, double due, double now)
+/* Loop._transmit: run a core's due events at `now` and send what leaves. */
+static int send_due(Core *c, LoopCounts *lc, const Serve *s, const int *fds, double due, double now)
 {
-    if (due <= now) record_late(&c->loop, s->bounds, s->nbounds, now - due);
-    return fp_poll(c, now, send_frame, (void *)s->fds);
+    if (due <= now) record_late(lc, s->bounds, s->nbounds, now - due);
+    Sending out = {fds, lc};
+    return fp_poll(c, now, send_frame, &out);
 }
 
-int fp_serve(Core *c, const Serve *s)
+/* The ports and other descriptors epoll reported: ports into `ready` (where not listed
+   already; a port whose socket holds an error has it cleared), the others into `revents`
+   (1 where one was). Returns the new length of `ready`, or -1 where epoll failed. */
+static int waited(int epfd, struct epoll_event *ev, int nev, const struct timespec *ts, const Serve *s, int n,
+                  char *listed, int *ready, int *unmeasured, int nready, int *others_ready)
 {
-    int n = c->nports, nothers = s->nothers, handed_back = 0, result = -1;
-    struct pollfd *pfd = calloc((size_t)(n + nothers + 1), sizeof(struct pollfd));
+    int r = epoll_pwait2(epfd, ev, nev, ts, NULL);
+    for (int e = 0; e < r; e++) {
+        int i = (int)ev[e].data.u32;
+        if (i >= n) {
+            s->others_revents[i - n] = 1;
+            *others_ready = 1;
+            continue;
+        }
+        if (ev[e].events & EPOLLERR) clear_error(s->fds[i]);
+        if (ev[e].events & EPOLLIN && !listed[i]) unmeasured[nready] = 1, listed[i] = 1, ready[nready++] = i;
+    }
+    return r < 0 ? -1 : nready;
+}
+
+int fp_serve(Core *const *cores, int ncores, const Serve *s)
+{
+    Core *c0 = cores[0];
+    int n = 0, nothers = s->nothers, handed_back = 0, result = -1, epfd = epoll_create1(EPOLL_CLOEXEC);
+    for (int k = 0; k < ncores; k++) n += cores[k]->nports;
+    struct epoll_event *ev = calloc((size_t)(n + nothers + 1), sizeof(struct epoll_event));
     int *ready = calloc((size_t)n + 1, sizeof(int));
     int *unmeasured = calloc((size_t)n + 1, sizeof(int));
-    if (!pfd || !ready || !unmeasured) {
-        failed(c, FP_ENOMEM);
+    int *core_of = calloc((size_t)n + 1, sizeof(int));    /* a port (in Serve's order): its core */
+    int *first = calloc((size_t)ncores + 1, sizeof(int));  /* a core: its first port in Serve's order */
+    double *due = calloc((size_t)ncores + 1, sizeof(double));
+    char *touched = calloc((size_t)ncores + 1, 1);
+    char *listed = calloc((size_t)n + 1, 1);  /* a port: in `ready` */
+    if (!ev || !ready || !unmeasured || !core_of || !first || !due || !touched || !listed) {
+        failed(c0, FP_ENOMEM);
         goto out;
     }
-    for (int i = 0; i < n; i++) {
-        pfd[i].fd = s->fds[i];
-        pfd[i].events = POLLIN;
+    for (int k = 0, i = 0; k < ncores; k++) {
+        first[k] = i;
+        for (int j = 0; j < cores[k]->nports; j++) core_of[i++] = k;
     }
-    for (int i = 0; i < nothers; i++) {
-        pfd[n + i].fd = s->others[i];
-        pfd[n + i].events = POLLIN;
+    /* epoll: a wait costs what is ready, not every port (a lab's switches have dozens) */
+    for (int i = 0; epfd >= 0 && i < n + nothers; i++) {
+        struct epoll_event add = {.events = EPOLLIN, .data.u32 = (uint32_t)i};
+        if (epoll_ctl(epfd, EPOLL_CTL_ADD, i < n ? s->fds[i] : s->others[i - n], &add) < 0) {
+            close(epfd);
+            epfd = -1;
+        }
     }
-    LoopCounts *lc = &c->loop;
+    if (epfd < 0) {
+        c0->error_errno = errno;
+        failed(c0, FP_EOS);
+        goto out;
+    }
+    for (int i = 0; i < nothers; i++) s->others_revents[i] = 0;
+    LoopCounts *lc = &c0->loop;
+    static const struct timespec at_once = {0, 0};
     while (!handed_back) {
         double now = clock_s(CLOCK_MONOTONIC);
-        if (now < c->ahead) now = c->ahead;
-        double due = fp_next_due(c);
-        if (due > now && due - now <= s->early_s) {
-            c->ahead = due;
-            now = due;
+        if (now < c0->ahead) now = c0->ahead;
+        double next = INFINITY;
+        for (int k = 0; k < ncores; k++) {
+            due[k] = fp_next_due(cores[k]);
+            if (due[k] < next) next = due[k];
         }
-        double wait = due - now;
+        if (next > now && next - now <= s->early_s) {
+            c0->ahead = next;
+            now = next;
+        }
+        double wait = next - now;
         if (wait > s->idle_s) wait = s->idle_s;
         if (wait < 0) wait = 0;
         struct timespec ts = {(time_t)wait, (long)((wait - (time_t)wait) * 1e9)};
-        void *token = c->host.sleep_begin(c->host.ctx);
-        int r = ppoll(pfd, (nfds_t)(n + nothers), &ts, NULL), err = errno;
-        c->host.sleep_end(c->host.ctx, token);
-        if (r < 0) {
+        void *token = c0->host.sleep_begin(c0->host.ctx);
+        int nready = waited(epfd, ev, n + nothers, &ts, s, n, listed, ready, unmeasured, 0, &handed_back);
+        int err = errno;
+        c0->host.sleep_end(c0->host.ctx, token);
+        if (nready < 0) {
             if (err != EINTR) {
-                c->error_errno = err;
-                failed(c, FP_EOS);
+                c0->error_errno = err;
+                failed(c0, FP_EOS);
                 goto out;
             }
-            if (c->host.signalled(c->host.ctx) < 0) {  /* the host's handlers (Loop.stop) */
-                failed(c, FP_EHOST);
+            if (c0->host.signalled(c0->host.ctx) < 0) {  /* the host's handlers (Loop.stop) */
+                failed(c0, FP_EHOST);
                 goto out;
             }
             break;
         }
         double woke = clock_s(CLOCK_MONOTONIC);
+        if (woke > now) now = woke;  /* a timeout's events are due now, not at the sleep's start */
         if (wait > 0) lc->wakeups++;  /* a sleep, and what woke it: the costly part */
-        int nready = 0;
-        for (int i = 0; i < n; i++) {
-            if (pfd[i].revents & POLLERR) clear_error(pfd[i].fd);
-            if (pfd[i].revents & POLLIN) unmeasured[nready] = 1, ready[nready++] = i;
+        if (!nready && !handed_back && next == INFINITY) break;  /* idle: let the host look at the world */
+        if (!nready) {
+            long sent = lc->tx;
+            for (int k = 0; k < ncores; k++)
+                if (due[k] <= now && send_due(cores[k], lc, s, s->fds + first[k], due[k], now) < 0) goto out;
+            /* what the cores sent each other is in their rings now (a veth delivers in the
+               sender's send()): read in this wake-up */
+            if (ncores > 1 && lc->tx != sent)
+                nready = waited(epfd, ev, n + nothers, &at_once, s, n, listed, ready, unmeasured, 0, &handed_back);
+            if (nready < 0) nready = 0;
         }
-        for (int i = 0; i < nothers; i++)
-            if (pfd[n + i].revents) handed_back = 1;
-        if (!r && due == INFINITY) break;  /* idle: let the host look at the world */
-        if (!nready && send_due(c, s, due, now) < 0) goto out;
-        /* Loop._drain: a round from each readable port in turn, the core run after every round */
+        /* Loop._drain: a round from each readable port in turn, a core run after every round it
+           received in, or had something due */
         for (long rnd = 0; nready && rnd < s->drain_rounds; rnd++) {
             now = clock_s(CLOCK_MONOTONIC);
-            if (now < c->ahead) now = c->ahead;
-            if (rnd) due = fp_next_due(c);
+            if (now < c0->ahead) now = c0->ahead;
+            if (rnd)
+                for (int k = 0; k < ncores; k++) due[k] = fp_next_due(cores[k]);
+            memset(touched, 0, (size_t)ncores);
             double wall = clock_s(CLOCK_REALTIME);
             for (int j = 0; j < nready;) {
-                int i = ready[j], empty;
+                int i = ready[j], k = core_of[i], empty;
                 double first_s;
-                long got = read_ring(c, i, s->rings[i], &s->geometry, &s->heads[i], s->round_frames,
-                                     s->round_bytes, now, wall, &first_s, &empty);
-                if (got < 0) goto out;
+                long got = read_ring(cores[k], i - first[k], s->rings[i], &s->geometry, &s->heads[i],
+                                     s->round_frames, s->round_bytes, now, wall, &first_s, &empty);
+                if (got < 0) {
+                    if (cores[k] != c0) c0->error = cores[k]->error, c0->error_errno = cores[k]->error_errno;
+                    goto out;
+                }
                 lc->rx += got;
+                touched[k] |= got > 0;
                 if (got && unmeasured[j]) {  /* the port's oldest frame: how long it waited to be read */
-                    double waited = clock_s(CLOCK_REALTIME) - first_s;
-                    record_late(lc, s->bounds, s->nbounds, waited > 0 ? waited : 0.0);
+                    double waited_s = clock_s(CLOCK_REALTIME) - first_s;
+                    record_late(lc, s->bounds, s->nbounds, waited_s > 0 ? waited_s : 0.0);
                     unmeasured[j] = 0;
                 }
                 if (empty) {
+                    listed[i] = 0;
                     ready[j] = ready[--nready];
                     unmeasured[j] = unmeasured[nready];
                 } else {
                     j++;
                 }
             }
-            if (send_due(c, s, due, now) < 0) goto out;
+            long sent = lc->tx;
+            for (int k = 0; k < ncores; k++) {
+                if (!touched[k] && due[k] > now) continue;
+                if (send_due(cores[k], lc, s, s->fds + first[k], due[k], now) < 0) {
+                    if (cores[k] != c0) c0->error = cores[k]->error, c0->error_errno = cores[k]->error_errno;
+                    goto out;
+                }
+            }
+            if (ncores > 1 && lc->tx != sent) {
+                int more = waited(epfd, ev, n + nothers, &at_once, s, n, listed, ready, unmeasured, nready,
+                                  &handed_back);
+                if (more > 0) nready = more;
+            }
         }
-        end_wake(c, s->bounds, s->nbounds, woke);
-        long trapped = c->host.trapped_waiting(c->host.ctx);
-        if (trapped < 0) {
-            failed(c, FP_EHOST);
-            goto out;
+        for (int j = 0; j < nready; j++) listed[ready[j]] = 0;  /* left for the next wake-up: epoll says again */
+        end_wake(c0, s->bounds, s->nbounds, woke);
+        int trapped = 0;
+        for (int k = 0; k < ncores; k++) {
+            long waiting = cores[k]->host.trapped_waiting(cores[k]->host.ctx);
+            if (waiting < 0) {
+                failed(c0, FP_EHOST);
+                goto out;
+            }
+            trapped |= waiting > 0;
         }
         if (trapped) break;
     }
-    for (int i = 0; i < nothers; i++) s->others_revents[i] = pfd[n + i].revents;
     result = handed_back;
 out:
-    free(pfd);
+    if (epfd >= 0) close(epfd);
+    free(ev);
     free(ready);
     free(unmeasured);
+    free(core_of);
+    free(first);
+    free(due);
+    free(touched);
+    free(listed);
     return result;
 }
 

@@ -181,10 +181,10 @@ typedef int (*FpEmit)(Core *core, void *arg, int port, Frame frame);
 /* A TPACKET_V2 receive ring's layout (rocelab.kernel.ring.RxRing.geometry). */
 typedef struct { long block_bytes, per_block, slot_bytes, slots; } Geometry;
 
-/* fp_serve's ports and what else it watches. */
+/* fp_serve's ports (every core's, in the cores' order) and what else it watches. */
 typedef struct {
     Geometry geometry;
-    const int *fds;           /* a packet socket per port, in the core's port order */
+    const int *fds;           /* a packet socket per port, in the cores' port order */
     unsigned char *const *rings;
     long *heads;              /* each ring's next slot; updated */
     const int *others;        /* descriptors handed back when readable */
@@ -207,6 +207,7 @@ void fp_reschedule_timers(Core *c);
 void fp_flush_flows(Core *c);
 double fp_paused_time_s(const Port *p, int priority, double now);
 int fp_geometry_fits(const Geometry *g, long ring_bytes);
-int fp_serve(Core *c, const Serve *s);  /* 1: handed back, 0 idle or signalled, -1 error */
+/* 1: handed back, 0 idle or signalled, -1 error (in the first core) */
+int fp_serve(Core *const *cores, int ncores, const Serve *s);
 
 #endif
