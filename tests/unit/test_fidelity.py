@@ -227,6 +227,10 @@ def test_frames_a_switch_held_for_its_late_xoff_count_as_its_late_events_and_are
     # A NIC's loop holds nothing; frames held by a switch weigh on that switch's loop only.
     assert judged.judge_held({"h1": 300}, windows).kept_up
     assert "held past" not in judged.line()
+    # One switchd serving every switch: what any of them held weighs on the one loop.
+    shared = [window("spine1, leaf1", 36_000, 100), replace(window("h1", 36_000, 0), agent="nicd")]
+    by_one = judge(shared, TDF, BOUND_S).judge_held({"spine1": 0, "leaf1": 300}, shared)
+    assert not by_one.kept_up and "spine1, leaf1: 300 held" in by_one.line()
 
 
 def test_a_labs_state_keeps_its_links_for_the_headroom_judgement():

@@ -9,6 +9,10 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
+from rocelab.engines import builtin_engines
+from rocelab.engines.netns import SHARED_MAX_NODES
+from rocelab.model.kinds import NICD, SWITCHD, VERBS
+from rocelab.model.lab import load_lab
 from rocelab.switch import Fib, NextHop, PortSpec, Switch, fastpath
 from rocelab.switch.agent import UNCONFIGURED, CpuPort, SwitchGroup
 
@@ -96,3 +100,13 @@ def test_one_switch_keeps_its_ports_own_names():
     g = SwitchGroup([(str, cpu(Switch, "leaf1", LEAF_MACS, SPINE_MACS["eth1"]))])
     g.receive("eth1", frame(LEAF_MACS["eth1"], 0), 0.0)
     assert g.port_names == ["eth1", "eth2"] and {p for p, _ in run(g, 0.0)} == {"eth2"}
+
+
+def test_the_netns_engine_runs_one_switchd_and_one_nicd_for_up_to_shared_max_nodes_each():
+    engine = builtin_engines().get("netns")
+    fabric = load_lab("lab-placement").fabric  # six switches, 24 hosts
+    (switches, agent), = engine._agents(list(fabric.switches), SWITCHD)
+    assert agent is SWITCHD and [n.name for n in switches] == [n.name for n in fabric.switches]
+    many = list(fabric.hosts) * 3  # 72 host nodes: three processes, none over the cap
+    assert [len(nodes) for nodes, _ in engine._agents(many, NICD)] == [SHARED_MAX_NODES, SHARED_MAX_NODES, 8]
+    assert all(len(nodes) == 1 for nodes, _ in engine._agents(list(fabric.hosts), VERBS))  # serves one node each

@@ -160,6 +160,11 @@ def fib_routes_per_s(lab: Lab) -> float | None:
     return SONIC_FIB_ROUTES_PER_S if lab.routing == "bgp" else None
 
 
+# Nodes one agent process serves at most: its loop watches each node's ports, control socket
+# and netlink events in one set (switchd's C loop takes 64 cores and 256 other descriptors).
+SHARED_MAX_NODES = 32
+
+
 def write_agent_config(lab: Lab, node: Node, netns: str | None = None) -> Path:
     """An agent's configuration file, beside its control socket and log (paths.STATE_DIR/<lab>/);
     `netns`: the node's namespace, for an agent that serves it from another one."""
@@ -360,9 +365,10 @@ class NetnsEngine:
                 control.request(control.socket_path(lab.name, node.name), "fib_programming", routes_per_s=rate)
 
     def _agents(self, nodes: list[Node], agent: Agent) -> list[tuple[list[Node], Agent]]:
-        """One process of `agent` for all of `nodes` where it serves many, else one each."""
+        """One process of `agent` for every SHARED_MAX_NODES of `nodes` where it serves many,
+        else one each."""
         if self.shares_agents and agent.serves_many and len(nodes) > 1:
-            return [(nodes, agent)]
+            return [(nodes[i:i + SHARED_MAX_NODES], agent) for i in range(0, len(nodes), SHARED_MAX_NODES)]
         return [([node], agent) for node in nodes]
 
     def _make_nodes(self, lab: Lab, record: LabState) -> None:

@@ -178,7 +178,10 @@ class Demand:
         busiest_switch = max(self.switches.items(), key=lambda item: item[1], default=("", 0.0))
         busiest_host = max(self.hosts.items(), key=lambda item: item[1], default=("", 0.0))
         parts = [f"case {self.case}: {senders} hosts moving data"]
-        if busiest_switch[1]:
+        hops = sum(self.switches.values()) / tdf
+        if hops and self.shared_agents:
+            parts.append(f"switchd (all switches) {hops:,.0f} frames/s at {costs.per_frame_us('switchd', hops):.0f} µs each")
+        elif busiest_switch[1]:
             f = busiest_switch[1] / tdf
             parts.append(f"{busiest_switch[0]} forwarding {f:,.0f} frames/s at "
                          f"{costs.per_frame_us('switchd', f):.0f} µs each")

@@ -15,6 +15,7 @@ tests/live/test_ring_live.py holds the two to the same frames out and counters o
 #include "fastpath_core.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <linux/if_packet.h>  /* struct tpacket2_hdr, TP_STATUS_* */
 #include <math.h>
 #include <stdlib.h>
@@ -1045,7 +1046,7 @@ static void end_wake(Core *c, const double *bounds, int nbounds, double woke)
 }
 
 /* A port taken down (config interface shutdown) leaves ENETDOWN on its packet socket, and
-   ppoll reports POLLERR until someone reads it: reading SO_ERROR clears it, or the loop spins. */
+   epoll reports EPOLLERR until someone reads it: reading SO_ERROR clears it, or the loop spins. */
 static void clear_error(int fd)
 {
     int err;
@@ -1067,12 +1068,25 @@ static int send_frame(Core *c, void *arg, int port, Frame frame)
     return 0;
 }
 
-/* Loop._transmit: run a core's due events at `now` and send what leaves. */
-static int send_due(Core *c, LoopCounts *lc, const Serve *s, const int *fds, double due, double now)
+/* Loop._transmit: run the due events at `now` of every core that has some or received frames
+   (`touched`), and send what leaves. How late the earliest of them ran is one event, as the
+   Python loop records its core's next event once per transmit. -1: an error, in the first core. */
+static int send_due(Core *const *cores, int ncores, const int *first, const double *due, const char *touched,
+                    LoopCounts *lc, const Serve *s, double now)
 {
-    if (due <= now) record_late(lc, s->bounds, s->nbounds, now - due);
-    Sending out = {fds, lc};
-    return fp_poll(c, now, send_frame, &out);
+    double earliest = INFINITY;
+    for (int k = 0; k < ncores; k++)
+        if (due[k] < earliest) earliest = due[k];
+    if (earliest <= now) record_late(lc, s->bounds, s->nbounds, now - earliest);
+    for (int k = 0; k < ncores; k++) {
+        if (!touched[k] && due[k] > now) continue;
+        Sending out = {s->fds + first[k], lc};
+        if (fp_poll(cores[k], now, send_frame, &out) < 0) {
+            if (k) cores[0]->error = cores[k]->error, cores[0]->error_errno = cores[k]->error_errno;
+            return -1;
+        }
+    }
+    return 0;
 }
 
 /* The ports and other descriptors epoll reported: ports into `ready` (where not listed
@@ -1081,7 +1095,18 @@ static int send_due(Core *c, LoopCounts *lc, const Serve *s, const int *fds, dou
 static int waited(int epfd, struct epoll_event *ev, int nev, const struct timespec *ts, const Serve *s, int n,
                   char *listed, int *ready, int *unmeasured, int nready, int *others_ready)
 {
-    int r = epoll_pwait2(epfd, ev, nev, ts, NULL);
+    /* epoll_pwait2 (Linux 5.11) waits to the nanosecond; where the kernel or a container's
+       seccomp profile refuses it, epoll_wait's milliseconds, rounded up */
+    static int whole_ms;
+    int r = -1;
+    if (!whole_ms) {
+        r = epoll_pwait2(epfd, ev, nev, ts, NULL);
+        if (r < 0 && (errno == ENOSYS || errno == EPERM)) whole_ms = 1;
+    }
+    if (whole_ms) {
+        long long ms = (long long)ts->tv_sec * 1000 + (ts->tv_nsec + 999999) / 1000000;
+        r = epoll_wait(epfd, ev, nev, ms > INT_MAX ? INT_MAX : (int)ms);
+    }
     for (int e = 0; e < r; e++) {
         int i = (int)ev[e].data.u32;
         if (i >= n) {
@@ -1170,13 +1195,14 @@ int fp_serve(Core *const *cores, int ncores, const Serve *s)
         if (!nready && !handed_back && next == INFINITY) break;  /* idle: let the host look at the world */
         if (!nready) {
             long sent = lc->tx;
-            for (int k = 0; k < ncores; k++)
-                if (due[k] <= now && send_due(cores[k], lc, s, s->fds + first[k], due[k], now) < 0) goto out;
+            memset(touched, 0, (size_t)ncores);
+            if (send_due(cores, ncores, first, due, touched, lc, s, now) < 0) goto out;
             /* what the cores sent each other is in their rings now (a veth delivers in the
                sender's send()): read in this wake-up */
             if (ncores > 1 && lc->tx != sent)
                 nready = waited(epfd, ev, n + nothers, &at_once, s, n, listed, ready, unmeasured, 0, &handed_back);
             if (nready < 0) nready = 0;
+            for (int k = 0; nready && k < ncores; k++) due[k] = fp_next_due(cores[k]);  /* those ran */
         }
         /* Loop._drain: a round from each readable port in turn, a core run after every round it
            received in, or had something due */
@@ -1193,7 +1219,7 @@ int fp_serve(Core *const *cores, int ncores, const Serve *s)
                 long got = read_ring(cores[k], i - first[k], s->rings[i], &s->geometry, &s->heads[i],
                                      s->round_frames, s->round_bytes, now, wall, &first_s, &empty);
                 if (got < 0) {
-                    if (cores[k] != c0) c0->error = cores[k]->error, c0->error_errno = cores[k]->error_errno;
+                    if (k) c0->error = cores[k]->error, c0->error_errno = cores[k]->error_errno;
                     goto out;
                 }
                 lc->rx += got;
@@ -1212,13 +1238,7 @@ int fp_serve(Core *const *cores, int ncores, const Serve *s)
                 }
             }
             long sent = lc->tx;
-            for (int k = 0; k < ncores; k++) {
-                if (!touched[k] && due[k] > now) continue;
-                if (send_due(cores[k], lc, s, s->fds + first[k], due[k], now) < 0) {
-                    if (cores[k] != c0) c0->error = cores[k]->error, c0->error_errno = cores[k]->error_errno;
-                    goto out;
-                }
-            }
+            if (send_due(cores, ncores, first, due, touched, lc, s, now) < 0) goto out;
             if (ncores > 1 && lc->tx != sent) {
                 int more = waited(epfd, ev, n + nothers, &at_once, s, n, listed, ready, unmeasured, nready,
                                   &handed_back);
