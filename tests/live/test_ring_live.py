@@ -12,6 +12,8 @@ import os
 import random
 import select
 import socket
+import subprocess
+import sys
 import threading
 import time
 
@@ -269,6 +271,47 @@ def test_one_c_loop_serves_two_switches_and_reads_what_one_sends_the_other_in_th
     assert leaf.counters(now)["ports"]["eth1"]["rx_packets"] == leaf.counters(now)["ports"]["eth2"]["tx_packets"] \
         == spine.counters(now)["ports"]["eth3"]["rx_packets"] == spine.counters(now)["ports"]["eth4"]["tx_packets"] \
         == len(traffic)
+
+
+@pytest.mark.skipif(fastpath.Asic is None, reason="the C fast path is not built here (no C compiler)")
+def test_a_stall_that_ends_in_a_timer_wake_up_counts_as_that_wake_ups_lateness(veth):
+    """The C loop sleeps until a frame leaves eth2's link (its delay: 200 ms) while a real-time
+    process takes the loop's only CPU for 300 ms, as a host that does not run a vCPU would:
+    nothing else arrives, and the loop wakes on its timer ~180 ms late. Its wake-up histogram
+    (what the time-behind judgement reads) holds that wake-up that late: a first pass at the
+    clock of before the sleep once made it count as ~0."""
+    sender, port = veth
+    ns = receiver_ns()
+    with IPRoute(netns=ns) as ipr:
+        ipr.link("add", ifname="eth2", kind="veth", address=ETH2_MAC, mtu=9100, peer={"ifname": "eth2p", "mtu": 9100})
+        for name in ("eth2", "eth2p"):
+            ipr.link("set", index=ipr.link_lookup(ifname=name)[0], state="up")
+    with in_netns(ns):
+        eth2 = open_port("eth2")
+    specs = [PortSpec("eth1", RECEIVER_MAC, 1e9), PortSpec("eth2", ETH2_MAC, 1e9, delay_s=0.2)]
+    core = fastpath.FastSwitch("leaf1", specs, UNCONFIGURED,
+                               Fib(routes={"198.18.2.0/24": [NextHop("eth2", ETH2_PEER_MAC)]}, local=frozenset()),
+                               random.Random(1))
+    cpus = os.sched_getaffinity(0)
+    time.sleep(0.1)
+    os.sched_setaffinity(0, {0})
+    hog = subprocess.Popen(["chrt", "-f", "50", "taskset", "-c", "0", sys.executable, "-c",
+                            "import time\ntime.sleep(0.05)\nend = time.monotonic() + 0.3\n"
+                            "while time.monotonic() < end: pass"])
+    try:
+        # read at once: the only late event is the delivery the taken CPU holds up
+        sender.send(bytes(Ether(dst=RECEIVER_MAC, src=SENDER_MAC) / IP(src="198.18.1.2", dst="198.18.2.2")
+                          / UDP(sport=1000, dport=4791) / bytes(958)))
+        core.serve([(p.sock.fileno(), p.ring.map, p.ring.head) for p in (port, eth2)], [], port.ring.geometry,
+                   0.0, 0.5, LATENESS_BOUNDS_S, 7, 1 << 30, 16)
+    finally:
+        os.sched_setaffinity(0, cpus)
+        hog.wait()
+        eth2.sock.close()
+    rx, tx, _, _, _, max_s, _, wakes = core.take_loop_counts()
+    assert (rx, tx) == (1, 1) and max_s >= 0.1
+    latest = max(i for i, n in enumerate(wakes) if n)
+    assert LATENESS_BOUNDS_S[latest - 1] >= 0.1  # the wake-up's lateness is in a bucket above 100 ms
 
 
 LOSSLESS_TC = 3
