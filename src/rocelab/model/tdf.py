@@ -149,9 +149,9 @@ class Demand:
     shared_agents: bool = True
 
     def agent_cores(self, costs: AgentCosts, tdf: float) -> dict[str, float]:
-        switches = {s: cores_at(costs.switch, f / tdf) for s, f in self.switches.items()}
         if not self.shared_agents:
-            return {**{h: cores_at(costs.nic, f / tdf) for h, f in self.hosts.items()}, **switches}
+            return {**{h: cores_at(costs.nic, f / tdf) for h, f in self.hosts.items()},
+                    **{s: cores_at(costs.switch, f / tdf) for s, f in self.switches.items()}}
         total = sum(self.hosts.values()) / tdf
         # One process wakes for all of its nodes: read off the one-node curve at their frames together.
         hops = sum(self.switches.values()) / tdf
