@@ -22,8 +22,8 @@ what was sent and what was counted.
 #include <sys/socket.h>
 #include <time.h>
 
-#define LATE_BUCKETS 32  /* at least len(rocelab.kernel.loop.LATENESS_BOUNDS_S) + 1 */
-#define ERRNO_SLOTS 160
+#include "loop_counts.h"
+
 #define MAX_FDS 512
 
 typedef struct { long block_bytes, per_block, slot_bytes, slots; } Geometry;
@@ -46,50 +46,15 @@ typedef struct {
     double bounds[LATE_BUCKETS];
     int nbounds;
     long round_frames, round_bytes, drain_rounds;
-    long long rx, tx, wakeups, late[LATE_BUCKETS], tx_errors[ERRNO_SLOTS], wakes[LATE_BUCKETS];
-    double late_total, late_max, wake_max;  /* wake_max: this wake-up's latest event, -1 none */
+    LoopCounts lc;
     double ended;  /* the monotonic clock when the last wake-up ended (Loop.ended) */
 } Shell;
-
-static double clock_s(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* Loop.now: the monotonic clock, or the time of the last event served early if that is later. */
 static double shell_now(const Shell *s)
 {
     double t = clock_s(CLOCK_MONOTONIC);
     return t > s->ahead ? t : s->ahead;
-}
-
-static int bucket(const Shell *s, double late)
-{
-    int i = 0;
-    while (i < s->nbounds && s->bounds[i] < late) i++;  /* bisect_left over the bounds */
-    return i;
-}
-
-/* Lateness.record */
-static void record_late(Shell *s, double late)
-{
-    s->late[bucket(s, late)]++;
-    s->late_total += late;
-    if (late > s->late_max) s->late_max = late;
-    if (late > s->wake_max) s->wake_max = late;
-}
-
-/* Lateness.end_wake: the wake-up that began at `woke` is over. */
-static void end_wake(Shell *s, double woke)
-{
-    if (s->wake_max >= 0.0) {
-        double since_last = woke - s->ended;
-        s->wakes[bucket(s, s->wake_max < since_last ? s->wake_max : since_last)]++;
-        s->wake_max = -1.0;
-    }
-    s->ended = clock_s(CLOCK_MONOTONIC);
 }
 
 /* core.next_event(now): 0 and *due (INFINITY for None), or -1 with the exception set. */
@@ -109,7 +74,7 @@ static int next_due(Shell *s, double now, double *due)
 static int transmit(Shell *s, double due)
 {
     double now = shell_now(s);
-    if (due <= now) record_late(s, now - due);
+    if (due <= now) record_late(&s->lc, s->bounds, s->nbounds, now - due);
     PyObject *t = PyFloat_FromDouble(now);
     PyObject *out = t ? PyObject_CallOneArg(s->poll, t) : NULL;
     Py_XDECREF(t);
@@ -128,9 +93,9 @@ static int transmit(Shell *s, double due)
             return -1;
         }
         if (send((int)PyLong_AsLong(fd_obj), b.buf, (size_t)b.len, 0) < 0)
-            s->tx_errors[errno < ERRNO_SLOTS ? errno : 0]++;
+            s->lc.tx_errors[errno < ERRNO_SLOTS ? errno : 0]++;
         else
-            s->tx++;
+            s->lc.tx++;
         PyBuffer_Release(&b);
         Py_DECREF(item);
     }
@@ -203,10 +168,10 @@ static int drain(Shell *s, int *ready, int nready, double due)
             double first_s;
             long got = read_ring(s, &s->ports[ready[j]], now, wall, &first_s, &empty);
             if (got < 0) return -1;
-            s->rx += got;
+            s->lc.rx += got;
             if (got && unmeasured[j]) {  /* the port's oldest frame: how long it waited to be read */
                 double waited = clock_s(CLOCK_REALTIME) - first_s;
-                record_late(s, waited > 0 ? waited : 0.0);
+                record_late(&s->lc, s->bounds, s->nbounds, waited > 0 ? waited : 0.0);
                 unmeasured[j] = 0;
             }
             if (empty) {  /* out of the round, the others keeping their order (list.remove) */
@@ -249,7 +214,7 @@ static int run(Shell *s, struct pollfd *pfd, int nothers)
             return PyErr_CheckSignals() < 0 ? -1 : 0;  /* the handlers (Loop.stop) ran */
         }
         double woke = clock_s(CLOCK_MONOTONIC);
-        if (wait > 0) s->wakeups++;  /* a sleep, and what woke it: the costly part */
+        if (wait > 0) s->lc.wakeups++;  /* a sleep, and what woke it: the costly part */
         int nready = 0, handed_back = 0;
         for (int i = 0; i < n; i++) {
             if (pfd[i].revents & POLLERR) {  /* a port taken down: ENETDOWN, reported until read */
@@ -262,7 +227,7 @@ static int run(Shell *s, struct pollfd *pfd, int nothers)
         for (int i = 0; i < nothers; i++)
             if (pfd[n + i].revents) handed_back = 1;
         if (nready ? drain(s, ready, nready, due) < 0 : transmit(s, due) < 0) return -1;
-        end_wake(s, woke);
+        end_wake(&s->lc, &s->ended, s->bounds, s->nbounds, woke);
         if (handed_back) return 1;
         if (!r && due == INFINITY) return 0;  /* idle: let Loop.run look at the world */
     }
@@ -298,37 +263,6 @@ static int parse_ports(Shell *s, PyObject *seq)
     return 0;
 }
 
-/* A histogram's counts as a list (NULL with the exception set). */
-static PyObject *bucket_list(const long long *counts)
-{
-    PyObject *list = PyList_New(LATE_BUCKETS);
-    for (int i = 0; list && i < LATE_BUCKETS; i++) {
-        PyObject *v = PyLong_FromLongLong(counts[i]);
-        if (!v) Py_CLEAR(list);
-        else PyList_SET_ITEM(list, i, v);
-    }
-    return list;
-}
-
-static PyObject *counts(const Shell *s)
-{
-    PyObject *late = bucket_list(s->late), *wakes = bucket_list(s->wakes), *errors = PyDict_New();
-    for (int e = 0; errors && e < ERRNO_SLOTS; e++) {
-        if (!s->tx_errors[e]) continue;
-        PyObject *k = PyLong_FromLong(e), *v = PyLong_FromLongLong(s->tx_errors[e]);
-        if (!k || !v || PyDict_SetItem(errors, k, v) < 0) Py_CLEAR(errors);
-        Py_XDECREF(k);
-        Py_XDECREF(v);
-    }
-    if (!late || !wakes || !errors) {
-        Py_XDECREF(late);
-        Py_XDECREF(wakes);
-        Py_XDECREF(errors);
-        return NULL;
-    }
-    return Py_BuildValue("(LLLNddNN)", s->rx, s->tx, s->wakeups, late, s->late_total, s->late_max, errors, wakes);
-}
-
 PyDoc_STRVAR(serve_doc,
 "serve(core, ports, others, geometry, early_s, idle_s, ahead, ended, bounds, round_frames, round_bytes,\n"
 "drain_rounds)\n"
@@ -342,7 +276,6 @@ static PyObject *serve(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *core, *ports, *others, *bounds;
     Shell s = {0};
-    s.wake_max = -1.0;
     if (!PyArg_ParseTuple(args, "OOO(llll)ddddOlll", &core, &ports, &others, &s.g.block_bytes, &s.g.per_block,
                           &s.g.slot_bytes, &s.g.slots, &s.early_s, &s.idle_s, &s.ahead, &s.ended, &bounds,
                           &s.round_frames, &s.round_bytes, &s.drain_rounds))
@@ -401,7 +334,7 @@ static PyObject *serve(PyObject *Py_UNUSED(module), PyObject *args)
         pfd[s.nports + i].events = POLLIN;
     }
     if (run(&s, pfd, nothers) < 0) goto out;
-    PyObject *readable = PyList_New(0), *heads = PyList_New(s.nports), *counted = counts(&s);
+    PyObject *readable = PyList_New(0), *heads = PyList_New(s.nports), *counted = loop_counts_tuple(&s.lc);
     for (int i = 0; readable && heads && i < s.nports; i++) {
         PyObject *h = PyLong_FromLong(s.ports[i].head);
         if (!h) Py_CLEAR(heads);

@@ -34,19 +34,23 @@ small: rocelab.runtime.fidelity judges them.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import errno
+import json
 import os
 import select
 import signal
 import socket
 import struct
+import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Iterable, Protocol, Sequence
 
 from rocelab.kernel.control import ControlServer
 from rocelab.ethernet import ETH_P_ALL
-from rocelab.kernel.netns import PACKET_IGNORE_OUTGOING, PACKET_STATISTICS, SOL_PACKET, packet_socket
+from rocelab.kernel.netns import in_netns, PACKET_IGNORE_OUTGOING, PACKET_STATISTICS, SOL_PACKET, packet_socket
 from rocelab.kernel.ring import RxRing
 
 try:
@@ -386,3 +390,24 @@ class Loop:
                 key = errno.errorcode.get(exc.errno, str(exc.errno))
                 self.stats.tx_errors[key] = self.stats.tx_errors.get(key, 0) + 1
         self.stats.tx_frames += sent
+
+
+def build_members(configs: list[dict], make: Callable[[dict, Callable[[str], str]], object], into: list) -> None:
+    """Build each node of a shared agent in its own namespace (its sockets open there), appending
+    to `into` as it goes so that the caller closes what was built if a later node fails. A port is
+    known to the loop as `node/port` when the process serves several nodes (two hosts' ports share
+    a name, eth1)."""
+    for config in configs:
+        node = config["node"]
+        key = str if len(configs) == 1 else (lambda name, node=node: f"{node}/{name}")
+        with in_netns(config["netns"]) if config.get("netns") else contextlib.nullcontext():
+            into.append(make(config, key))
+
+
+def agent_main(argv: list[str], module: str, serve: Callable[[list[dict]], None]) -> int:
+    """An agent's command line: one JSON config per node it serves."""
+    if not argv:
+        print(f"usage: python -m {module} CONFIG_JSON...", file=sys.stderr)
+        return 2
+    serve([json.loads(Path(arg).read_text()) for arg in argv])
+    return 0

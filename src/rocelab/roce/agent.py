@@ -30,8 +30,6 @@ rocelab.traffic.host.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import random
 import socket
 import sys
@@ -39,9 +37,8 @@ import time
 from collections import deque
 from pathlib import Path
 
-from rocelab.kernel.loop import Loop, Port, open_port, shell_note
+from rocelab.kernel.loop import Loop, Port, agent_main, build_members, open_port, shell_note
 from rocelab.kernel.control import ControlServer
-from rocelab.kernel.netns import in_netns
 from rocelab.roce.config import roce_config
 from rocelab.roce import Nic, dilate
 from rocelab.ethernet import ROCE_UDP_PORT
@@ -234,10 +231,7 @@ def serve(configs: list[dict], clock=time.monotonic) -> None:
     loop as `node/port` when it serves several (two hosts' ports share a name, eth1)."""
     nicds: list[Nicd] = []
     try:
-        for config in configs:
-            key = config["ports"][0]["name"] if len(configs) == 1 else f"{config['node']}/{config['ports'][0]['name']}"
-            with in_netns(config["netns"]) if config.get("netns") else contextlib.nullcontext():
-                nicds.append(Nicd(config, key, clock))
+        build_members(configs, lambda config, key: Nicd(config, key(config["ports"][0]["name"]), clock), nicds)
         group = NicGroup([n.core for n in nicds])
         loop = Loop(group, {n.core.port: n.port for n in nicds}, [n.control for n in nicds], clock=clock,
                     early_s=configs[0].get("early_s", 0.0))
@@ -253,12 +247,7 @@ def serve(configs: list[dict], clock=time.monotonic) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if not argv:
-        print("usage: python -m rocelab.roce.agent CONFIG_JSON...", file=sys.stderr)
-        return 2
-    serve([json.loads(Path(arg).read_text()) for arg in argv])
-    return 0
-
+    return agent_main(argv, "rocelab.roce.agent", serve)
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -854,34 +854,9 @@ cleanup:
    each wake-up's latest event by lateness bucket): what serve counted since the last call, zeroed. */
 static PyObject *Asic_take_loop_counts(Asic *self, PyObject *Py_UNUSED(ignored))
 {
-    LoopCounts *lc = &self->core.loop;
-    PyObject *late = PyList_New(LATE_BUCKETS), *wakes = PyList_New(LATE_BUCKETS), *errors = PyDict_New();
-    if (!late || !wakes || !errors) goto fail;
-    for (int i = 0; i < LATE_BUCKETS; i++) {
-        PyObject *v = PyLong_FromLongLong(lc->late[i]);
-        if (!v) goto fail;
-        PyList_SET_ITEM(late, i, v);
-        PyObject *w = PyLong_FromLongLong(lc->wakes[i]);
-        if (!w) goto fail;
-        PyList_SET_ITEM(wakes, i, w);
-    }
-    for (int e = 0; e < ERRNO_SLOTS; e++) {
-        if (!lc->tx_errors[e]) continue;
-        PyObject *k = PyLong_FromLong(e), *v = PyLong_FromLongLong(lc->tx_errors[e]);
-        int bad = !k || !v || PyDict_SetItem(errors, k, v) < 0;
-        Py_XDECREF(k);
-        Py_XDECREF(v);
-        if (bad) goto fail;
-    }
-    PyObject *r = Py_BuildValue("LLLNddNN", lc->rx, lc->tx, lc->wakeups, late, lc->late_total, lc->late_max, errors,
-                                wakes);
-    memset(lc, 0, sizeof *lc);
+    PyObject *r = loop_counts_tuple(&self->core.loop);
+    if (r) memset(&self->core.loop, 0, sizeof self->core.loop);
     return r;
-fail:
-    Py_XDECREF(late);
-    Py_XDECREF(wakes);
-    Py_XDECREF(errors);
-    return NULL;
 }
 
 /* Every reference the core's structs hold, for the collector and for clearing. */

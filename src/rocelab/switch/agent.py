@@ -56,9 +56,7 @@ Kernel IP forwarding stays off in the namespace, so no packet bypasses the pipel
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
-import json
 import os
 import random
 import signal
@@ -73,10 +71,9 @@ from pyroute2 import IPRoute
 
 from rocelab.kernel import deadlink
 from rocelab.switch import counters, kernel_fib
-from rocelab.kernel.loop import Loop, open_port
+from rocelab.kernel.loop import Loop, agent_main, build_members, open_port
 from rocelab.kernel.rtnl import Events, Rtnl
 from rocelab.kernel.control import ControlServer
-from rocelab.kernel.netns import in_netns
 from rocelab.ethernet import ETH, ETH_P_8021Q, ETH_P_IPV4, IPPROTO_ICMP, internet_checksum, ipv4_header, mac_bytes
 from rocelab.qos.model import QosProfile
 from rocelab.qos.sonic import QOS_TABLES, profile_from_config_db, read_config_db
@@ -426,11 +423,7 @@ def serve(configs: list[dict]) -> None:
     `node/port` when it serves several (two switches' ports share a name, eth1)."""
     switches: list[Switchd] = []
     try:
-        for config in configs:
-            node = config["node"]
-            key = str if len(configs) == 1 else (lambda name, node=node: f"{node}/{name}")
-            with in_netns(config["netns"]) if config.get("netns") else contextlib.nullcontext():
-                switches.append(Switchd(config, key))
+        build_members(configs, Switchd, switches)
         timer = FibTimer(switches)
         watchers = {s.events.fileno(): s.refresh_fib for s in switches} | {timer.fired: timer.program}
         loop = Loop(SwitchGroup([(s.key, s.cpu) for s in switches]), {k: p for s in switches for k, p in s.ports.items()},
@@ -446,12 +439,7 @@ def serve(configs: list[dict]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if not argv:
-        print("usage: python -m rocelab.switch.agent CONFIG_JSON...", file=sys.stderr)
-        return 2
-    serve([json.loads(Path(arg).read_text()) for arg in argv])
-    return 0
-
+    return agent_main(argv, "rocelab.switch.agent", serve)
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

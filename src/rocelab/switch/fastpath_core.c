@@ -1007,44 +1007,6 @@ Events due within `early_s` run at once: the loop's clock moves ahead to their t
 back), so they run in the same wake-up as what woke it. A sleep of this machine's kernel costs
 more CPU than the wait it saves when the wait is that short, and comes back later than asked. */
 
-static double clock_s(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int late_bucket(const double *bounds, int nbounds, double late)
-{
-    int i = 0;
-    while (i < nbounds && bounds[i] < late) i++;  /* bisect_left, as Lateness.record */
-    return i;
-}
-
-static void record_late(LoopCounts *lc, const double *bounds, int nbounds, double late)
-{
-    lc->late[late_bucket(bounds, nbounds, late)]++;
-    lc->late_total += late;
-    if (late > lc->late_max) lc->late_max = late;
-    if (!lc->wake_any || late > lc->wake_max) {
-        lc->wake_max = late;
-        lc->wake_any = 1;
-    }
-}
-
-/* Lateness.end_wake: the wake-up that began at `woke` is over, its latest event into its own
-   histogram, no later than the time since the one before it ended. */
-static void end_wake(Core *c, const double *bounds, int nbounds, double woke)
-{
-    LoopCounts *lc = &c->loop;
-    if (lc->wake_any) {
-        double since_last = woke - c->wake_ended;
-        lc->wakes[late_bucket(bounds, nbounds, lc->wake_max < since_last ? lc->wake_max : since_last)]++;
-        lc->wake_any = 0;
-    }
-    c->wake_ended = clock_s(CLOCK_MONOTONIC);
-}
-
 /* A port taken down (config interface shutdown) leaves ENETDOWN on its packet socket, and
    epoll reports EPOLLERR until someone reads it: reading SO_ERROR clears it, or the loop spins. */
 static void clear_error(int fd)
@@ -1068,6 +1030,12 @@ static int send_frame(Core *c, void *arg, int port, Frame frame)
     return 0;
 }
 
+/* The loop reports what failed in its first core, whichever core it was. */
+static void raise_in_first(Core *const *cores, int k)
+{
+    if (k) cores[0]->error = cores[k]->error, cores[0]->error_errno = cores[k]->error_errno;
+}
+
 /* Loop._transmit: run the due events at `now` of every core that has some or received frames
    (`touched`), and send what leaves. How late the earliest of them ran is one event, as the
    Python loop records its core's next event once per transmit. -1: an error, in the first core. */
@@ -1082,7 +1050,7 @@ static int send_due(Core *const *cores, int ncores, const int *first, const doub
         if (!touched[k] && due[k] > now) continue;
         Sending out = {s->fds + first[k], lc};
         if (fp_poll(cores[k], now, send_frame, &out) < 0) {
-            if (k) cores[0]->error = cores[k]->error, cores[0]->error_errno = cores[k]->error_errno;
+            raise_in_first(cores, k);
             return -1;
         }
     }
@@ -1219,7 +1187,7 @@ int fp_serve(Core *const *cores, int ncores, const Serve *s)
                 long got = read_ring(cores[k], i - first[k], s->rings[i], &s->geometry, &s->heads[i],
                                      s->round_frames, s->round_bytes, now, wall, &first_s, &empty);
                 if (got < 0) {
-                    if (k) c0->error = cores[k]->error, c0->error_errno = cores[k]->error_errno;
+                    raise_in_first(cores, k);
                     goto out;
                 }
                 lc->rx += got;
@@ -1246,7 +1214,7 @@ int fp_serve(Core *const *cores, int ncores, const Serve *s)
             }
         }
         for (int j = 0; j < nready; j++) listed[ready[j]] = 0;  /* left for the next wake-up: epoll says again */
-        end_wake(c0, s->bounds, s->nbounds, woke);
+        end_wake(&c0->loop, &c0->wake_ended, s->bounds, s->nbounds, woke);
         int trapped = 0;
         for (int k = 0; k < ncores; k++) {
             long waiting = cores[k]->host.trapped_waiting(cores[k]->host.ctx);

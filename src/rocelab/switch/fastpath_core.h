@@ -16,6 +16,8 @@ rocelab.ethernet and rocelab.kernel.ring by name.
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../kernel/loop_counts.h"  /* LoopCounts: what fp_serve counts */
+
 #define PRIO 8
 #define IP_AT ETH_HLEN
 #define MIN_IPV4_FRAME (ETH_HLEN + 20)
@@ -125,18 +127,6 @@ typedef struct {
     int flow_control_rx, pfc_enable, pfc_to_queue[PRIO];
     Drops drops;
 } Port;
-
-#define LATE_BUCKETS 32  /* at least len(rocelab.kernel.loop.LATENESS_BOUNDS_S) + 1 */
-#define ERRNO_SLOTS 160
-
-/* What fp_serve counts, as rocelab.kernel.loop.LoopStats does. */
-typedef struct {
-    long long rx, tx, wakeups, late[LATE_BUCKETS], tx_errors[ERRNO_SLOTS];
-    double late_total, late_max;
-    long long wakes[LATE_BUCKETS];  /* each wake-up's latest event (rocelab.kernel.loop.Lateness) */
-    double wake_max;  /* this wake-up's latest event so far, where wake_any */
-    int wake_any;
-} LoopCounts;
 
 /* A flow's key, as the reference's _route takes it. */
 typedef struct { int tos, proto, sport, dport; uint32_t src, dst; } FlowKey;

@@ -1,0 +1,93 @@
+/* What the agents' C loops count, as rocelab.kernel.loop.LoopStats and Lateness do: shared by
+switchd's loop (rocelab.switch._fastpath, fastpath_core.c) and the loop around a Python core
+(rocelab.kernel._loop), so that both judge lateness alike. Header-only: the two are separate
+extensions. The part that builds Python objects is compiled only where Python.h came first. */
+#ifndef ROCELAB_LOOP_COUNTS_H
+#define ROCELAB_LOOP_COUNTS_H
+
+#include <time.h>
+
+#define LATE_BUCKETS 32  /* at least len(rocelab.kernel.loop.LATENESS_BOUNDS_S) + 1 */
+#define ERRNO_SLOTS 160
+
+typedef struct {
+    long long rx, tx, wakeups, late[LATE_BUCKETS], tx_errors[ERRNO_SLOTS];
+    double late_total, late_max;
+    long long wakes[LATE_BUCKETS];  /* each wake-up's latest event (Lateness.end_wake) */
+    double wake_max;  /* this wake-up's latest event so far, where wake_any */
+    int wake_any;
+} LoopCounts;
+
+static inline double clock_s(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static inline int late_bucket(const double *bounds, int nbounds, double late)
+{
+    int i = 0;
+    while (i < nbounds && bounds[i] < late) i++;  /* bisect_left, as Lateness.record */
+    return i;
+}
+
+/* Lateness.record */
+static inline void record_late(LoopCounts *lc, const double *bounds, int nbounds, double late)
+{
+    lc->late[late_bucket(bounds, nbounds, late)]++;
+    lc->late_total += late;
+    if (late > lc->late_max) lc->late_max = late;
+    if (!lc->wake_any || late > lc->wake_max) {
+        lc->wake_max = late;
+        lc->wake_any = 1;
+    }
+}
+
+/* Lateness.end_wake: the wake-up that began at `woke` is over, its latest event into its own
+   histogram, no later than the time since the one before it ended (*ended, then now). */
+static inline void end_wake(LoopCounts *lc, double *ended, const double *bounds, int nbounds, double woke)
+{
+    if (lc->wake_any) {
+        double since_last = woke - *ended;
+        lc->wakes[late_bucket(bounds, nbounds, lc->wake_max < since_last ? lc->wake_max : since_last)]++;
+        lc->wake_any = 0;
+    }
+    *ended = clock_s(CLOCK_MONOTONIC);
+}
+
+#ifdef PY_VERSION
+/* (rx_frames, tx_frames, wakeups, lateness counts, total_s, max_s, {errno: n}, each wake-up's
+   latest event by lateness bucket), or NULL with the exception set. */
+static inline PyObject *loop_counts_tuple(const LoopCounts *lc)
+{
+    PyObject *late = PyList_New(LATE_BUCKETS), *wakes = PyList_New(LATE_BUCKETS), *errors = PyDict_New();
+    if (!late || !wakes || !errors) goto fail;
+    for (int i = 0; i < LATE_BUCKETS; i++) {
+        PyObject *v = PyLong_FromLongLong(lc->late[i]), *w = v ? PyLong_FromLongLong(lc->wakes[i]) : NULL;
+        if (!w) {
+            Py_XDECREF(v);
+            goto fail;
+        }
+        PyList_SET_ITEM(late, i, v);
+        PyList_SET_ITEM(wakes, i, w);
+    }
+    for (int e = 0; e < ERRNO_SLOTS; e++) {
+        if (!lc->tx_errors[e]) continue;
+        PyObject *k = PyLong_FromLong(e), *v = PyLong_FromLongLong(lc->tx_errors[e]);
+        int bad = !k || !v || PyDict_SetItem(errors, k, v) < 0;
+        Py_XDECREF(k);
+        Py_XDECREF(v);
+        if (bad) goto fail;
+    }
+    return Py_BuildValue("(LLLNddNN)", lc->rx, lc->tx, lc->wakeups, late, lc->late_total, lc->late_max, errors,
+                         wakes);
+fail:
+    Py_XDECREF(late);
+    Py_XDECREF(wakes);
+    Py_XDECREF(errors);
+    return NULL;
+}
+#endif
+
+#endif
