@@ -10,12 +10,12 @@ from setuptools import Extension, setup
 
 SWITCH = "src/rocelab/switch"
 FASTPATH = Extension("rocelab.switch._fastpath", [f"{SWITCH}/fastpath_core.c", f"{SWITCH}/_fastpath.c"],
-                     depends=[f"{SWITCH}/fastpath_core.h", "src/rocelab/kernel/loop_counts.h"], optional=True,
+                     depends=[f"{SWITCH}/fastpath_core.h", "src/rocelab/kernel/agent_loop.h"], optional=True,
                      extra_compile_args=["-O2", "-std=c11", "-Wall", "-Werror"])
 
 # The agents' loop around a Python core (nicd's), rocelab.kernel._loop: optional in the same way,
 # nicd then runs the Python loop.
-LOOP = Extension("rocelab.kernel._loop", ["src/rocelab/kernel/_loop.c"], depends=["src/rocelab/kernel/loop_counts.h"],
+LOOP = Extension("rocelab.kernel._loop", ["src/rocelab/kernel/_loop.c"], depends=["src/rocelab/kernel/agent_loop.h"],
                  optional=True,
                  extra_compile_args=["-O2", "-std=c11", "-Wall", "-Werror"])
 

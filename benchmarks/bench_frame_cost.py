@@ -2,9 +2,10 @@
 
     python benchmarks/bench_frame_cost.py [--tdf 250]
 
-1. The calibration lab (rocelab.runtime.calibration: one switchd, six hosts on 100G, 20G and
-   4G ports) at --tdf, three elephant flows each alone, so three frame rates 5x apart: per
-   flow, switchd's CPU per data frame and a NIC's (/proc/PID/schedstat; where one nicd serves
+1. The calibration lab (rocelab.runtime.calibration: six hosts on 100G, 20G and 4G ports of a
+   leaf, a seventh behind a spine and a second leaf) at --tdf, three elephant flows each alone
+   on the first leaf, so three frame rates 5x apart, and the fastest again over three switches:
+   per flow, switchd's CPU per hop and a NIC's per data frame (/proc/PID/schedstat; where one nicd serves
    both hosts, half its CPU), how often each process slept and woke per frame (the agents'
    loop counters), and how late the flow's agents ran their due events (p99, wall). First as `up` runs them here (switchd's C pipeline running
    its own loop, where built; one nicd for all hosts, its loop in C where built), then, in the
@@ -40,16 +41,21 @@ from rocelab.runtime import calibration  # noqa: E402
 from rocelab.switch.fastpath import PURE_ENV, switchd_pipeline  # noqa: E402
 
 
+def per_hop_us(f: calibration.FlowCost) -> float:
+    return f.switch_cores() / (f.frames_per_s * len(f.switches)) * 1e6
+
+
 def flow_table(title: str, flows: list[calibration.FlowCost]) -> Table:
     table = Table(title=title, title_justify="left")
-    for column in ("flow", "frames/s", "switchd µs/frame", "wake-ups/frame", "nicd µs/frame per NIC",
+    for column in ("flow", "frames/s", "switchd µs/hop", "wake-ups/frame", "nicd µs/frame per NIC",
                    "nicd wake-ups/frame", "lateness p99"):
         table.add_column(column, justify="left" if column == "flow" else "right")
     for f in flows:
-        us, woke = f.per_frame("leaf1")
+        woke = f.per_frame("leaf1")[1]
         shared = f.pids[f.src] == f.pids[f.dst]  # one nicd serving both hosts (the netns engine's)
         nic_woke = f.per_frame(f.src)[1] + (0 if shared else f.per_frame(f.dst)[1])
-        table.add_row(f"{f.src} → {f.dst}", f"{f.frames_per_s:,.0f}", f"{us:.1f}", f"{woke:.2f}",
+        table.add_row(f"{' → '.join((f.src, *f.switches, f.dst))}", f"{f.frames_per_s:,.0f}", f"{per_hop_us(f):.1f}",
+                      f"{woke:.2f}",
                       f"{f.nic_cores() / f.frames_per_s * 1e6:.1f}", f"{nic_woke:.2f}", f"≤{f.late_p99_s * 1e3:.2g} ms")
     return table
 
@@ -76,8 +82,8 @@ def main() -> None:
         runs[label] = flows
         console.print(flow_table(f"{label}, TDF {args.tdf}, {os.cpu_count()} cores", flows))
     (here, here_flows), (_, per_host), (_, pure_flows) = runs.items()
-    console.print("switchd CPU per frame against the Python reference, same flows: " + ", ".join(
-        f"{a.frames_per_s:,.0f} frames/s {a.cores['leaf1'] / a.frames_per_s / (b.cores['leaf1'] / b.frames_per_s):.2f}x"
+    console.print("switchd CPU per hop against the Python reference, same flows: " + ", ".join(
+        f"{a.frames_per_s:,.0f} frames/s through {len(a.switches)} {per_hop_us(a) / per_hop_us(b):.2f}x"
         for a, b in zip(here_flows, pure_flows)))
     console.print("nicd CPU per NIC and frame, its loop in C against the Python loop, same flows: " + ", ".join(
         f"{a.frames_per_s:,.0f} frames/s {a.nic_cores() / a.frames_per_s / (b.nic_cores() / b.frames_per_s):.2f}x"

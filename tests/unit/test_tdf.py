@@ -117,5 +117,19 @@ def test_one_switchd_for_every_switch_costs_one_process_at_their_frames_together
         cores_at(SLOW.switch, f / 1000) for f in shared.switches.values())
 
 
-def test_costs_survive_their_cache_round_trip():
-    assert AgentCosts.from_json(SLOW.to_json()) == SLOW
+def test_a_shared_switchd_reads_its_own_curve_where_the_calibration_measured_a_path_through_several_switches():
+    lab = load_lab("leaf-spine-2x2")
+    shared, apart = demands(lab.fabric, None, PMTU)[0], demands(lab.fabric, None, PMTU, shared_agents=False)[0]
+    hops = sum(shared.switches.values())
+    # a three-hop flow at the fastest one-switch rate cost less than three times that switch's cores
+    path = AgentCosts(SLOW.switch, SLOW.nic, 2, shared_switch=(*SLOW.switch, (36000, 0.6)))
+    assert shared.agent_cores(path, 1000)["switchd"] == pytest.approx(cores_at(path.shared_switch, hops / 1000))
+    assert shared.agent_cores(path, 1000)["switchd"] < shared.agent_cores(SLOW, 1000)["switchd"]
+    assert apart.agent_cores(path, 1000) == apart.agent_cores(SLOW, 1000)  # one switch a process: the one-switch curve
+    assert choose_tdf(lab.fabric, None, PMTU, path).tdf <= choose_tdf(lab.fabric, None, PMTU, SLOW).tdf
+    assert "and through three switches" in choose_tdf(lab.fabric, None, PMTU, path).why
+
+
+@pytest.mark.parametrize("costs", [SLOW, AgentCosts(SLOW.switch, SLOW.nic, 2, 4e-5, (*SLOW.switch, (36000, 0.6)))])
+def test_costs_survive_their_cache_round_trip(costs):
+    assert AgentCosts.from_json(costs.to_json()) == costs

@@ -22,7 +22,7 @@ what was sent and what was counted.
 #include <sys/socket.h>
 #include <time.h>
 
-#include "loop_counts.h"
+#include "agent_loop.h"
 
 #define MAX_FDS 512
 
@@ -217,11 +217,7 @@ static int run(Shell *s, struct pollfd *pfd, int nothers)
         if (wait > 0) s->lc.wakeups++;  /* a sleep, and what woke it: the costly part */
         int nready = 0, handed_back = 0;
         for (int i = 0; i < n; i++) {
-            if (pfd[i].revents & POLLERR) {  /* a port taken down: ENETDOWN, reported until read */
-                int sock_err;
-                socklen_t len = sizeof sock_err;
-                getsockopt(pfd[i].fd, SOL_SOCKET, SO_ERROR, &sock_err, &len);
-            }
+            if (pfd[i].revents & POLLERR) clear_error(pfd[i].fd);
             if (pfd[i].revents & POLLIN) ready[nready++] = i;
         }
         for (int i = 0; i < nothers; i++)

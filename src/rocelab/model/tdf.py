@@ -23,9 +23,10 @@ Where one nicd serves every host (the netns engine, rocelab.roce.agent), it is o
 the calibration measured just that: one process serving a flow's two NICs, a sent and a received
 frame per data frame. Its cores are read off that curve at half the hosts' frames together.
 Where one switchd serves every switch (the netns engine, rocelab.switch.agent), it is one agent
-too: its cores are read off the one-switch curve at the switches' frames together (a frame
-forwarded by three switches counts three times), as one switch's would be at that rate: the
-process sleeps and wakes once for all of them.
+too: its cores are read at the switches' frames together (a frame forwarded by three switches
+counts three times) off the curve of that process: the one-switch points and the calibration's
+flow through leaf, spine and leaf, whose hops cost less each (the process sleeps and wakes
+once for all of its switches, and reads a hop's frame in the wake-up that sent it).
 
 At TDF T those rates are divided by T. The auto TDF is the smallest "round" T (1, 1.25, 1.5, 2,
 2.5, 3, 4, 5, 6 or 8 times a power of ten: never more than 25% above what is needed) at which
@@ -106,21 +107,30 @@ class AgentCosts:
     nic: Curve  # nicd: data frames sent or received per second (their ACKs included) → cores
     cores: int
     late_p99_s: float = 0.0  # how late the agents ran their due events, 99th percentile (wall seconds)
+    # One switchd serving every switch: hops forwarded per second → cores; the one-switch points
+    # and a path's through several (empty: the one-switch curve)
+    shared_switch: Curve = ()
+
+    def curve(self, kind: str) -> Curve:
+        """"switchd" (one switch a process), "switchd (all switches)" or "nicd"."""
+        if kind == "switchd (all switches)":
+            return self.shared_switch or self.switch
+        return self.switch if kind == "switchd" else self.nic
 
     def per_frame_us(self, kind: str, frames_per_s: float) -> float:
-        curve = self.switch if kind == "switchd" else self.nic
-        return cores_at(curve, frames_per_s) / frames_per_s * 1e6 if frames_per_s > 0 else 0.0
+        return cores_at(self.curve(kind), frames_per_s) / frames_per_s * 1e6 if frames_per_s > 0 else 0.0
 
     def to_json(self) -> dict:
         return {"switch": [list(p) for p in self.switch], "nic": [list(p) for p in self.nic], "cores": self.cores,
-                "late_p99_s": self.late_p99_s}
+                "late_p99_s": self.late_p99_s, "shared_switch": [list(p) for p in self.shared_switch]}
 
     @classmethod
     def from_json(cls, data: dict) -> AgentCosts:
         def curve(points) -> Curve:
             return tuple(sorted((float(f), float(c)) for f, c in points))
 
-        return cls(curve(data["switch"]), curve(data["nic"]), int(data["cores"]), float(data["late_p99_s"]))
+        return cls(curve(data["switch"]), curve(data["nic"]), int(data["cores"]), float(data["late_p99_s"]),
+                   curve(data.get("shared_switch", ())))
 
 
 @dataclass(frozen=True)
@@ -153,9 +163,9 @@ class Demand:
             return {**{h: cores_at(costs.nic, f / tdf) for h, f in self.hosts.items()},
                     **{s: cores_at(costs.switch, f / tdf) for s, f in self.switches.items()}}
         total = sum(self.hosts.values()) / tdf
-        # One process wakes for all of its nodes: read off the one-node curve at their frames together.
+        # One process wakes for all of its nodes: read off its curve at their frames together.
         hops = sum(self.switches.values()) / tdf
-        switchd = {"switchd": cores_at(costs.switch, hops)} if hops else {}
+        switchd = {"switchd": cores_at(costs.curve("switchd (all switches)"), hops)} if hops else {}
         # The calibration's nic curve is per NIC of a flow's two in one process: (f, C/2).
         return {"nicd": 2 * cores_at(costs.nic, total / 2)} | switchd if total else switchd
 
@@ -180,7 +190,8 @@ class Demand:
         parts = [f"case {self.case}: {senders} hosts moving data"]
         hops = sum(self.switches.values()) / tdf
         if hops and self.shared_agents:
-            parts.append(f"switchd (all switches) {hops:,.0f} frames/s at {costs.per_frame_us('switchd', hops):.0f} µs each")
+            parts.append(f"switchd (all switches) {hops:,.0f} frames/s at "
+                         f"{costs.per_frame_us('switchd (all switches)', hops):.0f} µs each")
         elif busiest_switch[1]:
             f = busiest_switch[1] / tdf
             parts.append(f"{busiest_switch[0]} forwarding {f:,.0f} frames/s at "
@@ -295,7 +306,8 @@ def _busiest(cases: list[Demand], costs: AgentCosts, tdf: int) -> Demand:
 
 
 def _costs(costs: AgentCosts) -> str:
-    return f"switchd and nicd CPU per frame measured here at {len(costs.switch)} rates"
+    path = " and through three switches" if len(costs.shared_switch) > len(costs.switch) else ""
+    return f"switchd and nicd CPU per frame measured here at {len(costs.switch)} rates{path}"
 
 
 def choose_tdf(fabric: Fabric, scenario: Scenario | None, pmtu_bytes: int, costs: AgentCosts,

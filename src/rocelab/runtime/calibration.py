@@ -1,20 +1,23 @@
 """What the lab's agents cost this machine, measured once and kept; `up` with the TDF that
 this machine can hold (`up --tdf auto`, rocelab.model.tdf).
 
-The measurement is of the agents themselves, in a small lab of their own: one switchd between
-six nicd hosts at TDF 250, h1 and h2 on 100G ports, h3 and h4 on 20G, h5 and h6 on 4G. An
-elephant flow h1 → h2, then h3 → h4, then h5 → h6, each alone: switchd forwards, and two NICs
-send and receive, at three frame rates five times apart (about 12,000, 2,400 and 500 frames a
-second where the agents keep up). For each kind of agent the CPU time it spent
-(/proc/PID/schedstat, nanoseconds) over the flow's time gives its cores at that frame rate: the
-points of the curve rocelab.model.tdf reads costs off; and how late the agents ran their due
-events (their loops' lateness, 99th percentile), which sets the shortest frame time a lab can
-hold on this machine. CPU time is counted, not wall time, so
+The measurement is of the agents themselves, in a small lab of their own at TDF 250: six nicd
+hosts on one leaf, h1 and h2 on 100G ports, h3 and h4 on 20G, h5 and h6 on 4G, and behind a
+spine a second leaf with h7 on 100G. An elephant flow h1 → h2, then h3 → h4, then h5 → h6,
+each alone: switchd forwards, and two NICs send and receive, at three frame rates five times
+apart (about 12,000, 2,400 and 500 frames a second where the agents keep up). Then h1 → h7 at
+the first flow's rate, through leaf1, spine1 and leaf2: three hops a frame, which one switchd
+serving every switch forwards in fewer wake-ups a hop than one switch does (a hop's frame is in
+the next switch's ring when its send returns). For each kind of agent the CPU time it spent
+(/proc/PID/schedstat, nanoseconds) over the flow's time gives its cores at that rate: the
+points of the curves rocelab.model.tdf reads costs off; and how late the agents ran their due
+events (their loops' lateness, 99th percentile, in the fastest one-switch flow), which sets the
+shortest frame time a lab can hold on this machine. CPU time is counted, not wall time, so
 what else the machine runs changes the figures little; the fidelity report
 (rocelab.runtime.fidelity) says when the machine could not give the agents that time.
 
 The result is kept under paths.cache_dir() per rocelab version and sources, CPU model and
-core count: changed agents are measured again. Calibrating takes about ten seconds, once.
+core count: changed agents are measured again. Calibrating takes about fifteen seconds, once.
 """
 
 from __future__ import annotations
@@ -46,19 +49,23 @@ from rocelab.traffic.job import run_job
 from rocelab.traffic.spec import JobSpec
 
 CALIBRATION_TDF = 250
-# Three host pairs on ports of three rates, 5× apart: the same flow at three frame rates.
+# Three host pairs on ports of three rates, 5× apart: the same flow at three frame rates; and a
+# host behind a spine, for a flow of three hops.
 TOPOLOGY = """\
 name: calibration
 topology:
   defaults: {rate: 100G, cable: 5}
   nodes:
     leaf1: {role: leaf}
+    leaf2: {role: leaf}
+    spine1: {role: spine}
     h1: {role: host}
     h2: {role: host}
     h3: {role: host}
     h4: {role: host}
     h5: {role: host}
     h6: {role: host}
+    h7: {role: host}
   links:
     - {endpoints: ["h1:eth1", "leaf1:eth1"]}
     - {endpoints: ["h2:eth1", "leaf1:eth2"]}
@@ -66,8 +73,13 @@ topology:
     - {endpoints: ["h4:eth1", "leaf1:eth4"], rate: 20G}
     - {endpoints: ["h5:eth1", "leaf1:eth5"], rate: 4G}
     - {endpoints: ["h6:eth1", "leaf1:eth6"], rate: 4G}
+    - {endpoints: ["leaf1:eth7", "spine1:eth1"]}
+    - {endpoints: ["leaf2:eth1", "spine1:eth2"]}
+    - {endpoints: ["h7:eth1", "leaf2:eth2"]}
 """
 FLOWS = (("h1", "h2", 20_000_000), ("h3", "h4", 4_000_000), ("h5", "h6", 800_000))  # ~0.4 s each at TDF 250
+PATH_FLOW = ("h1", "h7", 20_000_000)  # the first flow's rate, through leaf1, spine1 and leaf2
+SWITCHES = {("h1", "h7"): ("leaf1", "spine1", "leaf2")}  # a flow's switches, where not leaf1 alone
 # The fastest flow runs this many times, and its agents' lateness is the median of the runs'.
 # On this project's VM (2 cores, ~8% of the CPU stolen by the host in stalls of 1-10 ms, seen in
 # /proc/stat's steal column) one run's p99 is set by whether a stall or two fell in its second:
@@ -88,6 +100,14 @@ class FlowCost:
     wakeups: dict[str, int]
     late_p99_s: float  # the 99th percentile of the flow's agents' lateness, the worst agent's (wall)
     pids: dict[str, int]  # each node's agent process
+
+    @property
+    def switches(self) -> tuple[str, ...]:
+        return SWITCHES.get((self.src, self.dst), ("leaf1",))
+
+    def switch_cores(self) -> float:
+        """What the flow's switches spent: their processes' cores (one switchd serving all: once)."""
+        return sum(self.cores[node] for node in {self.pids[s]: s for s in self.switches}.values())
 
     def nic_cores(self) -> float:
         """What one NIC spent: the mean of the sender's and receiver's processes, or half the
@@ -125,7 +145,7 @@ def measure_flows(name: str, tdf: int = CALIBRATION_TDF, shared_agents: bool = T
     lab = calibration_lab(name, tdf)
     record = engine.up(lab, TdfChoice(tdf, "calibration", 0.0, "measuring this machine's agents"))
     try:
-        flows = (*FLOWS, *[FLOWS[0]] * (LATENESS_RUNS - 1))
+        flows = (*FLOWS, PATH_FLOW, *[FLOWS[0]] * (LATENESS_RUNS - 1))
         return run_flows(record, lab, [(src, dst, size * CALIBRATION_TDF // tdf) for src, dst, size in flows])
     finally:
         engine.down(record)
@@ -151,22 +171,26 @@ def run_flows(record: LabState, lab: Lab, flows=FLOWS) -> list[FlowCost]:
         woke = {r.node: r.reply["loop"]["wakeups"] for r in readings if r.reply}
         out.append(FlowCost(src, dst, wall_s, size / pmtu / wall_s, {node: s / wall_s for node, s in spent.items()},
                             {r.node: r.reply["loop"]["wakeups"] - woke.get(r.node, 0) for r in after if r.reply},
-                            _late_p99_s(readings, after, ("leaf1", src, dst)), pid))
+                            _late_p99_s(readings, after, (*SWITCHES.get((src, dst), ("leaf1",)), src, dst)), pid))
     return out
 
 
-def costs_of(flows: list[FlowCost], switch: str = "leaf1") -> AgentCosts:
-    """The curves: switchd's cores at each flow's frame rate, and nicd's (the mean of its sender
-    and receiver: a data frame sent or received, its ACKs included; half the process's cores
-    where one nicd serves both), from each pair's first run."""
+def costs_of(flows: list[FlowCost]) -> AgentCosts:
+    """The curves: switchd's cores at each one-switch flow's frame rate (and, for one switchd
+    serving every switch, at the path flow's hops a second too), and nicd's (the mean of its
+    sender and receiver: a data frame sent or received, its ACKs included; half the process's
+    cores where one nicd serves both), from each pair's first run."""
     first = list({(f.src, f.dst): f for f in reversed(flows)}.values())
-    switch_points = sorted((f.frames_per_s, f.cores[switch]) for f in first)
-    nic_points = sorted((f.frames_per_s, f.nic_cores()) for f in first)
-    # Lateness from the fastest flow: the most events (a slow flow's 1% is a handful, set by its
-    # start-up's control requests) and the busiest agents, as a lab's are; the median of its runs.
-    busiest = max(first, key=lambda f: f.frames_per_s)
+    one_switch = [f for f in first if len(f.switches) == 1]
+    switch_points = sorted((f.frames_per_s, f.switch_cores()) for f in one_switch)
+    path_points = sorted((f.frames_per_s * len(f.switches), f.switch_cores()) for f in first if len(f.switches) > 1)
+    nic_points = sorted((f.frames_per_s, f.nic_cores()) for f in one_switch)
+    # Lateness from the fastest one-switch flow: the most events (a slow flow's 1% is a handful,
+    # set by its start-up's control requests) and the busiest agents, as a lab's are; the median of its runs.
+    busiest = max(one_switch, key=lambda f: f.frames_per_s)
     late = statistics.median(f.late_p99_s for f in flows if (f.src, f.dst) == (busiest.src, busiest.dst))
-    return AgentCosts(tuple(switch_points), tuple(nic_points), os.cpu_count() or 1, late)
+    return AgentCosts(tuple(switch_points), tuple(nic_points), os.cpu_count() or 1, late,
+                      tuple(sorted({*switch_points, *path_points})))
 
 
 def _cpu_model() -> str:

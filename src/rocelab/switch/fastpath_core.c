@@ -1007,15 +1007,6 @@ Events due within `early_s` run at once: the loop's clock moves ahead to their t
 back), so they run in the same wake-up as what woke it. A sleep of this machine's kernel costs
 more CPU than the wait it saves when the wait is that short, and comes back later than asked. */
 
-/* A port taken down (config interface shutdown) leaves ENETDOWN on its packet socket, and
-   epoll reports EPOLLERR until someone reads it: reading SO_ERROR clears it, or the loop spins. */
-static void clear_error(int fd)
-{
-    int err;
-    socklen_t len = sizeof err;
-    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-}
-
 typedef struct { const int *fds; LoopCounts *lc; } Sending;  /* one core's sockets, the loop's counts */
 
 static int send_frame(Core *c, void *arg, int port, Frame frame)
@@ -1057,24 +1048,28 @@ static int send_due(Core *const *cores, int ncores, const int *first, const doub
     return 0;
 }
 
+/* Wait for the descriptors of `epfd` (a wait costs what is ready, not every port: a lab's
+   switches have dozens) until `ts`. epoll_pwait2 (Linux 5.11) waits to the nanosecond; where
+   the kernel or a container's seccomp profile refuses it, epoll_wait's milliseconds, rounded up. */
+static int epoll_until(int epfd, struct epoll_event *ev, int nev, const struct timespec *ts)
+{
+    static int whole_ms;
+    if (!whole_ms) {
+        int r = epoll_pwait2(epfd, ev, nev, ts, NULL);
+        if (r >= 0 || (errno != ENOSYS && errno != EPERM)) return r;
+        whole_ms = 1;
+    }
+    long long ms = (long long)ts->tv_sec * 1000 + (ts->tv_nsec + 999999) / 1000000;
+    return epoll_wait(epfd, ev, nev, ms > INT_MAX ? INT_MAX : (int)ms);
+}
+
 /* The ports and other descriptors epoll reported: ports into `ready` (where not listed
    already; a port whose socket holds an error has it cleared), the others into `revents`
    (1 where one was). Returns the new length of `ready`, or -1 where epoll failed. */
 static int waited(int epfd, struct epoll_event *ev, int nev, const struct timespec *ts, const Serve *s, int n,
                   char *listed, int *ready, int *unmeasured, int nready, int *others_ready)
 {
-    /* epoll_pwait2 (Linux 5.11) waits to the nanosecond; where the kernel or a container's
-       seccomp profile refuses it, epoll_wait's milliseconds, rounded up */
-    static int whole_ms;
-    int r = -1;
-    if (!whole_ms) {
-        r = epoll_pwait2(epfd, ev, nev, ts, NULL);
-        if (r < 0 && (errno == ENOSYS || errno == EPERM)) whole_ms = 1;
-    }
-    if (whole_ms) {
-        long long ms = (long long)ts->tv_sec * 1000 + (ts->tv_nsec + 999999) / 1000000;
-        r = epoll_wait(epfd, ev, nev, ms > INT_MAX ? INT_MAX : (int)ms);
-    }
+    int r = epoll_until(epfd, ev, nev, ts);
     for (int e = 0; e < r; e++) {
         int i = (int)ev[e].data.u32;
         if (i >= n) {

@@ -16,7 +16,7 @@ rocelab.ethernet and rocelab.kernel.ring by name.
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../kernel/loop_counts.h"  /* LoopCounts: what fp_serve counts */
+#include "../kernel/agent_loop.h"  /* LoopCounts: what fp_serve counts */
 
 #define PRIO 8
 #define IP_AT ETH_HLEN

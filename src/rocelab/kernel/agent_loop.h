@@ -1,10 +1,12 @@
-/* What the agents' C loops count, as rocelab.kernel.loop.LoopStats and Lateness do: shared by
-switchd's loop (rocelab.switch._fastpath, fastpath_core.c) and the loop around a Python core
-(rocelab.kernel._loop), so that both judge lateness alike. Header-only: the two are separate
-extensions. The part that builds Python objects is compiled only where Python.h came first. */
-#ifndef ROCELAB_LOOP_COUNTS_H
-#define ROCELAB_LOOP_COUNTS_H
+/* What the agents' C loops share: switchd's (rocelab.switch._fastpath, fastpath_core.c) and the
+loop around a Python core (rocelab.kernel._loop, nicd's). What they count, as
+rocelab.kernel.loop.LoopStats and Lateness do, so that both judge lateness alike, and how a
+downed port's error is cleared. Header-only: the two are separate extensions. The part that
+builds Python objects is compiled only where Python.h came first. */
+#ifndef ROCELAB_AGENT_LOOP_H
+#define ROCELAB_AGENT_LOOP_H
 
+#include <sys/socket.h>
 #include <time.h>
 
 #define LATE_BUCKETS 32  /* at least len(rocelab.kernel.loop.LATENESS_BOUNDS_S) + 1 */
@@ -30,6 +32,15 @@ static inline int late_bucket(const double *bounds, int nbounds, double late)
     int i = 0;
     while (i < nbounds && bounds[i] < late) i++;  /* bisect_left, as Lateness.record */
     return i;
+}
+
+/* A port taken down (config interface shutdown) leaves ENETDOWN on its packet socket, and
+   epoll reports EPOLLERR until someone reads it: reading SO_ERROR clears it, or the loop spins. */
+static inline void clear_error(int fd)
+{
+    int err;
+    socklen_t len = sizeof err;
+    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
 }
 
 /* Lateness.record */
