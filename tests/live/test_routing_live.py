@@ -136,30 +136,71 @@ def test_down_leaves_no_frr_process_socket_or_file(bgp_lab):
     assert f"{folder}/" not in ps
 
 
+def run_in(home, *args: str) -> str:
+    """`rocelab ARGS` with `home` as the project (its labs/, topologies/, profiles/)."""
+    done = subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=300, cwd=home,
+                          env={**os.environ, "ROCELAB_HOME": str(home)})
+    assert done.returncode == 0, f"rocelab {' '.join(args)} exited {done.returncode}:\n{done.stderr[-3000:]}"
+    return done.stdout + done.stderr
+
+
+def down_in(home, name: str) -> None:
+    subprocess.run([*CLI, "down", name], capture_output=True, timeout=120, cwd=home,
+                   env={**os.environ, "ROCELAB_HOME": str(home)})
+
+
+def lab_home(tmp_path, name: str, lab_yml: str):
+    """A project folder with rocelab's topologies and profiles and one lab, `name`."""
+    home = tmp_path / "home"
+    for folder in ("topologies", "profiles"):
+        shutil.copytree(ROOT / folder, home / folder)
+    (home / "labs" / name).mkdir(parents=True)
+    (home / "labs" / name / "lab.yml").write_text(lab_yml)
+    return home
+
+
+def test_the_far_end_of_a_shut_link_forwards_into_it_until_it_detects_the_loss_of_signal(tmp_path):
+    # link_down_detect_ms 3 at TDF 1000: spine1 sees leaf1's shut uplink 3 s of wall time after
+    # its carrier went; leaf1, which shut it, stops using it at once.
+    home = lab_home(tmp_path, "los", "topology: leaf-spine-2x2\ntdf: 1000\nlink_down_detect_ms: 3\n")
+    spine1, leaf1 = control.socket_path("los", "spine1"), control.socket_path("los", "leaf1")
+
+    def via_eth1() -> set[str]:  # spine1's routes out of eth1, leaf1's rack
+        return {p for p, hops in control.request(spine1, "fib")["routes"].items() if any(h[0] == "eth1" for h in hops)}
+
+    try:
+        run_in(home, "up", "los")
+        toward_leaf1 = via_eth1()
+        assert toward_leaf1
+        run_in(home, "config", "leaf1", "--", "interface", "shutdown", "Ethernet8")  # leaf1:eth3, to spine1:eth1
+        shut = time.monotonic()
+        assert "eth3" in control.request(leaf1, "fib")["down"]
+        assert until(lambda: control.request(spine1, "fib")["dark"] == ["eth1"], 2.0)
+        assert control.request(spine1, "fib")["down"] == [] and via_eth1() == toward_leaf1
+        assert control.request(spine1, "links")["links"]["eth1"]["oper"] == "up"  # as the ASIC sees it
+        assert until(lambda: control.request(spine1, "fib")["down"] == ["eth1"])
+        assert time.monotonic() - shut > 2.5  # 3 s after the carrier went, less the CLI's own exit
+        assert via_eth1() == set() and control.request(spine1, "fib")["dark"] == []
+        assert control.request(spine1, "links")["links"]["eth1"]["oper"] == "down"
+        run_in(home, "config", "leaf1", "--", "interface", "startup", "Ethernet8")
+        assert until(lambda: via_eth1() == toward_leaf1)  # back at once
+    finally:
+        down_in(home, "los")
+
+
 def test_a_cumulus_leaf_peers_unnumbered_with_generated_spines(tmp_path):
     # lab.yml `profiles:` gives leaf1 examples/fabric-bgp-cumulus's NVUE file: its own AS 65101 and
     # unnumbered sessions on swp3/swp4 (`remote-as external`); the spines and leaf2 get the
     # generated design, whose sessions toward leaf1 take its AS and peer on the port too.
-    home = tmp_path / "home"
-    for folder in ("topologies", "profiles"):
-        shutil.copytree(ROOT / folder, home / folder)
-    lab = home / "labs" / "cumleaf"
-    lab.mkdir(parents=True)
-    shutil.copy(ROOT / "examples" / "fabric-bgp-cumulus" / "leaf1" / "nv-config.yml", lab / "leaf1.yml")
-    (lab / "lab.yml").write_text("topology: leaf-spine-2x2\nnic: emulated\nrouting: bgp\nprofiles:\n  leaf1:\n"
-                                 "    cumulus: leaf1.yml\n"
-                                 "    buffer: {pool_size_bytes: 12MiB, dynamic_th: -5, xoff_bytes: 56KiB}\n")
-
-    def run(*args: str) -> str:
-        done = subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=300, cwd=home,
-                              env={**os.environ, "ROCELAB_HOME": str(home)})
-        assert done.returncode == 0, f"rocelab {' '.join(args)} exited {done.returncode}:\n{done.stderr[-3000:]}"
-        return done.stdout + done.stderr
+    home = lab_home(tmp_path, "cumleaf", "topology: leaf-spine-2x2\nnic: emulated\nrouting: bgp\nprofiles:\n"
+                    "  leaf1:\n    cumulus: leaf1.yml\n"
+                    "    buffer: {pool_size_bytes: 12MiB, dynamic_th: -5, xoff_bytes: 56KiB}\n")
+    shutil.copy(ROOT / "examples" / "fabric-bgp-cumulus" / "leaf1" / "nv-config.yml", home / "labs" / "cumleaf" / "leaf1.yml")
 
     try:
-        up = run("up", "cumleaf", "--tdf", "1000")  # waits until every host is reached over every spine
+        up = run_in(home, "up", "cumleaf", "--tdf", "1000")  # waits until every host is reached over every spine
         assert "routing: bgp (FRR) on leaf1: from labs/cumleaf/leaf1.yml" in " ".join(up.split())
-        summary = run("exec", "spine1", "--", "vtysh", "-c", "show ip bgp summary")
+        summary = run_in(home, "exec", "spine1", "--", "vtysh", "-c", "show ip bgp summary")
         row = next(line.split() for line in summary.splitlines() if line.startswith("eth1 "))
         assert row[2] == "65101" and row[9].isdigit(), summary  # leaf1's AS, Established (a prefix count)
         # IPv6 on the unnumbered ports alone: a link-local address on eth3 and eth4, none to the hosts
@@ -168,7 +209,6 @@ def test_a_cumulus_leaf_peers_unnumbered_with_generated_spines(tmp_path):
         assert sorted(link["ifname"] for link in json.loads(shown) if link["addr_info"]) == ["eth3", "eth4"]
         routes = control.request(control.socket_path("cumleaf", "leaf2"), "fib")["routes"]
         assert len(routes["198.19.1.0/24"]) == 2, routes  # leaf1's rack over both spines
-        assert "0% packet loss" in run("exec", "h3", "--", "ping", "-c", "1", "-W", "2", "198.19.1.2")
+        assert "0% packet loss" in run_in(home, "exec", "h3", "--", "ping", "-c", "1", "-W", "2", "198.19.1.2")
     finally:
-        subprocess.run([*CLI, "down", "cumleaf"], capture_output=True, timeout=120, cwd=home,
-                       env={**os.environ, "ROCELAB_HOME": str(home)})
+        down_in(home, "cumleaf")

@@ -1,4 +1,5 @@
-"""A lab's own PFC-watchdog clock: `pfc_wd_tdf` in lab.yml, carried to switchd's profile."""
+"""A lab's own PFC-watchdog clock: `pfc_wd_tdf` in lab.yml, carried to switchd's profile; its links' loss-of-signal
+detection, `link_down_detect_ms`."""
 
 from __future__ import annotations
 
@@ -23,14 +24,27 @@ def test_the_watchdog_runs_on_the_labs_tdf_unless_the_lab_gives_it_its_own(lab_h
     assert load_lab("l1").pfc_wd_tdf == 10
 
 
-@pytest.mark.parametrize("value", ["0", "2.5", "fast", "true"])
-def test_a_bad_watchdog_tdf_names_the_key_and_what_is_expected(lab_home, value):
-    lab_home.write_text(f"topology: leaf-spine-2x2\npfc_wd_tdf: {value}\n")
+@pytest.mark.parametrize("key, value, says, hint", [
+    *[("pfc_wd_tdf", v, "is not a time-dilation factor", "whole number") for v in ("0", "2.5", "fast", "true")],
+    *[("link_down_detect_ms", v, "is not a detection time", "milliseconds from 0") for v in ("-1", "20000", "soon", "true")]])
+def test_a_bad_lab_setting_names_the_key_and_what_is_expected(lab_home, key, value, says, hint):
+    lab_home.write_text(f"topology: leaf-spine-2x2\n{key}: {value}\n")
     with pytest.raises(InputError) as exc:
         load_lab("l1")
     (problem,) = exc.value.problems
-    assert problem.file.endswith("lab.yml") and problem.path.startswith("pfc_wd_tdf")
-    assert "is not a time-dilation factor" in problem.message and "whole number" in problem.hint
+    assert problem.file.endswith("lab.yml") and problem.path.startswith(key)
+    assert says in problem.message and hint in problem.hint
+
+
+def test_a_labs_link_down_detection_reaches_every_switchd_in_production_seconds(lab_home):
+    from rocelab.engines.netns import write_agent_config
+
+    lab_home.write_text("topology: leaf-spine-2x2\ntdf: 1000\n")
+    assert load_lab("l1").link_down_detect_s == 0.0  # at once, as before the setting
+    lab_home.write_text("topology: leaf-spine-2x2\ntdf: 1000\nlink_down_detect_ms: 2.5\n")
+    lab = load_lab("l1")
+    config = json.loads(write_agent_config(lab, lab.fabric.node("spine1")).read_text())
+    assert config["link_down_detect_s"] == 0.0025 and config["tdf"] == 1000  # switchd dilates it
 
 
 def test_switchd_dilates_detection_and_restoration_by_the_watchdog_tdf():

@@ -396,6 +396,25 @@ def test_a_fib_change_is_programmed_after_its_routes_time_dilated_and_in_order()
     assert programming.submit(back, now=11.0) == 11.0
 
 
+def test_a_dark_far_end_is_seen_down_after_the_detection_time_and_a_port_shut_here_at_once():
+    from rocelab.switch.fib import SignalLoss
+
+    signal = SignalLoss(detect_s=2.0)  # 2 ms of production time at TDF 1000
+    signal.update(frozenset({"eth1", "eth3"}), shut=frozenset({"eth3"}), now=10.0)  # eth1's far end went dark
+    assert signal.held(10.0) == {"eth3"} and signal.dark(10.0) == {"eth1"} and signal.next_due(10.0) == 12.0
+    signal.update(frozenset({"eth1", "eth3"}), shut=frozenset({"eth3"}), now=11.0)  # another event: the clock runs on
+    assert signal.held(11.99) == {"eth3"} and signal.next_due(11.99) == 12.0
+    assert signal.held(12.0) == {"eth1", "eth3"} and signal.dark(12.0) == set() and signal.next_due(12.0) is None
+    signal.update(frozenset(), shut=frozenset(), now=13.0)  # both back: nothing held, nothing pending
+    assert signal.held(13.0) == set() and signal.next_due(13.0) is None
+    signal.update(frozenset({"eth1"}), shut=frozenset(), now=14.0)  # dark again: a new detection
+    assert signal.dark(15.0) == {"eth1"} and signal.held(16.0) == {"eth1"}
+    assert SignalLoss(0.0).held(0.0) == set()
+    at_once = SignalLoss(0.0)
+    at_once.update(frozenset({"eth1"}), shut=frozenset(), now=5.0)
+    assert at_once.held(5.0) == {"eth1"} and at_once.next_due(5.0) is None
+
+
 def test_a_down_link_leaves_every_route_and_ecmp_group_at_once():
     from rocelab.switch.fib import without_ports
 

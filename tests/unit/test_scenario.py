@@ -359,8 +359,10 @@ def test_the_run_says_which_figures_are_emulated_time_and_which_frrs_wall_clock(
     silent = ScenarioRun("lab-link-failure", [CaseResult(case.case, {}, steps=[StepResult(dead, 0.002, 0)])], [])
     assert "A silently dead link stays a black hole until BFD notices: 900 ms on a real fabric, 900 µs here" \
         in silent.time_note(bgp)
-    static = LabState("l", "netns", "l", "switchd", 1000, "up", routing={"mode": "static"})
+    assert "far end sees it down at once (link_down_detect_ms: 0)" in note
+    static = LabState("l", "netns", "l", "switchd", 1000, "up", routing={"mode": "static", "link_down_detect_s": 0.25})
     assert "FRR" not in run.time_note(static)
+    assert "far end sees it down 250 ms later (link_down_detect_ms, emulated time)" in run.time_note(static)
     assert ScenarioRun("lab-pfc", [CaseResult(case.case, {})], []).time_note(static) == ""
 
 

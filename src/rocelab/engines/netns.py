@@ -100,6 +100,7 @@ def plan(lab: Lab, engine: str = "netns", tdf_choice: TdfChoice | None = None,
     routing = {"mode": "static"} if bgp is None else {
         "mode": "bgp", "daemons": [],
         "switches": {name: {"how": how, "notes": list(config.notes)} for name, (config, how) in bgp.items()}}
+    routing["link_down_detect_s"] = lab.link_down_detect_s  # the switches' loss-of-signal detection
     return LabState(lab.name, engine, lab.source, lab.dataplane, lab.tdf, "creating", nodes, nic=lab.nic,
                     tdf_choice=tdf_choice.to_json() if tdf_choice else {}, fidelity_bound_s=fidelity_bound_s(lab),
                     routing=routing)
@@ -178,6 +179,7 @@ def write_agent_config(lab: Lab, node: Node, netns: str | None = None) -> Path:
         "profile": str(node_profile_file(lab, node.name) or "") or None,
         "roce": lab.roce_of(node.name),
         "load_balancing": dict(lab.load_balancing),
+        "link_down_detect_s": lab.link_down_detect_s,
         # The NOS whose commands the switch's shell takes (rocelab.nodecli): SONiC's unless its
         # lab.yml `profiles:` entry is another NOS's config.
         "nos": lab.node_nos[node.name].format if node.name in lab.node_nos else "sonic",

@@ -32,7 +32,7 @@ DEFAULT_PROFILE = "roce-lossless"  # for a bare topology on switchd: rocelab is 
 ROUTING_MODES = ("static", "bgp")
 DEFAULT_ROUTING = "static"
 LAB_KEYS = frozenset({"name", "description", "topology", "dataplane", "tdf", "pfc_wd_tdf", "fidelity_bound", "profile",
-                      "profiles", "nic", "routing", "bgp", "fib_routes_per_s",
+                      "profiles", "nic", "routing", "bgp", "fib_routes_per_s", "link_down_detect_ms",
                       "roce", "nics", "flow_control_rx", "load_balancing", "scenario", "checks"})
 # `roce:` keys: NicConfig's fields (production units; nicd dilates them by the TDF), with
 # DCQCN's parameters under `dcqcn:`.
@@ -81,6 +81,9 @@ class Lab:
     # over rocelab.routing.design's choice: what FRR runs there when routing is bgp.
     node_bgp: Mapping[str, BgpConfig] = field(default_factory=dict)
     bgp: Design = Design()  # lab.yml `bgp:`, over every switch's own BGP (rocelab.routing.design.lab_bgp)
+    # How long a switch takes to see a link's far end go dark (loss of signal, a linkscan poll),
+    # in production seconds: until then its ASIC forwards onto the dead link (rocelab.switch.fib.SignalLoss).
+    link_down_detect_s: float = 0.0
 
     def roce_of(self, host: str) -> dict:
         """The `roce:` settings of one host's NIC."""
@@ -185,6 +188,12 @@ def _load_lab_file(path: Path) -> Lab:
         problems.add("fib_routes_per_s", f"{fib_routes_per_s!r} is not a rate",
                      "routes a second a switch programs into its forwarding table, e.g. 10500; 0: at once")
         fib_routes_per_s = None
+    link_down_detect_ms = data.get("link_down_detect_ms", 0)
+    if isinstance(link_down_detect_ms, bool) or not isinstance(link_down_detect_ms, (int, float)) or not (
+            0 <= link_down_detect_ms <= 10_000):
+        problems.add("link_down_detect_ms", f"{link_down_detect_ms!r} is not a detection time",
+                     "milliseconds from 0 (at once) to 10000 a switch takes to see its link's far end go dark, e.g. 1")
+        link_down_detect_ms = 0
     nic = data.get("nic", "none")
     if nic not in builtin_nic_backends().names():
         problems.add("nic", f"{nic!r} is not a NIC backend", f"expected one of: {', '.join(builtin_nic_backends().names())}")
@@ -241,4 +250,4 @@ def _load_lab_file(path: Path) -> Lab:
                pfc_wd_tdf=pfc_wd_tdf,
                fidelity_bound_s=fidelity_bound_s, host_roce=host_roce, host_notes=tuple(host_notes),
                flow_control_rx=frozenset(flow_control_rx), load_balancing=load_balancing, routing=routing,
-               fib_routes_per_s=fib_routes_per_s, bgp=bgp)
+               fib_routes_per_s=fib_routes_per_s, bgp=bgp, link_down_detect_s=link_down_detect_ms / 1e3)

@@ -415,15 +415,19 @@ class ScenarioRun:
         tdf = record.tdf
         note = (f"Time: the observations and the steps' times are emulated time, shown production-equivalent "
                 f"(the lab's wall time ÷ TDF {tdf:,})")
+        detect_s = record.routing.get("link_down_detect_s", 0.0)
+        dark = (f"A shut link's far end sees it down {detect_s * 1e3:g} ms later (link_down_detect_ms, emulated "
+                "time), forwarding into it until then" if detect_s else
+                "A shut link's far end sees it down at once (link_down_detect_ms: 0)")
         if not bgp:
-            return note + "."
+            return f"{note}. {dark}."
         rate = record.routing.get("fib_routes_per_s")
         note += f", as is each switch's FIB programming ({rate:,.0f} routes/s)" if rate else ""
         bfd_s = FRR_BFD_MULTIPLIER * FRR_BFD_INTERVAL_MS / 1e3
         return note + (f". FRR runs on the wall clock: BGP's reaction to a link going down, BFD's detection "
                        f"({FRR_BFD_MULTIPLIER} × {FRR_BFD_INTERVAL_MS} ms) and hold timers take that long in wall time, {tdf:,} times less in "
                        f"production-equivalent time (BFD's {bfd_s * 1e3:g} ms reads as {bfd_s / tdf * 1e6:g} µs). "
-                       "A shut link's far end loses carrier at once: loss-of-signal detection is not emulated."
+                       + f"{dark}; FRR's zebra sees the kernel's carrier drop at once."
                        + (f" A silently dead link stays a black hole until BFD notices: {bfd_s * 1e3:g} ms on a real "
                           f"fabric, {bfd_s / tdf * 1e6:g} µs here, so the frames it swallows and the retransmissions "
                           "they cost are a real fabric's lower bound." if self.silent_faults() else ""))

@@ -39,13 +39,16 @@ profile from a SONiC config_db.json, and a control socket:
                                              ASIC, its link up (rocelab.kernel.deadlink)
     fib {"kernel": bool}                   → the forwarding table as programmed, how many kernel FIB
                                              changes are still being programmed, the ports it has
-                                             seen go down (in no route); with "kernel", the kernel's
-                                             routes through the ports too (who installed each)
+                                             seen go down (in no route) and those whose far end went
+                                             dark that it has not seen yet; with "kernel", the
+                                             kernel's routes through the ports too (who installed each)
     fib_programming {"routes_per_s": N|null} → from now on, program kernel FIB changes at N
                                              production routes a second; null: at once
 
-A port whose link goes down (shut here, or its far end's carrier lost) leaves every route and ECMP
-group at once, as an ASIC takes a dead link's next hops out of its groups in hardware; any other
+A port whose link goes down leaves every route and ECMP group, as an ASIC takes a dead link's
+next hops out of its groups in hardware: at once where it was shut here, and where its far end's
+carrier was lost once the ASIC detects the loss of signal, the lab's `link_down_detect_ms` later
+in emulated time (0 by default: at once; rocelab.switch.fib.SignalLoss); any other
 change of the kernel's FIB (FRR's routes, a link coming back) reaches the forwarding table after the
 ASIC's programming time in emulated time, once the engine has asked for it (`fib_programming`,
 after the lab's routing has converged: a switch's boot-time FIB load is not what a lab studies;
@@ -79,7 +82,7 @@ from rocelab.qos.model import QosProfile
 from rocelab.qos.sonic import QOS_TABLES, profile_from_config_db, read_config_db
 from rocelab.switch.balance import Balance, balance_config, balance_from_config_db, dilate
 from rocelab.switch.counters import carry_counters
-from rocelab.switch.fib import Fib, FibProgramming, without_ports
+from rocelab.switch.fib import Fib, FibProgramming, SignalLoss, without_ports
 from rocelab.switch.fastpath import choose_pipeline, make_switch
 from rocelab.switch.pipeline import PortSpec, Switch
 
@@ -204,7 +207,9 @@ class Switchd:
         # A shut port's neighbours and routes, which the kernel drops with the link, for startup.
         self.parked: dict[str, kernel_fib.PortState] = {}
         self.events = Events()
-        self.down: frozenset[str] = frozenset()  # ports whose link is down: in no route
+        self.down: frozenset[str] = frozenset()  # ports the ASIC holds down: in no route
+        # how long the ASIC takes to see a link's far end go dark (the lab's link_down_detect_ms, dilated)
+        self.signal = SignalLoss(float(config.get("link_down_detect_s", 0.0)) * config["tdf"])
         self.programming: FibProgramming | None = None
         self.cpu = CpuPort(self.switch, config["ports"])
         self.ports = {key(name): open_port(name) for name in self.names}
@@ -213,11 +218,15 @@ class Switchd:
         self.timer: FibTimer | None = None
 
     def refresh_fib(self) -> None:
-        """The kernel's routes changed: into the forwarding table at once, or after the ASIC's
-        programming time once the engine asked for it (fib_programming)."""
+        """The kernel's links or routes changed: a link that went down leaves every route at once
+        (its far end's once the loss of signal is detected: SignalLoss); the routes reach the
+        forwarding table at once, or after the ASIC's programming time once the engine asked for
+        it (fib_programming)."""
         self.events.drain()
         links = self.rtnl.links()
-        down = kernel_fib.down_ports(links, self.names)
+        now = time.monotonic()
+        self.signal.update(kernel_fib.down_ports(links, self.names), kernel_fib.shut_ports(links, self.names), now)
+        down = self.signal.held(now)
         if down - self.down:
             self.down = down
             self.install_fib(self.fib)
@@ -225,15 +234,26 @@ class Switchd:
         fib = kernel_fib.read_fib(self.rtnl, self.names, links)
         if self.programming is None:
             self.install_fib(fib)
-            return
-        self.programming.submit(fib, time.monotonic())
+        else:
+            self.programming.submit(fib, now)
         self.timer.arm()
 
-    def program_fib(self) -> None:
-        """The FIB changes due by now, into the forwarding table."""
+    def next_due(self, now: float) -> float | None:
+        """When the next FIB change or dark port is due."""
+        due = [t for t in (self.programming.pending[0][0] if self.programming and self.programming.pending else None,
+                           self.signal.next_due(now)) if t is not None]
+        return min(due) if due else None
+
+    def on_timer(self) -> None:
+        """Dark ports seen down and FIB changes programmed by now, into the forwarding table."""
+        now = time.monotonic()
+        seen = self.signal.held(now) - self.down
+        if seen:
+            self.down |= seen
+            self.install_fib(self.fib)
         if self.programming is None:
             return
-        fib = self.programming.due(time.monotonic())
+        fib = self.programming.due(now)
         if fib is not None:
             self.install_fib(fib)
 
@@ -322,7 +342,9 @@ class Switchd:
             self.timer.arm()
             return {}
         if op == "links":
-            return {"links": {link.name: {"admin": "up" if link.admin_up else "down", "oper": "up" if link.up else "down",
+            dark = self.signal.dark(time.monotonic())  # not seen down by the ASIC yet: up, as it shows
+            return {"links": {link.name: {"admin": "up" if link.admin_up else "down",
+                                          "oper": "up" if link.up or link.name in dark else "down",
                                           "mtu": link.mtu} for link in self.rtnl.links()
                               if link.name in self.cable_delay_s}}
         if op == "fib":
@@ -332,7 +354,7 @@ class Switchd:
                     **({"kernel": kernel_fib.kernel_routes(self.rtnl, self.names, self.rtnl.links())}
                        if req.get("kernel") else {}),
                     "pending": len(self.programming.pending) if self.programming else 0,
-                    "down": sorted(self.down)}
+                    "down": sorted(self.down), "dark": sorted(self.signal.dark(time.monotonic()))}
         raise ValueError(f"unknown op {op!r}; ops: ping, counters, clear, reload, impair, port, links, fib, "
                          "fib_programming")
 
@@ -360,14 +382,15 @@ class FibTimer:
 
     def arm(self) -> None:
         """Set for the earliest change due, or cleared when none is."""
-        due = [s.programming.pending[0][0] for s in self.switches if s.programming and s.programming.pending]
+        now = time.monotonic()
+        due = [t for t in (s.next_due(now) for s in self.switches) if t is not None]
         # setitimer takes no zero for "now": zero clears it
-        signal.setitimer(signal.ITIMER_REAL, max(min(due) - time.monotonic(), 1e-6) if due else 0.0)
+        signal.setitimer(signal.ITIMER_REAL, max(min(due) - now, 1e-6) if due else 0.0)
 
     def program(self) -> None:
         os.read(self.fired, 4096)  # SIGALRM, or a SIGTERM that stops the loop: nothing due then
         for switch in self.switches:
-            switch.program_fib()
+            switch.on_timer()
         self.arm()
 
 

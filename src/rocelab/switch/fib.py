@@ -137,3 +137,34 @@ class FibProgramming:
         if ready is not None:
             self.programmed = ready
         return ready
+
+
+class SignalLoss:
+    """Which ports' links the ASIC holds down: one shut on this switch at once (it turned its
+    own laser off), one whose far end went dark (the kernel's carrier lost, the port still
+    admin up) once the loss of signal is detected, `detect_s` later (wall seconds: the lab's
+    production time, dilated). Until then the ASIC hashes flows onto the dark port as before,
+    and what it sends there is lost. Time is the caller's clock."""
+
+    def __init__(self, detect_s: float):
+        self.detect_s = detect_s
+        self.since: dict[str, float] = {}  # dark port → when it went dark
+        self.shut: frozenset[str] = frozenset()
+
+    def update(self, down: frozenset[str], shut: frozenset[str], now: float) -> None:
+        """The ports whose link is down now (`shut`: of those, the ones shut here)."""
+        self.shut = shut
+        self.since = {port: self.since.get(port, now) for port in down - shut}
+
+    def held(self, now: float) -> frozenset[str]:
+        """The ports the ASIC holds down at `now`: in no route."""
+        return self.shut | {port for port, t in self.since.items() if now >= t + self.detect_s}
+
+    def dark(self, now: float) -> frozenset[str]:
+        """The ports whose far end went dark and the ASIC has not seen it yet."""
+        return frozenset(self.since) - self.held(now)
+
+    def next_due(self, now: float) -> float | None:
+        """When the next dark port is seen down, if any is still to be."""
+        due = [t + self.detect_s for t in self.since.values() if t + self.detect_s > now]
+        return min(due) if due else None

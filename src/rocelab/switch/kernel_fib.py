@@ -75,6 +75,11 @@ def down_ports(links: list[Link], ports: list[str]) -> frozenset[str]:
     return frozenset(link.name for link in links if link.name in ports and not link.up)
 
 
+def shut_ports(links: list[Link], ports: list[str]) -> frozenset[str]:
+    """The ports shut here (admin down)."""
+    return frozenset(link.name for link in links if link.name in ports and not link.admin_up)
+
+
 @dataclass(frozen=True)
 class PortState:
     """What the kernel forgets when a port is set down: its static neighbours (the engine's,
