@@ -26,7 +26,8 @@ def test_the_watchdog_runs_on_the_labs_tdf_unless_the_lab_gives_it_its_own(lab_h
 
 @pytest.mark.parametrize("key, value, says, hint", [
     *[("pfc_wd_tdf", v, "is not a time-dilation factor", "whole number") for v in ("0", "2.5", "fast", "true")],
-    *[("link_down_detect_ms", v, "is not a detection time", "milliseconds from 0") for v in ("-1", "20000", "soon", "true")]])
+    *[("link_down_detect_ms", v, "is not a detection time", "milliseconds from 0") for v in ("-1", "20000", "soon", "true")],
+    *[("tdf_floor", v, "is not a time-dilation factor", "the least TDF `up` picks") for v in ("0", "auto", "true")]])
 def test_a_bad_lab_setting_names_the_key_and_what_is_expected(lab_home, key, value, says, hint):
     lab_home.write_text(f"topology: leaf-spine-2x2\n{key}: {value}\n")
     with pytest.raises(InputError) as exc:
@@ -45,6 +46,21 @@ def test_a_labs_link_down_detection_reaches_every_switchd_in_production_seconds(
     lab = load_lab("l1")
     config = json.loads(write_agent_config(lab, lab.fabric.node("spine1")).read_text())
     assert config["link_down_detect_s"] == 0.0025 and config["tdf"] == 1000  # switchd dilates it
+
+
+def test_a_labs_tdf_floor_is_the_least_auto_picks_and_not_beside_a_pinned_tdf(lab_home):
+    from rocelab.model.tdf import AgentCosts, choose_tdf
+
+    lab_home.write_text("topology: leaf-spine-2x2\ntdf_floor: 800\n")
+    lab = load_lab("l1")
+    fast = AgentCosts(switch=((12000, 0.01),), nic=((12000, 0.01),), cores=2)  # a machine that needs next to nothing
+    assert lab.tdf is None and lab.tdf_floor == 800
+    assert choose_tdf(lab.fabric, lab.scenario, 4096, fast, floor=lab.tdf_floor).tdf == 800
+    lab_home.write_text("topology: leaf-spine-2x2\ntdf: 1000\ntdf_floor: 800\n")
+    with pytest.raises(InputError) as exc:
+        load_lab("l1")
+    (problem,) = exc.value.problems
+    assert problem.path == "tdf_floor" and "drop one of tdf and tdf_floor" in problem.hint
 
 
 def test_switchd_dilates_detection_and_restoration_by_the_watchdog_tdf():

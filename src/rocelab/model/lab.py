@@ -31,7 +31,7 @@ DEFAULT_PROFILE = "roce-lossless"  # for a bare topology on switchd: rocelab is 
 # static: rocelab's ECMP routes, computed at `up`; bgp: FRR on every switch (docs/routing.md).
 ROUTING_MODES = ("static", "bgp")
 DEFAULT_ROUTING = "static"
-LAB_KEYS = frozenset({"name", "description", "topology", "dataplane", "tdf", "pfc_wd_tdf", "fidelity_bound", "profile",
+LAB_KEYS = frozenset({"name", "description", "topology", "dataplane", "tdf", "tdf_floor", "pfc_wd_tdf", "fidelity_bound", "profile",
                       "profiles", "nic", "routing", "bgp", "fib_routes_per_s", "link_down_detect_ms",
                       "roce", "nics", "flow_control_rx", "load_balancing", "scenario", "checks"})
 # `roce:` keys: NicConfig's fields (production units; nicd dilates them by the TDF), with
@@ -58,7 +58,7 @@ class Lab:
     # lasts 200 s of wall time; a lab about storms runs the watchdog's timers on a faster clock.
     pfc_wd_tdf: int | None = None
     tdf_how: str = "lab"  # who set tdf: "lab" (lab.yml) or "option" (up --tdf N); unused when auto
-    tdf_floor: int = 1  # the least TDF auto may pick (the plugin's headroom margin)
+    tdf_floor: int = 1  # the least TDF auto may pick (lab.yml's `tdf_floor`, the plugin's headroom margin)
     # How late an agent may run an event, in wall time, before this lab's observations could
     # change (rocelab.runtime.fidelity); None: one MTU frame's time on the fastest link.
     fidelity_bound_s: float | None = None
@@ -157,6 +157,13 @@ def _load_lab_file(path: Path) -> Lab:
         except ValueError as exc:
             problems.add("fidelity_bound", str(exc), "a wall-clock delay like 10ms: how late an agent may run an "
                          "event before this lab's observations could change")
+    tdf_floor = data.get("tdf_floor", 1)
+    if not _is_tdf(tdf_floor):
+        problems.add("tdf_floor", f"{tdf_floor!r} is not a time-dilation factor",
+                     "a whole number ≥ 1: the least TDF `up` picks on its own for this lab, e.g. 800")
+        tdf_floor = 1
+    elif "tdf_floor" in data and _is_tdf(tdf):
+        problems.add("tdf_floor", "is a floor for the TDF `up` picks, and tdf pins one", "drop one of tdf and tdf_floor")
     pfc_wd_tdf = data.get("pfc_wd_tdf")
     if pfc_wd_tdf is not None and not _is_tdf(pfc_wd_tdf):
         problems.add("pfc_wd_tdf", f"{pfc_wd_tdf!r} is not a time-dilation factor",
@@ -247,7 +254,7 @@ def _load_lab_file(path: Path) -> Lab:
         node_qos = {name: device.profile for name, device in devices.items()}
     return Lab(name, doc.name, fabric, dataplane, tdf, profile, nic, roce, scenario, node_qos=node_qos,
                node_nos=devices,
-               pfc_wd_tdf=pfc_wd_tdf,
+               pfc_wd_tdf=pfc_wd_tdf, tdf_floor=tdf_floor,
                fidelity_bound_s=fidelity_bound_s, host_roce=host_roce, host_notes=tuple(host_notes),
                flow_control_rx=frozenset(flow_control_rx), load_balancing=load_balancing, routing=routing,
                fib_routes_per_s=fib_routes_per_s, bgp=bgp, link_down_detect_s=link_down_detect_ms / 1e3)

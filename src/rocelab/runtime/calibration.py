@@ -17,7 +17,7 @@ what else the machine runs changes the figures little; the fidelity report
 (rocelab.runtime.fidelity) says when the machine could not give the agents that time.
 
 The result is kept under paths.cache_dir() per rocelab version and sources, CPU model and
-core count: changed agents are measured again. Calibrating takes about fifteen seconds, once.
+core count: changed agents are measured again. Calibrating takes about ten seconds, once.
 """
 
 from __future__ import annotations

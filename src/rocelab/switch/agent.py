@@ -368,9 +368,9 @@ class Switchd:
 
 
 class FibTimer:
-    """The interval timer set for the next FIB change due of any switch the process serves: its
-    SIGALRM is written to a pipe by the interpreter's C handler at once (set_wakeup_fd), the loop
-    wakes and programs the change. Not a timer thread: an ordinary thread the loop waits for (its
+    """The interval timer set for the next FIB change or dark port due on any switch the process
+    serves: its SIGALRM is written to a pipe by the interpreter's C handler at once
+    (set_wakeup_fd), the loop wakes and programs the change. Not a timer thread: an ordinary thread the loop waits for (its
     start, the GIL it takes) stalls the real-time loop whenever another process has the CPU."""
 
     def __init__(self, switches: list[Switchd]):
