@@ -41,6 +41,17 @@ from rocelab.runtime import calibration  # noqa: E402
 from rocelab.switch.fastpath import PURE_ENV, switchd_pipeline  # noqa: E402
 
 
+def first_parenthesis(text: str) -> str:
+    """What the first parenthesis of `text` holds, parentheses inside it included."""
+    start = text.index("(") + 1
+    depth = 1
+    for i, char in enumerate(text[start:], start):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if not depth:
+            return text[start:i]
+    return text[start:]
+
+
 def per_hop_us(f: calibration.FlowCost) -> float:
     return f.switch_cores() / (f.frames_per_s * len(f.switches)) * 1e6
 
@@ -103,7 +114,7 @@ def main() -> None:
                             bound_s=lab.fidelity_bound_s or 0.0)
         pinned = f" (lab.yml pins {lab.tdf})" if lab.tdf else ""
         table.add_row(lab_dir.name, f"{choice.tdf}{pinned}", f"{choice.load:.0%}",
-                      choice.why.split("(", 1)[1].split(")", 1)[0])
+                      first_parenthesis(choice.why))
     console.print(table)
 
 
