@@ -195,7 +195,8 @@ def test_a_cumulus_leaf_peers_unnumbered_with_generated_spines(tmp_path):
     home = lab_home(tmp_path, "cumleaf", "topology: leaf-spine-2x2\nnic: emulated\nrouting: bgp\nprofiles:\n"
                     "  leaf1:\n    cumulus: leaf1.yml\n"
                     "    buffer: {pool_size_bytes: 12MiB, dynamic_th: -5, xoff_bytes: 56KiB}\n")
-    shutil.copy(ROOT / "examples" / "fabric-bgp-cumulus" / "leaf1" / "nv-config.yml", home / "labs" / "cumleaf" / "leaf1.yml")
+    shutil.copy(ROOT / "examples" / "fabric-bgp-cumulus" / "leaf1" / "nv-config.yml",
+                home / "labs" / "cumleaf" / "leaf1.yml")
 
     try:
         up = run_in(home, "up", "cumleaf", "--tdf", "1000")  # waits until every host is reached over every spine

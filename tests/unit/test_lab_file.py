@@ -26,7 +26,8 @@ def test_the_watchdog_runs_on_the_labs_tdf_unless_the_lab_gives_it_its_own(lab_h
 
 @pytest.mark.parametrize("key, value, says, hint", [
     *[("pfc_wd_tdf", v, "is not a time-dilation factor", "whole number") for v in ("0", "2.5", "fast", "true")],
-    *[("link_down_detect_ms", v, "is not a detection time", "milliseconds from 0") for v in ("-1", "20000", "soon", "true")],
+    *[("link_down_detect_ms", v, "is not a detection time", "milliseconds from 0")
+      for v in ("-1", "20000", "soon", "true")],
     *[("tdf_floor", v, "is not a time-dilation factor", "the least TDF `up` picks") for v in ("0", "auto", "true")]])
 def test_a_bad_lab_setting_names_the_key_and_what_is_expected(lab_home, key, value, says, hint):
     lab_home.write_text(f"topology: leaf-spine-2x2\n{key}: {value}\n")

@@ -31,8 +31,9 @@ DEFAULT_PROFILE = "roce-lossless"  # for a bare topology on switchd: rocelab is 
 # static: rocelab's ECMP routes, computed at `up`; bgp: FRR on every switch (docs/routing.md).
 ROUTING_MODES = ("static", "bgp")
 DEFAULT_ROUTING = "static"
-LAB_KEYS = frozenset({"name", "description", "topology", "dataplane", "tdf", "tdf_floor", "pfc_wd_tdf", "fidelity_bound", "profile",
-                      "profiles", "nic", "routing", "bgp", "fib_routes_per_s", "link_down_detect_ms",
+LAB_KEYS = frozenset({"name", "description", "topology", "dataplane", "tdf", "tdf_floor", "pfc_wd_tdf",
+                      "fidelity_bound", "profile", "profiles", "nic", "routing", "bgp", "fib_routes_per_s",
+                      "link_down_detect_ms",
                       "roce", "nics", "flow_control_rx", "load_balancing", "scenario", "checks"})
 # `roce:` keys: NicConfig's fields (production units; nicd dilates them by the TDF), with
 # DCQCN's parameters under `dcqcn:`.
@@ -163,7 +164,8 @@ def _load_lab_file(path: Path) -> Lab:
                      "a whole number ≥ 1: the least TDF `up` picks on its own for this lab, e.g. 800")
         tdf_floor = 1
     elif "tdf_floor" in data and _is_tdf(tdf):
-        problems.add("tdf_floor", "is a floor for the TDF `up` picks, and tdf pins one", "drop one of tdf and tdf_floor")
+        problems.add("tdf_floor", "is a floor for the TDF `up` picks, and tdf pins one",
+                     "drop one of tdf and tdf_floor")
     pfc_wd_tdf = data.get("pfc_wd_tdf")
     if pfc_wd_tdf is not None and not _is_tdf(pfc_wd_tdf):
         problems.add("pfc_wd_tdf", f"{pfc_wd_tdf!r} is not a time-dilation factor",

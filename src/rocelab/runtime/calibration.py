@@ -80,6 +80,11 @@ topology:
 FLOWS = (("h1", "h2", 20_000_000), ("h3", "h4", 4_000_000), ("h5", "h6", 800_000))  # ~0.4 s each at TDF 250
 PATH_FLOW = ("h1", "h7", 20_000_000)  # the first flow's rate, through leaf1, spine1 and leaf2
 SWITCHES = {("h1", "h7"): ("leaf1", "spine1", "leaf2")}  # a flow's switches, where not leaf1 alone
+
+
+def switches_of(src: str, dst: str) -> tuple[str, ...]:
+    """The switches a calibration flow crosses."""
+    return SWITCHES.get((src, dst), ("leaf1",))
 # The fastest flow runs this many times, and its agents' lateness is the median of the runs'.
 # On this project's VM (2 cores, ~8% of the CPU stolen by the host in stalls of 1-10 ms, seen in
 # /proc/stat's steal column) one run's p99 is set by whether a stall or two fell in its second:
@@ -103,7 +108,7 @@ class FlowCost:
 
     @property
     def switches(self) -> tuple[str, ...]:
-        return SWITCHES.get((self.src, self.dst), ("leaf1",))
+        return switches_of(self.src, self.dst)
 
     def switch_cores(self) -> float:
         """What the flow's switches spent: their processes' cores (one switchd serving all: once)."""
@@ -171,7 +176,7 @@ def run_flows(record: LabState, lab: Lab, flows=FLOWS) -> list[FlowCost]:
         woke = {r.node: r.reply["loop"]["wakeups"] for r in readings if r.reply}
         out.append(FlowCost(src, dst, wall_s, size / pmtu / wall_s, {node: s / wall_s for node, s in spent.items()},
                             {r.node: r.reply["loop"]["wakeups"] - woke.get(r.node, 0) for r in after if r.reply},
-                            _late_p99_s(readings, after, (*SWITCHES.get((src, dst), ("leaf1",)), src, dst)), pid))
+                            _late_p99_s(readings, after, (*switches_of(src, dst), src, dst)), pid))
     return out
 
 

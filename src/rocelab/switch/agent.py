@@ -226,11 +226,7 @@ class Switchd:
         links = self.rtnl.links()
         now = time.monotonic()
         self.signal.update(kernel_fib.down_ports(links, self.names), kernel_fib.shut_ports(links, self.names), now)
-        down = self.signal.held(now)
-        if down - self.down:
-            self.down = down
-            self.install_fib(self.fib)
-        self.down = down
+        self.hold_down(now)
         fib = kernel_fib.read_fib(self.rtnl, self.names, links)
         if self.programming is None:
             self.install_fib(fib)
@@ -244,13 +240,18 @@ class Switchd:
                            self.signal.next_due(now)) if t is not None]
         return min(due) if due else None
 
+    def hold_down(self, now: float) -> None:
+        """The ports the ASIC holds down at `now`: one newly down leaves every route at once."""
+        down = self.signal.held(now)
+        if down - self.down:
+            self.down = down
+            self.install_fib(self.fib)
+        self.down = down
+
     def on_timer(self) -> None:
         """Dark ports seen down and FIB changes programmed by now, into the forwarding table."""
         now = time.monotonic()
-        seen = self.signal.held(now) - self.down
-        if seen:
-            self.down |= seen
-            self.install_fib(self.fib)
+        self.hold_down(now)
         if self.programming is None:
             return
         fib = self.programming.due(now)
@@ -370,8 +371,9 @@ class Switchd:
 class FibTimer:
     """The interval timer set for the next FIB change or dark port due on any switch the process
     serves: its SIGALRM is written to a pipe by the interpreter's C handler at once
-    (set_wakeup_fd), the loop wakes and programs the change. Not a timer thread: an ordinary thread the loop waits for (its
-    start, the GIL it takes) stalls the real-time loop whenever another process has the CPU."""
+    (set_wakeup_fd), the loop wakes and programs the change. Not a timer thread: an ordinary
+    thread the loop waits for (its start, the GIL it takes) stalls the real-time loop whenever
+    another process has the CPU."""
 
     def __init__(self, switches: list[Switchd]):
         self.switches = switches
