@@ -78,6 +78,17 @@ def test_sessions_are_established_and_remote_hosts_are_reached_over_every_spine(
     assert sorted(remote) == ["198.19.3.0/24", "198.19.4.0/24"]
     assert all(routes[p] == 2 for p in remote), routes
     assert "B>* 198.19.3.0/24" in on("leaf1", "vtysh", "-c", "show ip route")
+
+
+def test_every_bgpd_runs_the_rendered_configuration_once_up(bgp_lab):
+    """bgpd booted with `coalesce-time 0` (rocelab.routing.frr.FINISH_BOOT): once `up` returns,
+    every switch's running bgpd has the rendered one's coalesce time, FRR's default, and keeps
+    suppress-fib-pending as SONiC renders it."""
+    for node in ("leaf1", "leaf2", "spine1", "spine2"):
+        running = on(node, "vtysh", "-c", "show running-config")
+        rendered = (paths.STATE_DIR / LAB / node / "frr" / "bgpd.conf").read_text()
+        assert "coalesce-time" not in running and "coalesce-time" not in rendered, (node, running)
+        assert " bgp suppress-fib-pending" in running and "  bgp suppress-fib-pending" in rendered, node
     # SONiC's `show ip route` is FRR's, the ports by SONiC's names.
     shown = on("leaf1", "show", "ip", "route", "198.19.3.0/24")
     assert 'Known via "bgp"' in shown and ", via Ethernet8, weight 1" in shown and "eth3" not in shown

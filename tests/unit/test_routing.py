@@ -195,8 +195,13 @@ def test_generated_design_on_a_two_by_two():
     assert {n.address for n in configs["leaf1"].neighbors} == {
         str(fabric.peer(p).address.ip) for p in leaf1.ports if fabric.peer(p).node.startswith("spine")}
     files = render(configs["leaf1"])
-    assert set(files) == {"zebra.conf", "bgpd.conf", "bfdd.conf"}
+    assert set(files) == {"zebra.conf", "bgpd.conf", "bgpd.boot.conf", "bfdd.conf"}
     assert all("hostname leaf1" in text for text in files.values())
+    # bgpd starts with no coalesce time (FRR's 1 s would hold each hop's first advertisement at
+    # `up`); FINISH_BOOT, typed once converged, makes it bgpd.conf's: the files differ in that line.
+    rendered, boot = files["bgpd.conf"].split("\n"), files["bgpd.boot.conf"].split("\n")
+    assert [line for line in boot if line != "  coalesce-time 0"] == rendered
+    assert boot.index("  coalesce-time 0") < boot.index("  neighbor PEER_V4 peer-group")  # router bgp's own
 
 
 # --- the lab's choice, the front door, the engine's prerequisites
@@ -333,10 +338,10 @@ def test_without_frr_up_is_an_input_error_naming_the_package(tmp_path, monkeypat
 
 
 def test_every_daemon_has_its_own_sockets_and_files_in_the_switchs_folder(tmp_path):
-    for daemon in ("zebra", "bgpd", "bfdd"):
+    for daemon, config in (("zebra", "zebra.conf"), ("bgpd", "bgpd.boot.conf"), ("bfdd", "bfdd.conf")):
         words = frr.argv(daemon, tmp_path)
         paths_given = [w for w in words if w.startswith(str(tmp_path))]
-        assert {f"{tmp_path}/{daemon}.conf", f"{tmp_path}/{daemon}.pid", str(tmp_path),
+        assert {f"{tmp_path}/{config}", f"{tmp_path}/{daemon}.pid", str(tmp_path),
                 f"{tmp_path}/zserv.api"} <= set(paths_given)
         assert words[words.index("-P") + 1] == "0"  # no TCP vty
     assert "--bfdctl" in frr.argv("bfdd", tmp_path)

@@ -24,7 +24,7 @@ from rocelab import paths
 from rocelab.errors import InputError, Problem
 from rocelab.kernel.netns import popen_in, stop
 from rocelab.routing.bgp import BgpConfig
-from rocelab.routing.frr import render, runs_bfd
+from rocelab.routing.frr import FINISH_BOOT, render, runs_bfd
 
 FRR_DAEMONS_DIR = Path("/usr/lib/frr")
 FRR_USER = "frr"
@@ -106,7 +106,8 @@ def daemons(config: BgpConfig) -> list[str]:
 
 
 def argv(daemon: str, where: Path) -> list[str]:
-    args = [str(FRR_DAEMONS_DIR / daemon), "-f", str(where / f"{daemon}.conf"), "-i", str(where / f"{daemon}.pid"),
+    config = "bgpd.boot.conf" if daemon == "bgpd" else f"{daemon}.conf"  # bgpd.conf's once converged: FINISH_BOOT
+    args = [str(FRR_DAEMONS_DIR / daemon), "-f", str(where / config), "-i", str(where / f"{daemon}.pid"),
             "--vty_socket", str(where), "-P", "0", "--log", f"file:{where / f'{daemon}.log'}"]
     if daemon in ("zebra", "bgpd", "bfdd"):
         args += ["-z", str(where / "zserv.api")]
@@ -157,10 +158,26 @@ def _wait_for(sock: Path, proc: subprocess.Popen, node: str) -> None:
         time.sleep(0.01)
 
 
-def vtysh(lab: str, node: str, command: str) -> subprocess.CompletedProcess:
-    """One vtysh command against the switch's daemons, its output captured."""
-    return subprocess.run(["vtysh", "--vty_socket", str(folder(lab, node)), "-c", command],
-                          capture_output=True, text=True, timeout=VTYSH_TIMEOUT_S)
+def _vtysh_argv(lab: str, node: str, commands: tuple[str, ...]) -> list[str]:
+    return ["vtysh", "--vty_socket", str(folder(lab, node))] + [arg for c in commands for arg in ("-c", c)]
+
+
+def vtysh(lab: str, node: str, *commands: str) -> subprocess.CompletedProcess:
+    """vtysh commands against the switch's daemons, in one session, its output captured."""
+    return subprocess.run(_vtysh_argv(lab, node, commands), capture_output=True, text=True, timeout=VTYSH_TIMEOUT_S)
+
+
+def finish_config(lab: str, configs: Mapping[str, BgpConfig]) -> None:
+    """What makes every switch's (name → configuration) running bgpd, started from bgpd.boot.conf,
+    run bgpd.conf's configuration (rocelab.routing.frr.FINISH_BOOT), typed into them all at once
+    once the fabric has converged; FrrFailed naming the switch whose bgpd refused it."""
+    typed = {node: subprocess.Popen(
+        _vtysh_argv(lab, node, ("configure terminal", f"router bgp {config.asn}", *FINISH_BOOT)),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for node, config in configs.items()}
+    for node, proc in typed.items():
+        said, _ = proc.communicate(timeout=VTYSH_TIMEOUT_S)
+        if proc.returncode != 0 or said.strip():
+            raise FrrFailed(f"bgpd on {node} refused {', '.join(FINISH_BOOT)}: {said.strip() or proc.returncode}")
 
 
 def sessions_not_established(lab: str, node: str) -> list[str]:

@@ -357,6 +357,7 @@ class NetnsEngine:
         if bgp:
             start = time.monotonic()
             narrower = wait_converged(lab.fabric, record)
+            frr.finish_config(lab.name, {n.name: bgp[n.name][0] for n in ours if n.name in bgp})
             if narrower:
                 record.routing["narrower"] = narrower  # than the fabric's equal-cost paths: status says so
             record.routing["converged_s"] = round(time.monotonic() - start, 2)  # after every agent was ready

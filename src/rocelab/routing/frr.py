@@ -19,6 +19,15 @@ PEER_GROUP = "PEER_V4"
 # bgpd refuses `maximum-paths` above the ECMP width it was built for: Debian's FRR 8.4 is built
 # for 256 (SONiC builds its own for constants.yml's 514). Wider asks are rendered as the most it takes.
 FRR_MULTIPATH_NUM = 256
+# bgpd starts from bgpd.boot.conf, rendered with `boot=True`: with a coalesce time of 0. Once the
+# fabric has first converged, rocelab types FINISH_BOOT into the running bgpd
+# (rocelab.engines.frr.finish_config), which from then on runs bgpd.conf's configuration. Why: a
+# new update group holds its first advertisement for its coalesce time (FRR's default 1 s of wall
+# time), a second per hop that `up` would wait for, for routes that, dilated, arrive within a
+# millisecond of emulated time before any traffic flows. (suppress-fib-pending, which holds every
+# advertisement a second, cannot wait the same way: FRR 8.4 turned it on in a running bgpd stops
+# advertising the routes it had installed before.)
+FINISH_BOOT = ("no coalesce-time 0",)
 
 
 def _header(config: BgpConfig, daemon: str) -> list[str]:
@@ -69,7 +78,8 @@ def _peer_range(r: PeerRange) -> list[str]:
     return lines + ["  address-family ipv4", f"    neighbor {g} activate", "  exit-address-family", "!"]
 
 
-def render_bgpd(config: BgpConfig) -> str:
+def render_bgpd(config: BgpConfig, boot: bool = False) -> str:
+    """bgpd.conf; with `boot`, the file bgpd starts from (FINISH_BOOT undoes the difference)."""
     lines = _header(config, "bgpd")
     if config.loopback:
         lines += [f"ip prefix-list PL_LoopbackV4 permit {ipaddress.IPv4Interface(config.loopback).network}", "!"]
@@ -82,7 +92,7 @@ def render_bgpd(config: BgpConfig) -> str:
               # bgpd advertises a route only once zebra has installed it (SONiC: once the ASIC has).
               "  bgp suppress-fib-pending",
               "  no bgp default ipv4-unicast",
-              "  no bgp ebgp-requires-policy"]
+              "  no bgp ebgp-requires-policy"] + (["  coalesce-time 0"] if boot else [])
     if config.multipath_relax:
         lines.append("  bgp bestpath as-path multipath-relax")
     if config.router_id:
@@ -116,8 +126,9 @@ def render_bfdd(config: BgpConfig) -> str:
 
 
 def render(config: BgpConfig) -> dict[str, str]:
-    """Every daemon's file, by name."""
-    return {"zebra.conf": render_zebra(config), "bgpd.conf": render_bgpd(config), "bfdd.conf": render_bfdd(config)}
+    """Every daemon's file, by name, and the one bgpd starts from (bgpd.boot.conf: FINISH_BOOT)."""
+    return {"zebra.conf": render_zebra(config), "bgpd.conf": render_bgpd(config),
+            "bgpd.boot.conf": render_bgpd(config, boot=True), "bfdd.conf": render_bfdd(config)}
 
 
 def runs_bfd(config: BgpConfig) -> bool:

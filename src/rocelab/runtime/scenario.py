@@ -87,10 +87,10 @@ def revive_links(record: LabState, fabric,
     return revived
 
 
-def reconfigure_bgp(record: LabState, configs: Mapping[str, tuple[BgpConfig, str]]) -> list[str]:
+def reconfigure_bgp(record: LabState, configs: Mapping[str, tuple[BgpConfig, str]]) -> dict[str, BgpConfig]:
     """bgpd restarted on each switch whose configuration for the case (its `bgp:` over the lab's)
     renders another bgpd.conf than the one it runs (rocelab.engines.frr.restart_bgpd), the lab's
-    record following; those switches."""
+    record following; those switches and their configurations."""
     started = frr.restart_bgpd(record.name, {node: (record.node(node).netns, config)
                                              for node, (config, _) in configs.items()},
                                builtin_engines().get(record.engine).frr_daemons)
@@ -101,15 +101,15 @@ def reconfigure_bgp(record: LabState, configs: Mapping[str, tuple[BgpConfig, str
         record.routing["switches"][node]["how"] = configs[node][1]
     if started:
         lab_state.save(record)
-    return list(started)
+    return {node: configs[node][0] for node in started}
 
 
-def settle_routing(record: LabState, fabric, case: Case, reconfigured: list[str], revived: list[str],
+def settle_routing(record: LabState, fabric, case: Case, reconfigured: Mapping[str, BgpConfig], revived: list[str],
                    on_note: Callable[[str], object] | None = None) -> None:
     """After a case's start changed the fabric under FRR: every route programmed
     (rocelab.engines.netns.wait_converged), and every BGP session Established again where bgpd
-    restarted; what it waits for, and the prefixes left narrower than the fabric's paths, said to
-    `on_note`."""
+    restarted (and then given the lines it starts without: rocelab.engines.frr.finish_config);
+    what it waits for, and the prefixes left narrower than the fabric's paths, said to `on_note`."""
     note = on_note or (lambda text: None)
     design = f"this case's `bgp:` {case.bgp.text()}" if case.bgp else "the lab's BGP design"
     what = ([f"bgpd restarted on {', '.join(reconfigured)} for {design}"] if reconfigured else []) + \
@@ -117,6 +117,7 @@ def settle_routing(record: LabState, fabric, case: Case, reconfigured: list[str]
     note(f"{'; '.join(what)}; waiting for BGP to converge again, seconds of wall time")
     started = time.monotonic()
     narrower = wait_converged(fabric, record, established=bool(reconfigured))
+    frr.finish_config(record.name, reconfigured)
     note(f"BGP converged in {time.monotonic() - started:.1f} s (wall clock)"
          + (f", narrower than the fabric's equal-cost paths: {', '.join(narrower)}" if narrower else ""))
 
@@ -246,7 +247,7 @@ def run_case(record: LabState, case: Case, lab_profile: Path | None, fabric, *,
             control.request(sock, "reload",
                             profile=str(case.profile or lab_profile) if (case.profile or lab_profile) else None,
                             load_balancing=case.load_balancing)
-    reconfigured = reconfigure_bgp(record, bgp(case)) if bgp is not None else []
+    reconfigured = reconfigure_bgp(record, bgp(case)) if bgp is not None else {}
     revived = revive_links(record, fabric, start_ports)
     if (reconfigured or revived) and record.routes_on_frr:
         settle_routing(record, fabric, case, reconfigured, revived, on_note)
