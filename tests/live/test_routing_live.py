@@ -78,6 +78,10 @@ def test_sessions_are_established_and_remote_hosts_are_reached_over_every_spine(
     assert sorted(remote) == ["198.19.3.0/24", "198.19.4.0/24"]
     assert all(routes[p] == 2 for p in remote), routes
     assert "B>* 198.19.3.0/24" in on("leaf1", "vtysh", "-c", "show ip route")
+    # SONiC's `show ip route` is FRR's, the ports by SONiC's names.
+    shown = on("leaf1", "show", "ip", "route", "198.19.3.0/24")
+    assert 'Known via "bgp"' in shown and ", via Ethernet8, weight 1" in shown and "eth3" not in shown
+    assert "0% packet loss" in on("h1", "ping", "-c", "1", "-W", "2", "198.19.4.2")
 
 
 def test_every_bgpd_runs_the_rendered_configuration_once_up(bgp_lab):
@@ -89,10 +93,6 @@ def test_every_bgpd_runs_the_rendered_configuration_once_up(bgp_lab):
         rendered = (paths.STATE_DIR / LAB / node / "frr" / "bgpd.conf").read_text()
         assert "coalesce-time" not in running and "coalesce-time" not in rendered, (node, running)
         assert " bgp suppress-fib-pending" in running and "  bgp suppress-fib-pending" in rendered, node
-    # SONiC's `show ip route` is FRR's, the ports by SONiC's names.
-    shown = on("leaf1", "show", "ip", "route", "198.19.3.0/24")
-    assert 'Known via "bgp"' in shown and ", via Ethernet8, weight 1" in shown and "eth3" not in shown
-    assert "0% packet loss" in on("h1", "ping", "-c", "1", "-W", "2", "198.19.4.2")
 
 
 def test_shutdown_withdraws_the_links_routes_and_startup_restores_them(bgp_lab):
