@@ -277,7 +277,6 @@ def test_the_calibration_is_measured_again_when_nicd_changes_loops(monkeypatch):
 def test_an_agents_heap_is_frozen_once_its_nodes_are_built():
     """What an agent made before its loop is out of the collector's reach (settle_heap), the
     nodes build_members made included: a collection mid-run does not traverse it."""
-
     built: list = []
     node = {"made": [[] for _ in range(1000)]}
     gc.unfreeze()

@@ -410,7 +410,7 @@ def settle_heap() -> None:
     """Move everything an agent made before its loop (its modules, its nodes: ~34,000 objects)
     out of the cyclic garbage collector's reach, its garbage collected first (once, at start-up).
     Else the collections that the loop's own allocations set off mid-run traverse them while the
-    loop stands still, longer than a frame at the TDFs `up` picks: a generation-1 one 0.8-1.3 ms
+    loop stands still, longer than a frame at the TDFs `up` picks: a generation-1 one 0.8-1.6 ms
     in lab-ecn-dcqcn's run, a full one ~10 ms (benchmarks/bench_gc_pause.py)."""
     gc.collect()
     gc.freeze()
