@@ -81,15 +81,16 @@ FLOWS = (("h1", "h2", 20_000_000), ("h3", "h4", 4_000_000), ("h5", "h6", 800_000
 PATH_FLOW = ("h1", "h7", 20_000_000)  # the first flow's rate, through leaf1, spine1 and leaf2
 SWITCHES = {("h1", "h7"): ("leaf1", "spine1", "leaf2")}  # a flow's switches, where not leaf1 alone
 
-
-def switches_of(src: str, dst: str) -> tuple[str, ...]:
-    """The switches a calibration flow crosses."""
-    return SWITCHES.get((src, dst), ("leaf1",))
 # The fastest flow runs this many times, and its agents' lateness is the median of the runs'.
 # On this project's VM (2 cores, ~8% of the CPU stolen by the host in stalls of 1-10 ms, seen in
 # /proc/stat's steal column) one run's p99 is set by whether a stall or two fell in its second:
 # 0.10-1.73 ms in nine runs on one idle afternoon, and the TDF it gives follows it 6:1.
 LATENESS_RUNS = 3
+
+
+def switches_of(src: str, dst: str) -> tuple[str, ...]:
+    """The switches a calibration flow crosses."""
+    return SWITCHES.get((src, dst), ("leaf1",))
 
 
 @dataclass(frozen=True)
