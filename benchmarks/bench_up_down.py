@@ -7,9 +7,10 @@ two figures per operation: the engine alone (in this process: namespaces, veths,
 addresses, routes, agents started and answering) and the whole `rocelab up|down` command
 (what a user waits for, Python start-up included). Targets, on netns: 2x2 up ≤ 3 s,
 down ≤ 2 s; 4x4 up ≤ 10 s. The container engines build rocelab's images first when they do
-not hold this checkout (`invoke images`), outside the timings. `--routing both` times each
-lab with FRR's BGP (`up` returns once every switch forwards over every spine) beside static
-routes, alternating, and prints BGP's median over static's. Needs root.
+not hold this checkout (`invoke images`), outside the timings. `--routing both`, the default,
+times each lab with FRR's BGP (what a lab runs unless it says otherwise; `up` returns once every
+switch forwards over every spine) beside static routes, alternating, and prints BGP's median
+over static's. Needs root.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--engine", default="netns", choices=builtin_engines().names())
-    parser.add_argument("--routing", default="static", choices=("static", "bgp", "both"))
+    parser.add_argument("--routing", default="both", choices=("static", "bgp", "both"))
     args = parser.parse_args()
     routings = ("static", "bgp") if args.routing == "both" else (args.routing,)
     if os.geteuid() != 0:

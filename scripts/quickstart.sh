@@ -14,8 +14,8 @@ if [ "$(id -u)" != 0 ]; then
   exit 2
 fi
 
-# System tools the labs and tests use (tshark reads the probes' pcaps; FRR routes `routing: bgp`
-# labs, one instance per switch namespace); apt only runs when one is missing.
+# System tools the labs and tests use (tshark reads the probes' pcaps; FRR routes every lab that
+# does not say `routing: static`, one instance per switch namespace); apt only runs when one is missing.
 missing=()
 for tool in ip:iproute2 ping:iputils-ping traceroute:traceroute tcpdump:tcpdump tshark:tshark python3:python3 \
             vtysh:frr; do

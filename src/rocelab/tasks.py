@@ -33,7 +33,7 @@ from rocelab import frontdoor
 from rocelab.dashboard import serving as dashboard_serving
 from rocelab.engines import builtin_engines
 from rocelab.errors import EXIT_USAGE, InputError, Problem
-from rocelab.model.lab import ROUTING_MODES, load_lab
+from rocelab.model.lab import NOS_ROUTING, ROUTING_MODES, default_routing, load_lab
 from rocelab.runtime import calibration
 from rocelab.runtime.fidelity import AgentTiming, distinct
 from rocelab.registry import UnknownName
@@ -86,7 +86,7 @@ def _running(lab: str | None, what: str) -> lab_state.LabState:
     "tdf": "time-dilation factor: links run at rate/TDF, delays × TDF; auto: the smallest this machine holds "
            "for the lab's peak (default: the lab's, else auto)",
     "routing": "static (rocelab's ECMP routes) or bgp (FRR on every switch, docs/routing.md); default: the lab's, "
-               "else static",
+               "else bgp (static where FRR is not installed)",
 })
 @_front_door()
 def up(c, lab, engine="netns", tdf="", routing=""):
@@ -105,7 +105,10 @@ def up(c, lab, engine="netns", tdf="", routing=""):
         if routing not in ROUTING_MODES:
             raise InputError([Problem("--routing", "", f"{routing!r} is not a routing mode",
                                       f"one of: {', '.join(ROUTING_MODES)}")])
-        spec = replace(spec, routing=routing)
+        if routing == "bgp" and default_routing(spec.fabric) != "bgp":
+            raise InputError([Problem("--routing", "", f"is bgp, and {spec.name} has NOS switches: {NOS_ROUTING}",
+                                      "--routing static")])
+        spec = replace(spec, routing=routing, routing_how="option")
     with console.status(f"bringing up {spec.name} on the {engine} engine"):
         try:
             record = calibration.up(chosen, spec)

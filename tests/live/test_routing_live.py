@@ -12,16 +12,20 @@ import os
 import shutil
 import subprocess
 import time
+from dataclasses import replace
 
 import pytest
 
 from test_labs import CLI, ROOT, cli
 
 from rocelab import paths
+from rocelab.engines import builtin_engines, frr
 from rocelab.engines import state as lab_state
+from rocelab.errors import InputError
 from rocelab.kernel import control, frrloss
 from rocelab.model.lab import load_lab
 from rocelab.model.scenario import Impairment
+from rocelab.reporting.status import routing_lines, status_json
 from rocelab.runtime.scenario import impair, revive_links
 
 pytestmark = pytest.mark.root
@@ -173,7 +177,9 @@ def lab_home(tmp_path, name: str, lab_yml: str):
 def test_the_far_end_of_a_shut_link_forwards_into_it_until_it_detects_the_loss_of_signal(tmp_path):
     # link_down_detect_ms 3 at TDF 1000: spine1 sees leaf1's shut uplink 3 s of wall time after
     # its carrier went; leaf1, which shut it, stops using it at once.
-    home = lab_home(tmp_path, "los", "topology: leaf-spine-2x2\ntdf: 1000\nlink_down_detect_ms: 3\n")
+    # Static routes: FRR would withdraw spine1's routes over eth1 as soon as the kernel lost the
+    # carrier, and this is the ASIC's own detection, alone.
+    home = lab_home(tmp_path, "los", "topology: leaf-spine-2x2\nrouting: static\ntdf: 1000\nlink_down_detect_ms: 3\n")
     spine1, leaf1 = control.socket_path("los", "spine1"), control.socket_path("los", "leaf1")
 
     def via_eth1() -> set[str]:  # spine1's routes out of eth1, leaf1's rack
@@ -224,3 +230,29 @@ def test_a_cumulus_leaf_peers_unnumbered_with_generated_spines(tmp_path):
         assert "0% packet loss" in run_in(home, "exec", "h3", "--", "ping", "-c", "1", "-W", "2", "198.19.1.2")
     finally:
         down_in(home, "cumleaf")
+
+
+def test_without_frr_a_lab_left_to_the_default_runs_static_routes_and_says_so(tmp_path, monkeypatch):
+    monkeypatch.setattr(frr, "FRR_DAEMONS_DIR", tmp_path)  # as on a machine without Debian's frr
+    engines = builtin_engines()
+    engine = engines.get("netns")
+    lab = replace(load_lab(LAB), name="nofrr", tdf=1000)
+    assert lab.routing == "bgp" and lab.routing_how == "default"
+    record = None
+    try:
+        record = engine.up(lab)
+        assert record.routing["mode"] == "static"
+        (line,) = routing_lines(status_json(record, engines)["routing"])
+        assert line.startswith("routing: static (BGP, the default, needs FRR, and this machine lacks zebra, bgpd, bfdd")
+        assert "apt-get install frr" in line
+        assert "0% packet loss" in subprocess.run(["ip", "netns", "exec", "nofrr.h1", "ping", "-c", "1", "-W", "2",
+                                                   "198.19.3.2"], capture_output=True, text=True).stdout
+        assert not list((paths.STATE_DIR / "nofrr").glob("*/frr"))
+    finally:
+        if record is not None:
+            engine.down(record)
+    for how in ("lab", "option"):  # asked for by lab.yml or --routing: an input error, nothing made
+        with pytest.raises(InputError) as caught:
+            engine.up(replace(lab, routing_how=how))
+        assert "apt-get install frr" in caught.value.problems[0].hint
+        assert lab_state.load("nofrr") is None and not os.path.exists("/run/netns/nofrr.leaf1")

@@ -72,16 +72,16 @@ def test_only_fabric_addresses_in_what_is_written(ref, tmp_path) -> None:
 
 
 def test_rocelab_nodes_run_rocelabs_images_without_a_management_network() -> None:
-    doc = clab_document(load_lab("leaf-spine-2x2"), Path("/unused"))
+    from dataclasses import replace
+    doc = clab_document(replace(load_lab("leaf-spine-2x2"), routing="static"), Path("/unused"))
     nodes = doc["topology"]["nodes"]
     assert nodes["leaf1"] == {"kind": "linux", "image": f"rocelab/switch:{__version__}", "network-mode": "none",
                               "group": "leaf"}
     assert nodes["h1"]["image"] == HOST_IMAGE == f"rocelab/host:{__version__}"
     assert nodes["spine2"]["image"] == SWITCH_IMAGE
     assert "mgmt" not in doc  # containerlab's default management network, for NOS nodes only
-    # a BGP lab's switches run zebra, which asks for CAP_SYS_ADMIN; its hosts run no FRR
-    from dataclasses import replace
-    nodes = clab_document(replace(load_lab("leaf-spine-2x2"), routing="bgp"), Path("/unused"))["topology"]["nodes"]
+    # a BGP lab's (the default's) switches run zebra, which asks for CAP_SYS_ADMIN; its hosts run no FRR
+    nodes = clab_document(load_lab("leaf-spine-2x2"), Path("/unused"))["topology"]["nodes"]
     assert nodes["leaf1"]["cap-add"] == nodes["spine1"]["cap-add"] == ["SYS_ADMIN"] and "cap-add" not in nodes["h1"]
 
 

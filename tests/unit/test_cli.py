@@ -64,6 +64,17 @@ def test_netns_engine_refuses_network_os_nodes_before_making_anything():
     assert namespaces_of(ROOT / "topologies" / "leaf-spine-2x2-nos.yml") == set()
 
 
+@pytest.mark.parametrize("argv, said", [
+    (["up", "lab-pfc", "--routing", "ospf"], "--routing: 'ospf' is not a routing mode (hint: one of: static, bgp)"),
+    (["up", "leaf-spine-2x2-nos", "--engine", "clab", "--routing", "bgp"],
+     "--routing: is bgp, and leaf-spine-2x2-nos has NOS switches"),
+])
+def test_a_routing_up_cannot_run_exits_2_before_making_anything(argv, said):
+    result = subprocess.run([*CLI, *argv], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 2 and said in " ".join(result.stderr.split()) and "Traceback" not in result.stderr
+    assert namespaces_of(ROOT / "topologies" / "leaf-spine-2x2-nos.yml") == set()
+
+
 def test_unknown_engine_exits_2_listing_engines():
     result = subprocess.run([*CLI, "up", "lab-pfc", "--engine", "vmware"], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 2

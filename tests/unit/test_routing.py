@@ -209,9 +209,12 @@ def test_generated_design_on_a_two_by_two():
 
 def test_a_lab_chooses_static_or_bgp_and_nothing_else(lab_home):
     lab_home.write_text("topology: leaf-spine-2x2\n")
-    assert load_lab("l1").routing == "static"
+    assert (load_lab("l1").routing, load_lab("l1").routing_how) == ("bgp", "default")
+    assert (load_lab("leaf-spine-2x2").routing, load_lab("leaf-spine-2x2").routing_how) == ("bgp", "default")
+    lab_home.write_text("topology: leaf-spine-2x2\nrouting: static\n")
+    assert (load_lab("l1").routing, load_lab("l1").routing_how) == ("static", "lab")
     lab_home.write_text("topology: leaf-spine-2x2\nrouting: bgp\n")
-    assert load_lab("l1").routing == "bgp"
+    assert (load_lab("l1").routing, load_lab("l1").routing_how) == ("bgp", "lab")
     lab_home.write_text("topology: leaf-spine-2x2\nrouting: ospf\n")
     with pytest.raises(InputError) as caught:
         load_lab("l1")
@@ -219,10 +222,23 @@ def test_a_lab_chooses_static_or_bgp_and_nothing_else(lab_home):
     assert problem.file.endswith("lab.yml") and problem.path == "routing" and "'ospf' is not a routing mode" in problem.message
 
 
+def test_a_fabric_with_nos_switches_runs_static_routes_and_refuses_bgp(lab_home):
+    # the BGP rocelab renders for SONiC-VS and cEOS peers only among them: FRR beside them would wait alone
+    assert (load_lab("leaf-spine-2x2-nos").routing, load_lab("leaf-spine-2x2-nos").routing_how) == ("static", "default")
+    lab_home.write_text("topology: leaf-spine-2x2-nos\n")
+    assert load_lab("l1").routing == "static"
+    lab_home.write_text("topology: leaf-spine-2x2-nos\nrouting: bgp\n")
+    with pytest.raises(InputError) as caught:
+        load_lab("l1")
+    (problem,) = caught.value.problems
+    assert problem.path == "routing" and "the topology has NOS switches" in problem.message
+    assert problem.hint == "routing: static"
+
+
 def test_fib_programming_is_sonics_on_bgp_at_once_on_static_unless_the_lab_says(lab_home):
     lab_home.write_text("topology: leaf-spine-2x2\nrouting: bgp\n")
     assert fib_routes_per_s(load_lab("l1")) == SONIC_FIB_ROUTES_PER_S
-    lab_home.write_text("topology: leaf-spine-2x2\n")
+    lab_home.write_text("topology: leaf-spine-2x2\nrouting: static\n")
     assert fib_routes_per_s(load_lab("l1")) is None
     lab_home.write_text("topology: leaf-spine-2x2\nrouting: bgp\nfib_routes_per_s: 0\n")
     assert fib_routes_per_s(load_lab("l1")) is None
@@ -261,9 +277,9 @@ def test_a_labs_bgp_design_numbers_each_spine_and_a_case_takes_multipath_relax_a
     ("routing: bgp\nbgp: {maximum_paths: 0}\n", "bgp.maximum_paths (line 3)", "0 is not a number of paths"),
     ("routing: bgp\nbgp: {paths: 2}\n", "bgp.paths (line 3)", "unknown key 'paths'"),
     ("routing: bgp\nbgp: per-spine\n", "bgp (line 3)", "is not a mapping of BGP design settings"),
-    ("bgp: {spine_asn: per-spine}\n", "bgp (line 2)", "sets the BGP design of a lab without BGP"),
-    ("scenario:\n  - {case: a, traffic: elephant, bgp: {multipath_relax: false}}\n", "scenario[0].bgp (line 3)",
-     "sets the BGP design of a case in a lab without BGP"),
+    ("routing: static\nbgp: {spine_asn: per-spine}\n", "bgp (line 3)", "sets the BGP design of a lab without BGP"),
+    ("routing: static\nscenario:\n  - {case: a, traffic: elephant, bgp: {multipath_relax: false}}\n",
+     "scenario[0].bgp (line 4)", "sets the BGP design of a case in a lab without BGP"),
     ("routing: bgp\nscenario:\n  - {case: a, traffic: elephant, bgp: {multipath_relax: 2}}\n",
      "scenario[0].bgp.multipath_relax (line 4)", "2 is not true or false"),
 ])

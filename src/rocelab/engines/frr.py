@@ -28,7 +28,8 @@ from rocelab.routing.frr import FINISH_BOOT, render, runs_bfd
 
 FRR_DAEMONS_DIR = Path("/usr/lib/frr")
 FRR_USER = "frr"
-FRR_PACKAGE_HINT = "install Debian's frr package (apt-get install frr), or run the lab with --routing static"
+FRR_PACKAGE = "install Debian's frr package (apt-get install frr)"
+FRR_PACKAGE_HINT = f"{FRR_PACKAGE}, or run the lab with --routing static"
 ZEBRA_START_TIMEOUT_S = 10.0
 LOG_TAIL_CHARS = 2000
 VTYSH_TIMEOUT_S = 10.0
@@ -39,18 +40,24 @@ class FrrFailed(RuntimeError):
     pass
 
 
-def require_frr(what: str, daemons_here: bool = True) -> None:
-    """An InputError (exit 2) naming the package when FRR's daemons (where they run on this
-    machine) or vtysh (which reads every engine's sessions) are missing."""
-    missing = [] if shutil.which("vtysh") else ["vtysh"]
+def missing(daemons_here: bool = True) -> list[str]:
+    """What of FRR this machine lacks: its daemons (where they run on this machine) and vtysh
+    (which reads every engine's sessions)."""
+    lacks = [] if shutil.which("vtysh") else ["vtysh"]
     if daemons_here:
-        missing += [d for d in ("zebra", "bgpd", "bfdd") if not os.access(FRR_DAEMONS_DIR / d, os.X_OK)]
+        lacks += [d for d in ("zebra", "bgpd", "bfdd") if not os.access(FRR_DAEMONS_DIR / d, os.X_OK)]
         try:
             pwd.getpwnam(FRR_USER)
         except KeyError:
-            missing.append(f"the {FRR_USER} user")
-    if missing:
-        raise InputError([Problem(what, "routing: bgp", f"needs FRR, and this machine lacks {', '.join(missing)}",
+            lacks.append(f"the {FRR_USER} user")
+    return lacks
+
+
+def require_frr(what: str, daemons_here: bool = True) -> None:
+    """An InputError (exit 2) naming the package when FRR is missing (`missing`)."""
+    lacks = missing(daemons_here)
+    if lacks:
+        raise InputError([Problem(what, "routing: bgp", f"needs FRR, and this machine lacks {', '.join(lacks)}",
                                   FRR_PACKAGE_HINT)])
 
 

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from pyroute2 import IPRoute
@@ -277,11 +278,17 @@ class NetnsEngine:
         if existing is not None:
             raise LabAlreadyUp([Problem(lab.name, "", f"is already up (engine {existing.engine}, status {existing.status})",
                                         f"run `invoke down {lab.name}` first")])
-        bgp = None
+        bgp, fallback = None, None
+        lacks = frr.missing(self.frr_daemons.on_this_machine) if lab.routing == "bgp" else []
+        if lacks and lab.routing_how == "default":  # nobody asked for BGP: run what this machine can
+            lab = replace(lab, routing="static")
+            fallback = f"BGP, the default, needs FRR, and this machine lacks {', '.join(lacks)}: {frr.FRR_PACKAGE}"
         if lab.routing == "bgp":
             frr.require_frr(lab.source, daemons_here=self.frr_daemons.on_this_machine)
             bgp = lab_bgp(lab)  # a profile's bad BGP fields stop here, before anything is made
         record = plan(lab, self.name, tdf_choice, bgp)
+        if fallback:
+            record.routing["fallback"] = fallback
         # Namespaces by this lab's names with no record here: a lab of that name up under another
         # state folder (ROCELAB_STATE_DIR), or left by a crash. A failed up takes down what its
         # record names, so going on would tear down the other lab's.

@@ -30,7 +30,12 @@ DEFAULT_DATAPLANE = "switchd"
 DEFAULT_PROFILE = "roce-lossless"  # for a bare topology on switchd: rocelab is about lossless RoCE
 # static: rocelab's ECMP routes, computed at `up`; bgp: FRR on every switch (docs/routing.md).
 ROUTING_MODES = ("static", "bgp")
-DEFAULT_ROUTING = "static"
+# What a lab.yml or a topology without `routing:` runs (default_routing). A lab made in code (the
+# calibration lab) keeps Lab's own default, static routes.
+DEFAULT_ROUTING = "bgp"
+# Why a fabric with a SONiC-VS or cEOS switch runs static routes: the BGP rocelab renders for
+# those (rocelab.engines.nos) speaks only to other NOS switches, so FRR on rocelab's would peer with no one there.
+NOS_ROUTING = "SONiC-VS and cEOS switches peer only with each other, not with FRR on rocelab's switches"
 LAB_KEYS = frozenset({"name", "description", "topology", "dataplane", "tdf", "tdf_floor", "pfc_wd_tdf",
                       "fidelity_bound", "profile", "profiles", "nic", "routing", "bgp", "fib_routes_per_s",
                       "link_down_detect_ms",
@@ -73,7 +78,10 @@ class Lab:
     # Every switch's ECMP load balancing (rocelab.switch.balance), as written; empty: each
     # switch's profile decides (SONiC's ARS tables), else hash.
     load_balancing: Mapping = field(default_factory=dict)
-    routing: str = DEFAULT_ROUTING  # one of ROUTING_MODES
+    routing: str = "static"  # one of ROUTING_MODES
+    # Who chose it: "lab" (lab.yml, or the code that made the lab), "option" (up --routing) or
+    # "default" (DEFAULT_ROUTING: on a machine without FRR, `up` runs static routes and says so).
+    routing_how: str = "lab"
     # How fast each switch programs route changes into its forwarding table, in production routes
     # a second (emulated time: switchd dilates it); 0: at once. None: SONiC's figure where FRR
     # routes (rocelab.switch.fib.SONIC_FIB_ROUTES_PER_S), at once on static routes.
@@ -96,6 +104,11 @@ def _is_tdf(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
+def default_routing(fabric: Fabric) -> str:
+    """What a lab that does not say runs: BGP, unless a NOS switch is in the fabric (NOS_ROUTING)."""
+    return "static" if any(n.network_os for n in fabric.nodes) else DEFAULT_ROUTING
+
+
 def _find_topology(ref: str) -> Path | None:
     for candidate in (Path(ref), paths.topologies_dir() / ref, paths.topologies_dir() / f"{ref}.yml"):
         if candidate.is_file():
@@ -116,7 +129,7 @@ def load_lab(ref: str) -> Lab:
                                   f"labs: {', '.join(labs) or 'none'}; topologies: {', '.join(topos) or 'none'}")])
     fabric = load_topology(topo)
     return Lab(fabric.name, fabric.source, fabric, DEFAULT_DATAPLANE, None,
-               paths.profiles_dir() / f"{DEFAULT_PROFILE}.json")
+               paths.profiles_dir() / f"{DEFAULT_PROFILE}.json", routing=default_routing(fabric), routing_how="default")
 
 
 def _load_lab_file(path: Path) -> Lab:
@@ -185,6 +198,7 @@ def _load_lab_file(path: Path) -> Lab:
                 problems.add("profile", str(exc), "ARS_OBJECT as sonic-ars.yang has it: assign_mode "
                              "per_flowlet_quality or per_packet_quality, flowlet_idle_time 2..2047")
     routing = data.get("routing", DEFAULT_ROUTING)
+    routing_how = "lab" if "routing" in data else "default"
     if routing not in ROUTING_MODES:
         problems.add("routing", f"{routing!r} is not a routing mode",
                      "static (rocelab's ECMP routes) or bgp (FRR on every switch, docs/routing.md)")
@@ -225,6 +239,13 @@ def _load_lab_file(path: Path) -> Lab:
     entries = nic_entries(doc, data.get("nics"), ("nics",), problems)
     problems.raise_if_any()
     fabric = load_topology(topo)
+    if routing_how == "default":
+        routing = default_routing(fabric)
+    elif routing == "bgp" and default_routing(fabric) != "bgp":
+        problems.add("routing", f"is bgp, and the topology has NOS switches: {NOS_ROUTING}", "routing: static")
+    if "bgp" in data and routing_how == "default" and routing != "bgp":
+        problems.add(_at(doc, "bgp"), f"sets the BGP design of a lab without BGP (the topology has NOS switches: "
+                     f"{NOS_ROUTING})")
     nics = read_host_nics(doc, entries, [h.name for h in fabric.hosts], path.parent, ("nics",), problems)
     problems.raise_if_any()
     host_roce, host_notes, invalid = nicd_settings(nics, roce)
@@ -259,4 +280,4 @@ def _load_lab_file(path: Path) -> Lab:
                pfc_wd_tdf=pfc_wd_tdf, tdf_floor=tdf_floor,
                fidelity_bound_s=fidelity_bound_s, host_roce=host_roce, host_notes=tuple(host_notes),
                flow_control_rx=frozenset(flow_control_rx), load_balancing=load_balancing, routing=routing,
-               fib_routes_per_s=fib_routes_per_s, bgp=bgp, link_down_detect_s=link_down_detect_ms / 1e3)
+               routing_how=routing_how, fib_routes_per_s=fib_routes_per_s, bgp=bgp, link_down_detect_s=link_down_detect_ms / 1e3)

@@ -40,9 +40,11 @@ def status_json(record: LabState, engines) -> dict:
         "dataplane": record.dataplane,
         "tdf": record.tdf,
         "tdf_choice": record.tdf_choice,
-        # "static", or "bgp" with each switch's BGP source ("how") and what its rendering left out
+        # "static", or "bgp" with each switch's BGP source ("how") and what its rendering left out;
+        # "narrower": switches BGP left with fewer next hops; "fallback": why static where BGP was the default
         "routing": {"mode": record.routing.get("mode", "static"), "switches": record.routing.get("switches", {}),
-                    "fib_routes_per_s": record.routing.get("fib_routes_per_s")},
+                    "fib_routes_per_s": record.routing.get("fib_routes_per_s"),
+                    "narrower": record.routing.get("narrower", []), "fallback": record.routing.get("fallback")},
         # rocelab.kernel.awake: how the CPUs are kept from halting while the lab is up, by how many processes
         "awake": {"how": awake.running(record.awake), "processes": len(record.awake)},
         "nodes": [
@@ -61,7 +63,8 @@ def routing_lines(routing: dict) -> list[str]:
     rate = routing.get("fib_routes_per_s")
     programming = [f"FIB changes programmed at {rate:,.0f} routes/s of production time"] if rate else []
     if routing["mode"] != "bgp":
-        return ["routing: static (rocelab's ECMP routes)"] + programming
+        how = routing.get("fallback") or "rocelab's ECMP routes"
+        return [f"routing: static ({how})"] + programming
     by_how: dict[str, list[str]] = {}
     for name, switch in routing["switches"].items():
         by_how.setdefault(switch["how"], []).append(name)
