@@ -71,7 +71,8 @@ class BgpConfig:
     asn: int
     hostname: str
     router_id: str | None
-    networks: tuple[str, ...]  # what `network` advertises: Loopback0, VLAN and server-facing subnets
+    # what `network` advertises: Loopback0, VLANs (as written: an interface address), server-facing subnets
+    networks: tuple[str, ...]
     neighbors: tuple[Neighbor, ...]
     peer_ranges: tuple[PeerRange, ...] = ()
     multipath_relax: bool = True
@@ -287,7 +288,12 @@ def read_bgp(doc: Mapping, source: str, hostname: str = "", constants: Mapping =
     router_id = router_id or (str(loopback.ip) if loopback else None)
 
     local: set[str] = set()
-    subnets: dict[ipaddress.IPv4Network, str] = {}
+    subnets: dict[ipaddress.IPv4Network, tuple[str, str]] = {}  # → (table, the address as written)
+    # A VLAN bound to a VNET (its bare key's vnet_name) is routed in that VNET: bgpd.main.conf.j2
+    # advertises none of its subnets.
+    vlans = doc.get("VLAN_INTERFACE")
+    vnet = {key: fields["vnet_name"] for key, fields in (vlans.items() if isinstance(vlans, Mapping) else ())
+            if "|" not in key and isinstance(fields, Mapping) and fields.get("vnet_name")}
     for table in ("INTERFACE", "VLAN_INTERFACE"):
         for key, name, address in _prefixes(doc.get(table)):
             where = f'{table}."{key}"'
@@ -295,9 +301,12 @@ def read_bgp(doc: Mapping, source: str, hostname: str = "", constants: Mapping =
                 problems.add(where, "is not NAME|address/length", 'e.g. "Ethernet0|10.0.0.0/31"')
             elif address.version == 6:
                 notes.append(f"{where}: ignored (IPv6: rocelab's fabric is IPv4)")
+            elif table == "VLAN_INTERFACE" and name in vnet:
+                local.add(str(address.ip))
+                notes.append(f"{where}: not advertised ({name} is in VNET {vnet[name]}, as SONiC leaves it)")
             else:
                 local.add(str(address.ip))
-                subnets[address.network] = table
+                subnets[address.network] = (table, str(address))
 
     neighbors = []
     raw_neighbors = doc.get("BGP_NEIGHBOR") or {}
@@ -362,12 +371,18 @@ def read_bgp(doc: Mapping, source: str, hostname: str = "", constants: Mapping =
                                      str(ipaddress.ip_interface(src).ip) if src else None,
                                      _bfd(fields, where, problems)))
 
+    device_global = doc.get("BGP_DEVICE_GLOBAL")
+    if isinstance(device_global, Mapping) and device_global.get("CONFED"):
+        notes.append("BGP_DEVICE_GLOBAL.CONFED: ignored (rocelab renders no BGP confederation)")
     problems.raise_if_any()
     # Loopback0 and the VLAN subnets, as bgpd.main.conf.j2; and, rocelab's hosts being on
     # routed ports rather than a VLAN, every INTERFACE subnet with no BGP neighbor in it.
     peers = {ipaddress.IPv4Address(n.address) for n in neighbors}
     networks = [str(loopback.network)] if loopback else []
-    networks += [str(net) for net, table in sorted(subnets.items())
+    # A VLAN's as SONiC writes it, the interface's address (`network 10.10.10.1/24`: bgpd masks
+    # it, and its running configuration shows the subnet).
+    networks += [written if table == "VLAN_INTERFACE" else str(net)
+                 for net, (table, written) in sorted(subnets.items())
                  if table == "VLAN_INTERFACE" or not any(p in net for p in peers)]
     return BgpConfig(source, asn, str(localhost.get("hostname") or hostname), router_id, tuple(networks),
                      tuple(neighbors), tuple(peer_ranges), bool(constants.get("multipath_relax", True)),
