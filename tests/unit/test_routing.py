@@ -464,7 +464,8 @@ def test_a_vlan_is_advertised_as_sonic_writes_it_unless_it_is_in_a_vnet():
 
 BGPCFGD_DATA = os.environ.get("ROCELAB_SONIC_BGPCFGD_DATA") or next(
     (str(p) for p in [Path(c).parents[3] / "src" / "sonic-bgpcfgd" / "tests" / "data"
-                      for c in [os.environ.get("ROCELAB_SONIC_CORPUS")] if c] if p.is_dir()), None)
+                      for c in [os.environ.get("ROCELAB_SONIC_CORPUS")] if c and len(Path(c).parents) > 3]
+     if p.is_dir()), None)
 NO_BGPCFGD_DATA = ("set ROCELAB_SONIC_BGPCFGD_DATA to a copy of sonic-buildimage's src/sonic-bgpcfgd/tests/data "
                    "(or ROCELAB_SONIC_CORPUS to the sample outputs of a checkout that has it)")
 # What rocelab renders from DEVICE_METADATA alone, as a single-ASIC switch: a chassis or
