@@ -350,7 +350,7 @@ def test_a_cumulus_leaf_in_profiles_runs_its_own_unnumbered_bgp_and_the_spines_m
 def test_without_frr_up_is_an_input_error_naming_the_package(tmp_path, monkeypatch):
     monkeypatch.setattr(frr, "FRR_DAEMONS_DIR", tmp_path)
     with pytest.raises(InputError) as caught:
-        frr.require_frr("labs/l1/lab.yml")
+        frr.require_frr("labs/l1/lab.yml", frr.missing())
     (problem,) = caught.value.problems
     assert "zebra, bgpd, bfdd" in problem.message and "apt-get install frr" in problem.hint
 
@@ -490,9 +490,10 @@ def test_every_neighbor_sample_renders_as_sonic_renders_it_or_says_what_it_leave
         config = read_bgp({"DEVICE_METADATA": {"localhost": localhost},
                            "BGP_NEIGHBOR": {address: given["bgp_session"]}}, param.name)
         theirs = lines(result.read_text())
-        ours = lines(render_bgpd(config))
-        first = next((row for row in ours if row.startswith(f"neighbor {address} ") and "remote-as" in row), None)
-        mine = block(render_bgpd(config), first) if first else []
+        rendered = render_bgpd(config)
+        first = next((row for row in lines(rendered) if row.startswith(f"neighbor {address} ") and "remote-as" in row),
+                     None)
+        mine = block(rendered, first) if first else []
         if mine == theirs:
             same.append(param.name)
         else:  # left out, and said: IPv6 sessions, other address families

@@ -53,9 +53,8 @@ def missing(daemons_here: bool = True) -> list[str]:
     return lacks
 
 
-def require_frr(what: str, daemons_here: bool = True) -> None:
-    """An InputError (exit 2) naming the package when FRR is missing (`missing`)."""
-    lacks = missing(daemons_here)
+def require_frr(what: str, lacks: list[str]) -> None:
+    """An InputError (exit 2) naming the package when FRR lacks something (`missing`'s list)."""
     if lacks:
         raise InputError([Problem(what, "routing: bgp", f"needs FRR, and this machine lacks {', '.join(lacks)}",
                                   FRR_PACKAGE_HINT)])

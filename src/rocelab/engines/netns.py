@@ -279,13 +279,14 @@ class NetnsEngine:
             raise LabAlreadyUp([Problem(lab.name, "", f"is already up (engine {existing.engine}, status {existing.status})",
                                         f"run `invoke down {lab.name}` first")])
         bgp, fallback = None, None
-        lacks = frr.missing(self.frr_daemons.on_this_machine) if lab.routing == "bgp" else []
-        if lacks and lab.routing_how == "default":  # nobody asked for BGP: run what this machine can
-            lab = replace(lab, routing="static")
-            fallback = f"BGP, the default, needs FRR, and this machine lacks {', '.join(lacks)}: {frr.FRR_PACKAGE}"
         if lab.routing == "bgp":
-            frr.require_frr(lab.source, daemons_here=self.frr_daemons.on_this_machine)
-            bgp = lab_bgp(lab)  # a profile's bad BGP fields stop here, before anything is made
+            lacks = frr.missing(self.frr_daemons.on_this_machine)
+            if lacks and lab.routing_how == "default":  # nobody asked for BGP: run what this machine can
+                lab = replace(lab, routing="static")
+                fallback = f"BGP, the default, needs FRR, and this machine lacks {', '.join(lacks)}: {frr.FRR_PACKAGE}"
+            else:
+                frr.require_frr(lab.source, lacks)
+                bgp = lab_bgp(lab)  # a profile's bad BGP fields stop here, before anything is made
         record = plan(lab, self.name, tdf_choice, bgp)
         if fallback:
             record.routing["fallback"] = fallback

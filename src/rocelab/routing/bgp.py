@@ -301,12 +301,12 @@ def read_bgp(doc: Mapping, source: str, hostname: str = "", constants: Mapping =
                 problems.add(where, "is not NAME|address/length", 'e.g. "Ethernet0|10.0.0.0/31"')
             elif address.version == 6:
                 notes.append(f"{where}: ignored (IPv6: rocelab's fabric is IPv4)")
-            elif table == "VLAN_INTERFACE" and name in vnet:
-                local.add(str(address.ip))
-                notes.append(f"{where}: not advertised ({name} is in VNET {vnet[name]}, as SONiC leaves it)")
             else:
                 local.add(str(address.ip))
-                subnets[address.network] = (table, str(address))
+                if table == "VLAN_INTERFACE" and name in vnet:
+                    notes.append(f"{where}: not advertised ({name} is in VNET {vnet[name]}, as SONiC leaves it)")
+                else:
+                    subnets[address.network] = (table, str(address))
 
     neighbors = []
     raw_neighbors = doc.get("BGP_NEIGHBOR") or {}
