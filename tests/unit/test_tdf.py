@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rocelab.model.lab import load_lab
-from rocelab.model.tdf import (CALIBRATION_AGENTS, LATENESS_GROWTH, LATENESS_MARGIN, MAX_TDF, SAFE_FRACTION, AgentCosts,
+from rocelab.model.tdf import (CALIBRATION_AGENTS, LATENESS_AGENTS_MAX, LATENESS_MARGIN, MAX_TDF, SAFE_FRACTION, AgentCosts,
                                choose_tdf, cores_at, demands, frame_bytes, latency_floor, pinned, round_up)
 
 # Shaped like this project's calibration: cheap per frame when busy, dear when each frame wakes the agent.
@@ -76,7 +76,14 @@ def test_the_busiest_case_decides_not_every_host_of_the_topology():
 def test_a_pinned_tdf_says_how_loaded_it_is():
     lab = load_lab("incast-1x5")
     low = pinned(lab.fabric, None, PMTU, SLOW, 10, "option")
-    assert low.how == "option" and low.load > SAFE_FRACTION and "beyond" in low.why and "--tdf" in low.why
+    assert low.how == "option" and low.load > SAFE_FRACTION and "beyond the 60% kept for the agents" in low.why
+    assert "--tdf" in low.why
+    # The cores suffice but one agent's thread does not: said as such, not as the cores' share.
+    nic_frames = sum(demands(lab.fabric, None, PMTU)[0].hosts.values()) / 1000 / 2  # at TDF 1000, per NIC
+    one = AgentCosts(switch=((1, 1e-9),), nic=((nic_frames, 0.325),), cores=8)  # nicd: 0.65 of a core
+    busy = pinned(lab.fabric, None, PMTU, one, 1000, "lab")
+    assert busy.load < SAFE_FRACTION and "nicd alone" in busy.why and "of one core, beyond the 60%" in busy.why
+    assert "within" in pinned(lab.fabric, None, PMTU, one, 10 ** 5, "lab").why
 
 
 def test_agents_that_need_more_than_the_machine_at_any_rate_get_the_largest_tdf_and_say_so():
@@ -91,17 +98,24 @@ def test_a_machine_that_runs_events_late_needs_frames_that_last_longer_the_more_
     cases = demands(lab.fabric, lab.scenario, PMTU, shared_agents=False)
     assert max(d.busy_agents for d in cases) == 6  # five hosts' nicd and the leaf
     late = AgentCosts(FAST.switch, FAST.nic, 2, late_p99_s=0.5e-3)
-    need_s = LATENESS_MARGIN * 0.5e-3 * (6 / CALIBRATION_AGENTS) ** LATENESS_GROWTH
+    need_s = LATENESS_MARGIN * 0.5e-3 * 6 / CALIBRATION_AGENTS
     frame_s = frame_bytes(PMTU) * 8 / 100e9  # one MTU frame at 100G, production time
     floor = latency_floor(lab.fabric, PMTU, late, cases)
     assert frame_s * floor >= need_s > frame_s * max(t for t in range(1, floor) if t == round_up(t))
     choice = choose_tdf(lab.fabric, lab.scenario, PMTU, late, shared_agents=False)
     assert choice.tdf == floor > choose_tdf(lab.fabric, lab.scenario, PMTU, FAST, shared_agents=False).tdf
-    assert "0.5 ms late (p99, 3 agents)" in choice.why and "6 agents busy a frame must last 3.4× that" in choice.why
+    assert "0.5 ms late (p99, 3 agents)" in choice.why and "6 agents busy a frame must last 4× that" in choice.why
     shared = demands(lab.fabric, lab.scenario, PMTU)  # one nicd for the five hosts: each NIC still waits
     assert max(d.busy_agents for d in shared) == 6 and latency_floor(lab.fabric, PMTU, late, shared) == floor
-    ecmp = load_lab("lab-ecmp")  # fourteen agents: a longer floor on the same machine
-    assert latency_floor(ecmp.fabric, PMTU, late, demands(ecmp.fabric, ecmp.scenario, PMTU)) > floor
+    # More than LATENESS_AGENTS_MAX busy wait no longer: their agents are still two processes.
+    assert LATENESS_AGENTS_MAX == 6
+    for other, agents in (("lab-ecmp", 14), ("lab-placement", 12)):
+        fabric, scenario = load_lab(other).fabric, load_lab(other).scenario
+        others = demands(fabric, scenario, PMTU)
+        assert max(d.busy_agents for d in others) == agents
+        frame_other = frame_bytes(PMTU) * 8 / max(link.rate_bps for link in fabric.links)
+        assert latency_floor(fabric, PMTU, late, others) == min(t for t in range(1, 10 ** 5) if t == round_up(t)
+                                                                 and frame_other * t >= need_s)
     assert latency_floor(lab.fabric, PMTU, late, cases, bound_s=10e-3) == 1  # a lab with its own, longer bound
 
 
