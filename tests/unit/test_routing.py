@@ -235,6 +235,15 @@ def test_a_fabric_with_nos_switches_runs_static_routes_and_refuses_bgp(lab_home)
     (problem,) = caught.value.problems
     assert problem.path == "routing" and "the topology has NOS switches" in problem.message
     assert problem.hint == "routing: static"
+    # A BGP design there, the lab's or a case's, is refused the same way, with no `routing: bgp` to try.
+    for text, where in (("bgp: {spine_asn: per-spine}\n", "bgp (line 2)"),
+                        ("scenario:\n  - {case: a, traffic: elephant, bgp: {multipath_relax: false}}\n",
+                         "scenario[0].bgp (line 3)")):
+        lab_home.write_text("topology: leaf-spine-2x2-nos\n" + text)
+        with pytest.raises(InputError) as caught:
+            load_lab("l1")
+        (problem,) = caught.value.problems
+        assert problem.path == where and "the topology has NOS switches" in problem.message and not problem.hint
 
 
 def test_fib_programming_is_sonics_on_bgp_at_once_on_static_unless_the_lab_says(lab_home):

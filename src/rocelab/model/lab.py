@@ -109,6 +109,14 @@ def default_routing(fabric: Fabric) -> str:
     return "static" if any(n.network_os for n in fabric.nodes) else DEFAULT_ROUTING
 
 
+def _without_bgp(fabric: Fabric) -> tuple[str, str]:
+    """Why a lab on this fabric lacks BGP, and the fix to hint: `routing: bgp` where its switches
+    can run FRR, none where NOS switches refuse it."""
+    if default_routing(fabric) == "bgp":
+        return "", "routing: bgp"
+    return f" (the topology has NOS switches: {NOS_ROUTING})", ""
+
+
 def _find_topology(ref: str) -> Path | None:
     for candidate in (Path(ref), paths.topologies_dir() / ref, paths.topologies_dir() / f"{ref}.yml"):
         if candidate.is_file():
@@ -243,9 +251,9 @@ def _load_lab_file(path: Path) -> Lab:
         routing = default_routing(fabric)
     elif routing == "bgp" and default_routing(fabric) != "bgp":
         problems.add("routing", f"is bgp, and the topology has NOS switches: {NOS_ROUTING}", "routing: static")
+    nos, hint = _without_bgp(fabric)
     if "bgp" in data and routing_how == "default" and routing != "bgp":
-        problems.add(_at(doc, "bgp"), f"sets the BGP design of a lab without BGP (the topology has NOS switches: "
-                     f"{NOS_ROUTING})")
+        problems.add(_at(doc, "bgp"), f"sets the BGP design of a lab without BGP{nos}", hint)
     nics = read_host_nics(doc, entries, [h.name for h in fabric.hosts], path.parent, ("nics",), problems)
     problems.raise_if_any()
     host_roce, host_notes, invalid = nicd_settings(nics, roce)
@@ -263,8 +271,8 @@ def _load_lab_file(path: Path) -> Lab:
                              {(n.name, p.name) for n in fabric.nodes for p in n.ports})
     for i, case in enumerate(scenario.cases if scenario else ()):
         if case.bgp is not None and routing != "bgp":
-            problems.add(_at(doc, "scenario", i, "bgp"), "sets the BGP design of a case in a lab without BGP",
-                         "routing: bgp")
+            problems.add(_at(doc, "scenario", i, "bgp"), f"sets the BGP design of a case in a lab without BGP{nos}",
+                         hint)
     problems.raise_if_any()
     placing = [i for i, c in enumerate(scenario.cases if scenario else ()) if c.receive_order == "place"]
     if nic == "verbs" and placing:
