@@ -228,6 +228,8 @@ def test_workers_have_no_route_out_of_the_fabric(black_holed):
 
 
 def worker_pids(record) -> dict[str, list[int]]:
+    """Each host's workers: forked from the runner's fork server, whose command line names the
+    worker module it preloaded."""
     return {n.name: [p for p in pids_in([n.netns]) if b"rocelab.train.worker" in cmdline(p)]
             for n in record.nodes if n.role == "host"}
 
