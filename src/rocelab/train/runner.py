@@ -3,8 +3,10 @@ namespace, watched until it finishes, fails or stalls; never left running.
 
 The workers are forked from one process that imported PyTorch and scikit-learn once
 (multiprocessing's fork server, started by the first job and kept while this process lives),
-not each started afresh: those imports cost every worker ~2.5 s of CPU, and four workers on
-two cores ~5.7 s of each case's wall time (2026-11-28), before any step.
+not each started afresh: those imports cost every worker ~3.5 s of CPU, and four workers on
+two cores 4-7 s of each case's wall time before any step (2026-11-28). As with any
+multiprocessing start method but fork, a script that runs a job guards its main
+(`if __name__ == "__main__":`): the fork server's children import it.
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ STORE_PORT = 29500  # the TCP store's port on the first worker: PyTorch's usual 
 LOG_TAIL_CHARS = 2000
 WORKER_MODULE = "rocelab.train.worker"
 _FORK_SERVER = multiprocessing.get_context("forkserver")
-_FORK_SERVER.set_forkserver_preload([WORKER_MODULE, __name__])
+# And what every worker would import itself: torch.use_deterministic_algorithms imports the
+# inductor's config (and with it dynamo and sympy, ~1 s) the first time it is called.
+_FORK_SERVER.set_forkserver_preload([WORKER_MODULE, "torch._inductor.config", __name__])
 
 
 def require_torch(source: str) -> None:
