@@ -49,7 +49,7 @@ def main() -> None:
           f"{'max step':>9s} {'start+exit':>10s} {'sent/ring':>9s} {'drops':>6s} {'vs clean':>8s}  outcome")
     try:
         for n in range(1, args.runs + 1):
-            result = run(record, scenario, spec.profile, "dcqcn", spec.fabric)
+            result = run(record, scenario, spec.profile, spec.fabric)
             base = result.cases[0].observations["train_time_s"]
             for case in result.cases:
                 obs, job = case.observations, case.job
