@@ -111,7 +111,7 @@ def main() -> None:
     for lab_dir in sorted(p for p in paths.labs_dir().iterdir() if (p / "lab.yml").exists()):
         lab = load_lab(lab_dir.name)
         choice = choose_tdf(lab.fabric, lab.scenario, roce_config(lab.roce).pmtu_bytes, costs, floor=lab.tdf_floor,
-                            bound_s=lab.fidelity_bound_s or 0.0)
+                            bound_s=lab.fidelity_bound_s or 0.0, nicd=lab.runs_nicd)
         pinned = f" (lab.yml pins {lab.tdf})" if lab.tdf else ""
         table.add_row(lab_dir.name, f"{choice.tdf}{pinned}", f"{choice.load:.0%}",
                       first_parenthesis(choice.why))

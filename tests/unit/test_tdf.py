@@ -147,3 +147,15 @@ def test_a_shared_switchd_reads_its_own_curve_where_the_calibration_measured_a_p
 @pytest.mark.parametrize("costs", [SLOW, AgentCosts(SLOW.switch, SLOW.nic, 2, 4e-5, (*SLOW.switch, (36000, 0.6)))])
 def test_costs_survive_their_cache_round_trip(costs):
     assert AgentCosts.from_json(costs.to_json()) == costs
+
+
+def test_hosts_without_an_emulated_nic_cost_nicd_nothing_and_the_line_says_their_kernels_are_not_counted():
+    lab = load_lab("lab-training")  # gloo over TCP: the hosts' own kernels move their frames
+    assert lab.nic == "none" and not lab.runs_nicd and load_lab("lab-pfc").runs_nicd
+    with_nicd, without = demands(lab.fabric, lab.scenario, PMTU)[0], demands(lab.fabric, lab.scenario, PMTU, nicd=False)[0]
+    assert with_nicd.hosts == without.hosts  # the same frames, only who moves them differs
+    assert set(with_nicd.agent_cores(FAST, 1000)) == {"nicd", "switchd"} and set(without.agent_cores(FAST, 1000)) == {"switchd"}
+    assert without.busy_agents == sum(1 for f in without.switches.values() if f > 0) < with_nicd.busy_agents
+    choice = pinned(lab.fabric, lab.scenario, PMTU, FAST, 1000, "lab", nicd=False)
+    assert "nicd" not in choice.why and "the hosts' own kernels moving theirs (no emulated NIC: not counted)" in choice.why
+    assert choose_tdf(lab.fabric, lab.scenario, PMTU, FAST, nicd=False).tdf <= choose_tdf(lab.fabric, lab.scenario, PMTU, FAST).tdf

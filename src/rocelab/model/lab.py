@@ -14,7 +14,7 @@ from rocelab import paths
 from rocelab.routing.bgp import BgpConfig, Design, read_design
 from rocelab.errors import InputError, Problem, Problems
 from rocelab.roce.config import roce_config
-from rocelab.model.kinds import builtin_dataplanes, builtin_nic_backends
+from rocelab.model.kinds import NICD, builtin_dataplanes, builtin_nic_backends
 from rocelab.model.scenario import Scenario, load_scenario
 from rocelab.model.topology import SAFE_NAME, SAFE_NAME_HINT, Fabric, load_topology
 from rocelab.units import parse_delay
@@ -97,6 +97,11 @@ class Lab:
     def roce_of(self, host: str) -> dict:
         """The `roce:` settings of one host's NIC."""
         return {**self.roce, **self.host_roce.get(host, {})}
+
+    @property
+    def runs_nicd(self) -> bool:
+        """Whether nicd moves the hosts' frames (the emulated NIC), not their own kernels."""
+        return builtin_nic_backends().get(self.nic).agent == NICD
 
 
 def _is_tdf(value: object) -> bool:

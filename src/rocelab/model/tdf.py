@@ -159,12 +159,16 @@ class Demand:
     switches: dict[str, float]  # switchd: frames forwarded
     # one nicd serves every host and one switchd every switch (their cores are the nodes' together)
     shared_agents: bool = True
+    # the hosts' frames go through nicd; without an emulated NIC (lab-training's gloo over TCP)
+    # the hosts' own kernels move them, which the calibration does not price
+    nicd: bool = True
 
     def agent_cores(self, costs: AgentCosts, tdf: float) -> dict[str, float]:
+        hosts = self.hosts if self.nicd else {}
         if not self.shared_agents:
-            return {**{h: cores_at(costs.nic, f / tdf) for h, f in self.hosts.items()},
+            return {**{h: cores_at(costs.nic, f / tdf) for h, f in hosts.items()},
                     **{s: cores_at(costs.switch, f / tdf) for s, f in self.switches.items()}}
-        total = sum(self.hosts.values()) / tdf
+        total = sum(hosts.values()) / tdf
         # One process wakes for all of its nodes: read off its curve at their frames together.
         hops = sum(self.switches.values()) / tdf
         switchd = {"switchd": cores_at(costs.curve("switchd (all switches)"), hops)} if hops else {}
@@ -183,7 +187,7 @@ class Demand:
         """NICs and switches the case keeps busy. Each one's work stands between another's due
         events whether it has a process of its own or shares nicd's: counted as one process,
         lab-pfc's five NICs got TDF 2500 and fell behind (2026-11-26, `rocelab test`)."""
-        return sum(1 for f in (*self.hosts.values(), *self.switches.values()) if f > 0)
+        return sum(1 for f in (*(self.hosts.values() if self.nicd else ()), *self.switches.values()) if f > 0)
 
     def describe(self, costs: AgentCosts, tdf: float) -> str:
         senders = sum(1 for f in self.hosts.values() if f > 0)
@@ -198,7 +202,9 @@ class Demand:
             f = busiest_switch[1] / tdf
             parts.append(f"{busiest_switch[0]} forwarding {f:,.0f} frames/s at "
                          f"{costs.per_frame_us('switchd', f):.0f} µs each")
-        if busiest_host[1] and self.shared_agents:
+        if busiest_host[1] and not self.nicd:
+            parts.append("the hosts' own kernels moving theirs (no emulated NIC: not counted)")
+        elif busiest_host[1] and self.shared_agents:
             f = sum(self.hosts.values()) / tdf
             each_us = costs.per_frame_us("nicd", f / 2)
             parts.append(f"nicd (all hosts' NICs) {f:,.0f} frames/s at {each_us:.0f} µs each")
@@ -238,7 +244,8 @@ def _plans(fabric: Fabric, scenario: Scenario | None) -> Iterable[tuple[str, lis
         yield case.name, plans
 
 
-def demands(fabric: Fabric, scenario: Scenario | None, pmtu_bytes: int, shared_agents: bool = True) -> list[Demand]:
+def demands(fabric: Fabric, scenario: Scenario | None, pmtu_bytes: int, shared_agents: bool = True,
+            nicd: bool = True) -> list[Demand]:
     """What each case asks of the agents (rocelab.model.tdf's docstring says how)."""
     tor = {h.name: fabric.peer(h.ports[0]).node for h in fabric.hosts}
     spines = [s.name for s in fabric.switches if s.role == "spine"]
@@ -256,7 +263,7 @@ def demands(fabric: Fabric, scenario: Scenario | None, pmtu_bytes: int, shared_a
                     switches[tor[dst]] += frames
                     for spine in spines:
                         switches[spine] += frames / len(spines)
-        out.append(Demand(case, dict(hosts), dict(switches), shared_agents))
+        out.append(Demand(case, dict(hosts), dict(switches), shared_agents, nicd))
     return out
 
 
@@ -313,11 +320,12 @@ def _costs(costs: AgentCosts) -> str:
 
 
 def choose_tdf(fabric: Fabric, scenario: Scenario | None, pmtu_bytes: int, costs: AgentCosts,
-               floor: int = 1, bound_s: float = 0.0, shared_agents: bool = True) -> TdfChoice:
+               floor: int = 1, bound_s: float = 0.0, shared_agents: bool = True, nicd: bool = True) -> TdfChoice:
     """The smallest round TDF (at least `floor`, and at least the latency floor for a lab
     whose own fidelity bound is `bound_s`) at which every case fits (Demand.fits); `shared_agents`:
-    the engine runs one nicd for every host and one switchd for every switch."""
-    cases = demands(fabric, scenario, pmtu_bytes, shared_agents)
+    the engine runs one nicd for every host and one switchd for every switch; `nicd`: the hosts
+    have emulated NICs."""
+    cases = demands(fabric, scenario, pmtu_bytes, shared_agents, nicd)
     late = latency_floor(fabric, pmtu_bytes, costs, cases, bound_s)
     tdf = _smallest(cases, costs, max(floor, late))
     if tdf is None:
@@ -344,12 +352,12 @@ def choose_tdf(fabric: Fabric, scenario: Scenario | None, pmtu_bytes: int, costs
 
 
 def pinned(fabric: Fabric, scenario: Scenario | None, pmtu_bytes: int, costs: AgentCosts, tdf: int,
-           how: str, bound_s: float = 0.0, shared_agents: bool = True) -> TdfChoice:
+           how: str, bound_s: float = 0.0, shared_agents: bool = True, nicd: bool = True) -> TdfChoice:
     """A TDF the lab or the user chose, with what its peak asks of this machine."""
-    cases = demands(fabric, scenario, pmtu_bytes, shared_agents)
+    cases = demands(fabric, scenario, pmtu_bytes, shared_agents, nicd)
     worst = _busiest(cases, costs, tdf)
     load = worst.cores(costs, tdf) / costs.cores
-    auto = choose_tdf(fabric, scenario, pmtu_bytes, costs, bound_s=bound_s, shared_agents=shared_agents)
+    auto = choose_tdf(fabric, scenario, pmtu_bytes, costs, bound_s=bound_s, shared_agents=shared_agents, nicd=nicd)
     agent, one = max(((a, c) for d in cases for a, c in d.agent_cores(costs, tdf).items()),
                      key=lambda item: item[1], default=("", 0.0))
     if load > SAFE_FRACTION:

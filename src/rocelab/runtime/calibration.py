@@ -243,10 +243,10 @@ def resolve_tdf(lab: Lab, shared_agents: bool = True) -> tuple[Lab, TdfChoice]:
     pmtu = roce_config(lab.roce).pmtu_bytes
     if lab.tdf is None:
         choice = choose_tdf(lab.fabric, lab.scenario, pmtu, here, floor=lab.tdf_floor,
-                            bound_s=lab.fidelity_bound_s or 0.0, shared_agents=shared_agents)
+                            bound_s=lab.fidelity_bound_s or 0.0, shared_agents=shared_agents, nicd=lab.runs_nicd)
         return replace(lab, tdf=choice.tdf), choice
     return lab, pinned(lab.fabric, lab.scenario, pmtu, here, lab.tdf, lab.tdf_how,
-                       bound_s=lab.fidelity_bound_s or 0.0, shared_agents=shared_agents)
+                       bound_s=lab.fidelity_bound_s or 0.0, shared_agents=shared_agents, nicd=lab.runs_nicd)
 
 
 def up(engine: Engine, lab: Lab) -> LabState:
