@@ -65,14 +65,16 @@ def test_a_port_is_shaped_to_its_emulated_rate(bring_up):
 
 @pytest.mark.timing
 def test_a_pfc_frame_pauses_exactly_its_priority(bring_up):
-    spec, record = bring_up("incast-1x5", dataplane="switchd", profile=PROFILES / "roce-lossless.json")
+    # TDF pinned: the test sends its traffic within 0.1 s of the pause, which must outlast that
+    # (at the auto TDF 300 a calibration once gave, it lasted 0.101 s)
+    spec, record = bring_up("incast-1x5", dataplane="switchd", profile=PROFILES / "roce-lossless.json", tdf=1000)
     h2 = spec.fabric.node("h2").ports[0]
     pause = bytes(Ether(src=h2.mac, dst="01:80:c2:00:00:01", type=0x8808)
                   / MACControlClassBasedFlowControl(c3_enabled=1, c3_pause_time=0xFFFF))
     lossless = udp_frame(spec, "h1", "h2", 26, 1024)
     lossy = udp_frame(spec, "h1", "h2", 0, 1024, sport=5000)
     # 65535 quanta × 512 bit times at the emulated rate (0.3355 s at TDF 1000): nothing on priority 3
-    # meanwhile. The capture outlasts it, whatever TDF this machine's lab runs at.
+    # meanwhile. The capture outlasts it.
     hold_s = 0xFFFF * 512 / rate_bps(record)
     ready = multiprocessing.get_context("fork").Event()
     rx = CallIn(record.node("h2").netns, capture, "eth1", hold_s + 1.5, ready)
@@ -224,7 +226,9 @@ def test_two_to_one_incast_of_roce_writes(bring_up, profile, lossless):
 def test_switchd_follows_kernel_route_changes(bring_up):
     from pyroute2 import IPRoute
 
-    spec, record = bring_up("leaf-spine-2x2", dataplane="switchd", profile=PROFILES / "roce-lossless.json")
+    # Static routes: with BGP, zebra puts back the route this test takes from the kernel
+    spec, record = bring_up("leaf-spine-2x2", dataplane="switchd", profile=PROFILES / "roce-lossless.json",
+                            routing="static")
     h4_net = "198.19.4.0/24"
     leaf1 = control.socket_path(spec.name, "leaf1")
     assert len(control.request(leaf1, "fib")["routes"][h4_net]) == 2  # ECMP over both spines
