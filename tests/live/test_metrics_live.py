@@ -139,7 +139,9 @@ def test_metrics_text_and_endpoint_match_switchd_counters(bring_up, tmp_path):
 
 
 def test_a_sampler_over_live_traffic_gives_series_and_a_report(bring_up, tmp_path):
-    spec, record = bring_up("incast-1x5", dataplane="switchd", profile=LOSSLESS)
+    # TDF pinned: the incast lasts INCAST_PRODUCTION_S × TDF, and the 50 ms polls must see its queue
+    # (at the auto TDF a low calibration gave, a fresh-clone run saw none)
+    spec, record = bring_up("incast-1x5", dataplane="switchd", profile=LOSSLESS, tdf=1000)
     with Sampler(record, interval_s=0.05) as sampler:
         time.sleep(0.2)
         incast(spec, record)
