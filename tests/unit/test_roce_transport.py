@@ -10,6 +10,8 @@ from collections import Counter
 import pytest
 
 from rocelab.roce import Nic, NicConfig, QpState, WcStatus, dilate
+from rocelab.roce.agent import _subtract
+from rocelab.roce.nic import expand_qps
 from rocelab.roce.sim import FabricSim, connect_qps, poll_until
 from rocelab.roce.wire import (
     ECN_ECT0,
@@ -402,3 +404,24 @@ def test_api_misuse_raises_value_errors():
         a.connect(qp.qpn, remote_qpn=1, remote_ip=IP_B, remote_mac=MAC_B, remote_psn=0)
     with pytest.raises(ValueError, match="writable"):
         a.register_mr(b"read only")
+
+
+def test_packed_counters_expand_to_the_counters_and_a_baseline_subtracts_the_same_either_way():
+    """nicd answers its sampler packed (a list per QP) and keeps its `clear` baseline packed:
+    expanded, both are what the dict form gives, and so is their difference."""
+    a, b = nic_pair(pmtu_bytes=1024)
+    qa, qb = connect_qps(a, b)
+    mr = b.register_mr(bytearray(1 << 16))
+    for wr_id in (1, 2):
+        a.post_write(qa, wr_id, bytes(1 << 15), remote_va=mr.va, r_key=mr.r_key)
+    sim = FabricSim(random.Random(4))
+    for nic in (a, b):
+        sim.attach(nic, delay_s=1e-6, loss=0.05)
+    assert sim.run(10.0, stop=lambda: a.qp(qa).counters.messages_sent == 1)
+    base, base_packed = a.counters(sim.now), a.counters(sim.now, packed=True)
+    assert sim.run(10.0, stop=lambda: a.qp(qa).counters.messages_sent == 2)
+    now, packed = a.counters(sim.now), a.counters(sim.now, packed=True)
+    assert isinstance(packed["qps"][str(qa)], list) and now["qps"][str(qa)]["retransmitted_packets"] > 0
+    assert expand_qps(json.loads(json.dumps(packed))) == json.loads(json.dumps(now))
+    assert expand_qps(_subtract(packed, base_packed)) == _subtract(now, base)
+    assert _subtract(now, base)["qps"][str(qa)]["messages_sent"] == 1

@@ -22,8 +22,8 @@ the kernel drops the copies silently.
 Its loop runs in C where rocelab.kernel._loop is built (its log's first line and `ping`'s "loop"
 say which); the NIC core stays Python either way.
 
-Control ops: ping, counters, clear (later counters are deltas from here, as
-sonic-clear does), set_cc (a case's congestion control), nic and set_nic (the `roce:`
+Control ops: ping, counters (with "packed": true, each QP's report a list, rocelab.roce.nic.expand_qps:
+what the run's sampler asks for), clear (later counters are deltas from here, as sonic-clear does), set_cc (a case's congestion control), nic and set_nic (the `roce:`
 settings the NIC runs, read and changed live by the host's own commands), and the job ops of
 rocelab.traffic.host.
 """
@@ -41,6 +41,7 @@ from rocelab.kernel.loop import Loop, Port, agent_main, build_members, open_port
 from rocelab.kernel.control import ControlServer
 from rocelab.roce.config import roce_config
 from rocelab.roce import Nic, dilate
+from rocelab.roce.nic import expand_qps
 from rocelab.ethernet import ROCE_UDP_PORT
 from rocelab.traffic.host import JOB_OPS, JobHost
 
@@ -183,8 +184,11 @@ class Nicd:
                     "pmtu_bytes": config.pmtu_bytes, "cc_algorithm": config.cc_algorithm,
                     "scheduling": self.loop.stats.scheduling, "loop": self.loop.shell}
         if op == "counters":
-            return {"node": self.node, "counters": _subtract(self.nic.counters(self.loop.now()), self._baseline),
-                    "loop": self.loop.read_drops().to_json(), "tdf": self.tdf,
+            # The baseline is packed too: the difference is taken leaf by leaf, the same leaves either way.
+            counters = _subtract(self.nic.counters(self.loop.now(), packed=True), self._baseline)
+            packed = bool(req.get("packed"))
+            return {"node": self.node, "counters": counters if packed else expand_qps(counters),
+                    **({"packed_qps": True} if packed else {}), "loop": self.loop.read_drops().to_json(), "tdf": self.tdf,
                     "delay_line": {"max_frames": self.core.max_line_frames}, "job": self.jobs.status()}
         if op == "set_cc":
             # A lab case switches congestion control (DCQCN vs none) and DCQCN's parameter set for
@@ -206,7 +210,7 @@ class Nicd:
             return {"settings": self.settings}
         if op == "clear":
             self.nic.clear_reorder_distances()
-            self._baseline = self.nic.counters(self.loop.now())
+            self._baseline = self.nic.counters(self.loop.now(), packed=True)
             return {}
         if op == "job_prepare":  # with the NIC's (dilated) retransmission timeout: the job's stall rule waits for it
             return {**self.jobs.handle(req), "retransmit_timeout_s": self.nic.config.retransmit_timeout_s}

@@ -181,6 +181,7 @@ class QpCounters:
 
 QP_COUNTERS = tuple(f.name for f in fields(QpCounters))
 counter_values = operator.attrgetter(*QP_COUNTERS)  # QpCounters → its values in QP_COUNTERS' order, in one C call
+QP_REPORT_FIELDS = ("state", "error_status", "priority", "cc", *QP_COUNTERS, "reorder_distance", "drops")
 
 
 class _SendWr:
@@ -1021,14 +1022,13 @@ class QueuePair:
 
     def report(self, now: float) -> dict:
         """JSON-able counters and state of this QP, congestion control advanced to `now`."""
+        return dict(zip(QP_REPORT_FIELDS, self.packed_report(now)))
+
+    def packed_report(self, now: float) -> list:
+        """report()'s values in QP_REPORT_FIELDS' order: no dict of ~30 keys per QP for a
+        frequent reader (rocelab.roce.nic.expand_qps)."""
         if self.cc is not None:
             self.cc.advance(now)
-        return {
-            "state": str(self.state),
-            "error_status": None if self.error_status is None else str(self.error_status),
-            "priority": self.priority,
-            "cc": None if self.cc is None else {"algorithm": self.cc.name, **self.cc.state()},
-            **self.counters.as_dict(),
-            "reorder_distance": reorder_summary(self.reorder_distances),
-            "drops": dict(self.drops),
-        }
+        return [str(self.state), None if self.error_status is None else str(self.error_status), self.priority,
+                None if self.cc is None else {"algorithm": self.cc.name, **self.cc.state()},
+                *counter_values(self.counters), reorder_summary(self.reorder_distances), dict(self.drops)]

@@ -10,6 +10,7 @@ from typing import Callable
 from rocelab.engines import state as lab_state
 from rocelab.engines.state import LabState
 from rocelab.kernel import control
+from rocelab.roce.nic import expand_qps
 from rocelab.switch.counters import expand
 
 
@@ -29,13 +30,15 @@ class LabReading:
 
 
 def read_counters(path: Path, timeout_s: float = 5.0, connections: control.Connections | None = None) -> dict:
-    """An agent's `counters` reply, asked for packed: switchd answers in microseconds and this
-    reader builds the nested view (nicd has no packed form and ignores the field). `connections`:
-    kept open between requests (a sampler's), else one for this request."""
+    """An agent's `counters` reply, asked for packed: switchd answers in microseconds and nicd
+    with a list per QP, and this reader builds the nested view. `connections`: kept open between
+    requests (a sampler's), else one for this request."""
     ask = control.request if connections is None else connections.request
     reply = ask(path, "counters", timeout_s, packed=True)
     if "packed_counters" in reply:
         reply["counters"] = expand(reply.pop("packed_counters"))
+    if reply.pop("packed_qps", False):
+        reply["counters"] = expand_qps(reply["counters"])
     return reply
 
 
