@@ -163,8 +163,13 @@ class Demand:
     # the hosts' own kernels move them, which the calibration does not price
     nicd: bool = True
 
+    @property
+    def nic_frames(self) -> dict[str, float]:
+        """The hosts' frames that nicd moves: none without emulated NICs."""
+        return self.hosts if self.nicd else {}
+
     def agent_cores(self, costs: AgentCosts, tdf: float) -> dict[str, float]:
-        hosts = self.hosts if self.nicd else {}
+        hosts = self.nic_frames
         if not self.shared_agents:
             return {**{h: cores_at(costs.nic, f / tdf) for h, f in hosts.items()},
                     **{s: cores_at(costs.switch, f / tdf) for s, f in self.switches.items()}}
@@ -187,7 +192,7 @@ class Demand:
         """NICs and switches the case keeps busy. Each one's work stands between another's due
         events whether it has a process of its own or shares nicd's: counted as one process,
         lab-pfc's five NICs got TDF 2500 and fell behind (2026-11-26, `rocelab test`)."""
-        return sum(1 for f in (*(self.hosts.values() if self.nicd else ()), *self.switches.values()) if f > 0)
+        return sum(1 for f in (*self.nic_frames.values(), *self.switches.values()) if f > 0)
 
     def describe(self, costs: AgentCosts, tdf: float) -> str:
         senders = sum(1 for f in self.hosts.values() if f > 0)
