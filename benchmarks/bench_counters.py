@@ -1,6 +1,8 @@
 """What one `counters` request costs switchd's loop, and its reader: the C core's packed
 counters against the nested view built from the reference's objects (what switchd answered
 before the packed form: `_store` into the reference, its nested dict, JSON), same switch, same run.
+And nicd's: a NIC of 1 and 16 QPs that moved data, each QP's report a dict against a list
+(`counters {"packed": true}`), the `clear` baseline taken away and the JSON made as nicd does.
 
     python benchmarks/bench_counters.py [--requests N]
 
@@ -16,6 +18,10 @@ import random
 import time
 
 from rocelab import paths
+from rocelab.roce import Nic, NicConfig
+from rocelab.roce.agent import _subtract
+from rocelab.roce.nic import expand_qps
+from rocelab.roce.sim import FabricSim, connect_qps
 from rocelab.switch import Fib, NextHop, PortSpec
 from rocelab.switch.agent import load_profile
 from rocelab.switch.counters import expand
@@ -29,6 +35,25 @@ def _switch(ports: int) -> FastSwitch:
               local=frozenset())
     profile = load_profile(str(paths.profiles_dir() / "roce-lossless.json"), 1000)
     return FastSwitch("leaf1", specs, profile, fib, random.Random(1))
+
+
+def _nic(qps: int) -> tuple[Nic, float, dict, dict]:
+    """A NIC whose `qps` QPs each wrote 64 KB to a peer over a lossy link (DCQCN on), the time,
+    and its counters cleared before (as a case clears them before its job makes its QPs): as
+    dicts and packed."""
+    rng = random.Random(1)
+    a, b = (Nic(mac, ip, 100e9 / 1000, NicConfig(), rng=rng)
+            for mac, ip in (("02:00:00:00:00:0a", "198.18.0.10"), ("02:00:00:00:00:0b", "198.18.0.11")))
+    base, base_packed = a.counters(0.0), a.counters(0.0, packed=True)
+    mr = b.register_mr(bytearray(1 << 16))
+    pairs = [connect_qps(a, b) for _ in range(qps)]
+    for qa, _ in pairs:
+        a.post_write(qa, 1, bytes(1 << 16), remote_va=mr.va, r_key=mr.r_key)
+    sim = FabricSim(random.Random(2))
+    for nic in (a, b):
+        sim.attach(nic, delay_s=1e-6, loss=0.01)
+    sim.run(60.0, stop=lambda: all(a.qp(qa).counters.messages_sent for qa, _ in pairs))
+    return a, sim.now, base, base_packed
 
 
 def _per_request_us(fn, requests: int) -> float:
@@ -61,6 +86,23 @@ def main() -> None:
         reader = _per_request_us(lambda: expand(wire), args.requests)
         print(f"{ports:>5}  {before:>18.0f}  {after:>9.0f}  {after / before:>6.2f}  {reader:>16.0f}  "
               f"{len(nested()):>12,}/{len(packed()):,}")
+    print(f"\n{'QPs':>5}  {'dict per QP µs':>14}  {'list per QP µs':>14}  {'ratio':>6}  {'reader expand µs':>16}  "
+          f"{'JSON bytes dict/list':>20}")
+    for qps in (1, 16):
+        nic, now, base, base_packed = _nic(qps)
+
+        def as_dicts() -> str:
+            return json.dumps(_subtract(nic.counters(now), base))
+
+        def as_lists() -> str:
+            return json.dumps(_subtract(nic.counters(now, packed=True), base_packed))
+
+        before = _per_request_us(as_dicts, args.requests)
+        after = _per_request_us(as_lists, args.requests)
+        wire = json.loads(as_lists())
+        reader = _per_request_us(lambda: expand_qps(wire), args.requests)
+        print(f"{qps:>5}  {before:>14.0f}  {after:>14.0f}  {after / before:>6.2f}  {reader:>16.0f}  "
+              f"{len(as_dicts()):>12,}/{len(as_lists()):,}")
 
 
 if __name__ == "__main__":
