@@ -22,8 +22,9 @@ the kernel drops the copies silently.
 Its loop runs in C where rocelab.kernel._loop is built (its log's first line and `ping`'s "loop"
 say which); the NIC core stays Python either way.
 
-Control ops: ping, counters (with "packed": true, each QP's report a list, rocelab.roce.nic.expand_qps:
-what the run's sampler asks for), clear (later counters are deltas from here, as sonic-clear does), set_cc (a case's congestion control), nic and set_nic (the `roce:`
+Control ops: ping, counters (with "packed": true each QP's report is a list, as the run's
+sampler asks: rocelab.roce.nic.expand_qps), clear (later counters are deltas from here, as
+sonic-clear does), set_cc (a case's congestion control), nic and set_nic (the `roce:`
 settings the NIC runs, read and changed live by the host's own commands), and the job ops of
 rocelab.traffic.host.
 """
@@ -188,8 +189,8 @@ class Nicd:
             counters = _subtract(self.nic.counters(self.loop.now(), packed=True), self._baseline)
             packed = bool(req.get("packed"))
             return {"node": self.node, "counters": counters if packed else expand_qps(counters),
-                    **({"packed_qps": True} if packed else {}), "loop": self.loop.read_drops().to_json(), "tdf": self.tdf,
-                    "delay_line": {"max_frames": self.core.max_line_frames}, "job": self.jobs.status()}
+                    **({"packed_qps": True} if packed else {}), "loop": self.loop.read_drops().to_json(),
+                    "tdf": self.tdf, "delay_line": {"max_frames": self.core.max_line_frames}, "job": self.jobs.status()}
         if op == "set_cc":
             # A lab case switches congestion control (DCQCN vs none) and DCQCN's parameter set for
             # the QPs it connects next; None: this NIC's own (the lab's, over its host's NIC files).
