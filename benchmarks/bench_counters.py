@@ -63,6 +63,15 @@ def _per_request_us(fn, requests: int) -> float:
     return (time.perf_counter() - start) / requests * 1e6
 
 
+def _row(size: int, before, after, expand_wire, requests: int) -> str:
+    """One table row: `before` and `after` each make a request's JSON; the reader expands `after`'s."""
+    before_us, after_us = _per_request_us(before, requests), _per_request_us(after, requests)
+    wire = json.loads(after())
+    reader_us = _per_request_us(lambda: expand_wire(wire), requests)
+    return (f"{size:>5}  {before_us:>18.0f}  {after_us:>9.0f}  {after_us / before_us:>6.2f}  {reader_us:>16.0f}  "
+            f"{len(before()):>12,}/{len(after()):,}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=300)
@@ -80,14 +89,9 @@ def main() -> None:
         def packed() -> str:
             return json.dumps(switch.packed_counters(now))
 
-        before = _per_request_us(nested, args.requests)
-        after = _per_request_us(packed, args.requests)
-        wire = json.loads(packed())
-        reader = _per_request_us(lambda: expand(wire), args.requests)
-        print(f"{ports:>5}  {before:>18.0f}  {after:>9.0f}  {after / before:>6.2f}  {reader:>16.0f}  "
-              f"{len(nested()):>12,}/{len(packed()):,}")
-    print(f"\n{'QPs':>5}  {'dict per QP µs':>14}  {'list per QP µs':>14}  {'ratio':>6}  {'reader expand µs':>16}  "
-          f"{'JSON bytes dict/list':>20}")
+        print(_row(ports, nested, packed, expand, args.requests))
+    print(f"\n{'QPs':>5}  {'QPs as dicts µs':>18}  {'lists µs':>9}  {'ratio':>6}  {'reader expand µs':>16}  "
+          f"{'JSON bytes dicts/lists':>24}")
     for qps in (1, 16):
         nic, now, base, base_packed = _nic(qps)
 
@@ -97,12 +101,7 @@ def main() -> None:
         def as_lists() -> str:
             return json.dumps(_subtract(nic.counters(now, packed=True), base_packed))
 
-        before = _per_request_us(as_dicts, args.requests)
-        after = _per_request_us(as_lists, args.requests)
-        wire = json.loads(as_lists())
-        reader = _per_request_us(lambda: expand_qps(wire), args.requests)
-        print(f"{qps:>5}  {before:>14.0f}  {after:>14.0f}  {after / before:>6.2f}  {reader:>16.0f}  "
-              f"{len(as_dicts()):>12,}/{len(as_lists()):,}")
+        print(_row(qps, as_dicts, as_lists, expand_qps, args.requests))
 
 
 if __name__ == "__main__":
