@@ -53,7 +53,7 @@ def first_parenthesis(text: str) -> str:
 
 
 def per_hop_us(f: calibration.FlowCost) -> float:
-    return f.switch_cores() / (f.frames_per_s * len(f.switches)) * 1e6
+    return f.switch_cores() / (f.frames_per_s * f.pairs * len(f.switches)) * 1e6
 
 
 def flow_table(title: str, flows: list[calibration.FlowCost]) -> Table:
@@ -65,7 +65,8 @@ def flow_table(title: str, flows: list[calibration.FlowCost]) -> Table:
         woke = f.per_frame("leaf1")[1]
         shared = f.pids[f.src] == f.pids[f.dst]  # one nicd serving both hosts (the netns engine's)
         nic_woke = f.per_frame(f.src)[1] + (0 if shared else f.per_frame(f.dst)[1])
-        table.add_row(f"{' → '.join((f.src, *f.switches, f.dst))}", f"{f.frames_per_s:,.0f}", f"{per_hop_us(f):.1f}",
+        pairs = f"{f.pairs} pairs at once, as " if f.pairs > 1 else ""
+        table.add_row(f"{pairs}{' → '.join((f.src, *f.switches, f.dst))}", f"{f.frames_per_s:,.0f}", f"{per_hop_us(f):.1f}",
                       f"{woke:.2f}",
                       f"{f.nic_cores() / f.frames_per_s * 1e6:.1f}", f"{nic_woke:.2f}", f"≤{f.late_p99_s * 1e3:.2g} ms")
     return table

@@ -98,7 +98,7 @@ def main() -> None:
             with kept_awake(how):
                 scheduling, late, steal = wake_lateness(args.seconds, args.sleep_us / 1e6)
             flows = calibration.measure_flows(f"bench-late{n}{how[0]}")
-            fastest = [f.late_p99_s for f in flows if (f.src, f.dst) == calibration.FLOWS[0][:2]]
+            fastest = [f.late_p99_s for f in flows if f.hosts == calibration.FLOWS[0][0]]
             rates = flows[:len(calibration.FLOWS)]
             per_frame[how] = ([f.per_frame("leaf1")[0] for f in rates],
                               [f.nic_cores() / f.frames_per_s * 1e6 for f in rates])

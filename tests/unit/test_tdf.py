@@ -144,7 +144,36 @@ def test_a_shared_switchd_reads_its_own_curve_where_the_calibration_measured_a_p
     assert "and through three switches" in choose_tdf(lab.fabric, None, PMTU, path).why
 
 
-@pytest.mark.parametrize("costs", [SLOW, AgentCosts(SLOW.switch, SLOW.nic, 2, 4e-5, (*SLOW.switch, (36000, 0.6)))])
+def test_flows_that_share_wake_ups_are_priced_as_the_busiest_alone_and_the_rest_at_the_paired_flows_extra():
+    lab = load_lab("lab-ecmp")  # four elephants across the racks, started together
+    one_qp = next(d for d in demands(lab.fabric, lab.scenario, PMTU) if d.case == "one-qp")
+    paired = AgentCosts(SLOW.switch, SLOW.nic, 2, nic_extra_s=10e-6, switch_extra_s=5e-6)
+    tdf = 2000
+    nic, total = max(one_qp.hosts.values()) / tdf, sum(one_qp.hosts.values()) / tdf
+    switch, hops = max(one_qp.switches.values()) / tdf, sum(one_qp.switches.values()) / tdf
+    assert one_qp.agent_cores(paired, tdf) == {
+        "nicd": pytest.approx(2 * cores_at(SLOW.nic, nic) + (total - 2 * nic) * 10e-6),
+        "switchd": pytest.approx(cores_at(SLOW.switch, switch) + (hops - switch) * 5e-6)}
+    # cheaper than every frame on the curve, which is still the price without the paired flow
+    assert all(paired_cores < one_qp.agent_cores(SLOW, tdf)[agent]
+               for agent, paired_cores in one_qp.agent_cores(paired, tdf).items())
+    assert choose_tdf(lab.fabric, lab.scenario, PMTU, paired).tdf < choose_tdf(lab.fabric, lab.scenario, PMTU, SLOW).tdf
+    # never above the curve: an extra frame dearer than the curve's is priced on the curve
+    dear = AgentCosts(SLOW.switch, SLOW.nic, 2, nic_extra_s=1e-3, switch_extra_s=1e-3)
+    assert one_qp.agent_cores(dear, tdf) == pytest.approx(one_qp.agent_cores(SLOW, tdf))
+    # and the line says what a frame costs at that price
+    assert f"at {one_qp.agent_cores(paired, tdf)['nicd'] / total * 1e6:.0f} µs each" in one_qp.describe(paired, tdf)
+
+
+def test_one_pair_costs_what_the_curve_says_whatever_the_paired_flow_measured():
+    lab = load_lab("lab-pfc")  # an incast: the receiver's frames are half of all the NICs'
+    pfc = next(d for d in demands(lab.fabric, lab.scenario, PMTU) if d.case == "pfc")
+    paired = AgentCosts(SLOW.switch, SLOW.nic, 2, nic_extra_s=1e-6, switch_extra_s=1e-6)
+    assert pfc.agent_cores(paired, 1000) == pytest.approx(pfc.agent_cores(SLOW, 1000))
+
+
+@pytest.mark.parametrize("costs", [SLOW, AgentCosts(SLOW.switch, SLOW.nic, 2, 4e-5, (*SLOW.switch, (36000, 0.6))),
+                                   AgentCosts(SLOW.switch, SLOW.nic, 2, 4e-5, nic_extra_s=1.2e-5, switch_extra_s=9e-6)])
 def test_costs_survive_their_cache_round_trip(costs):
     assert AgentCosts.from_json(costs.to_json()) == costs
 
@@ -159,3 +188,30 @@ def test_hosts_without_an_emulated_nic_cost_nicd_nothing_and_the_line_says_their
     choice = pinned(lab.fabric, lab.scenario, PMTU, FAST, 1000, "lab", nicd=False)
     assert "nicd" not in choice.why and "the hosts' own kernels moving theirs (no emulated NIC: not counted)" in choice.why
     assert choose_tdf(lab.fabric, lab.scenario, PMTU, FAST, nicd=False).tdf <= choose_tdf(lab.fabric, lab.scenario, PMTU, FAST).tdf
+
+
+def _flow(hosts: tuple[str, ...], frames_per_s: float, switchd: float, nicd: float):
+    from rocelab.runtime.calibration import FlowCost, switches_of
+
+    nodes = (*hosts, *switches_of(*hosts[:2]))
+    pids = {n: 1 if n.startswith("h") else 2 for n in nodes}  # one nicd and one switchd, as the netns engine runs them
+    return FlowCost(hosts, 0.4, frames_per_s, {n: nicd if pids[n] == 1 else switchd for n in nodes},
+                    {}, 4e-5, pids)
+
+
+def test_the_calibration_reads_the_paired_flows_extra_per_frame_off_what_one_pair_alone_costs():
+    from rocelab.runtime.calibration import costs_of
+
+    alone = [_flow(("h1", "h2"), 12000, 0.25, 0.64), _flow(("h3", "h4"), 2400, 0.06, 0.17),
+             _flow(("h5", "h6"), 480, 0.02, 0.05), _flow(("h1", "h7"), 12000, 0.45, 0.64)]
+    paired = _flow(("h3", "h4", "h8", "h9", "h10", "h11", "h12", "h13"), 2400, 0.13, 0.37)
+    costs = costs_of([*alone, paired])
+    assert costs.nic == ((480, 0.025), (2400, 0.085), (12000, 0.32))  # a NIC: half the process serving a pair
+    # three more pairs: six more NICs' frames and three more frames through leaf1, each at 2,400 a second
+    assert costs.nic_extra_s == pytest.approx((0.37 - 0.17) / (6 * 2400))
+    assert costs.switch_extra_s == pytest.approx((0.13 - 0.06) / (3 * 2400))
+    assert costs_of(alone).nic_extra_s is None and costs_of(alone).switch_extra_s is None
+    # pairs that cost no more than one pair alone: the machine disturbed the measurement, and
+    # every frame stays on the curve rather than the others' costing nothing
+    disturbed = costs_of([*alone, _flow(paired.hosts, 2400, 0.05, 0.1)])
+    assert (disturbed.nic_extra_s, disturbed.switch_extra_s) == (None, None)

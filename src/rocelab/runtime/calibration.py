@@ -1,15 +1,18 @@
 """What the lab's agents cost this machine, measured once and kept; `up` with the TDF that
 this machine can hold (`up --tdf auto`, rocelab.model.tdf).
 
-The measurement is of the agents themselves, in a small lab of their own at TDF 250: six nicd
-hosts on one leaf, h1 and h2 on 100G ports, h3 and h4 on 20G, h5 and h6 on 4G, and behind a
-spine a second leaf with h7 on 100G. An elephant flow h1 → h2, then h3 → h4, then h5 → h6,
+The measurement is of the agents themselves, in a small lab of their own at TDF 250: twelve
+nicd hosts on one leaf, h1 and h2 on 100G ports, h3, h4 and h8-h13 on 20G, h5 and h6 on 4G, and
+behind a spine a second leaf with h7 on 100G. An elephant flow h1 → h2, then h3 → h4, then h5 → h6,
 each alone: switchd forwards, and two NICs send and receive, at three frame rates five times
 apart (about 12,000, 2,400 and 500 frames a second where the agents keep up). Then h1 → h7 at
 the first flow's rate, through leaf1, spine1 and leaf2: three hops a frame, which one switchd
 serving every switch forwards in fewer wake-ups a hop than one switch does (a hop's frame is in
-the next switch's ring when its send returns). For each kind of agent the CPU time it spent
-(/proc/PID/schedstat, nanoseconds) over the flow's time gives its cores at that rate: the
+the next switch's ring when its send returns). Then four 20G pairs at once (h3 → h4, h8 → h9,
+h10 → h11, h12 → h13), started together as a collective's flows are: one wake-up serves several
+flows' frames, and what they cost beyond one pair alone is what a frame beside another flow's
+costs (rocelab.model.tdf prices a case's other flows at that). For each kind of agent the CPU
+time it spent (/proc/PID/schedstat, nanoseconds) over the flow's time gives its cores at that rate: the
 points of the curves rocelab.model.tdf reads costs off; and how late the agents ran their due
 events (their loops' lateness, 99th percentile, in the fastest one-switch flow), which sets the
 shortest frame time a lab can hold on this machine. CPU time is counted, not wall time, so
@@ -39,7 +42,7 @@ from rocelab.engines.state import LabState
 from rocelab.kernel import awake
 from rocelab.kernel.loop import loop_shell
 from rocelab.model.lab import Lab
-from rocelab.model.tdf import AgentCosts, TdfChoice, choose_tdf, pinned
+from rocelab.model.tdf import AgentCosts, TdfChoice, choose_tdf, cores_at, pinned
 from rocelab.model.topology import load_topology
 from rocelab.roce.config import roce_config
 from rocelab.runtime.fidelity import cpu_ns, timings
@@ -66,6 +69,12 @@ topology:
     h5: {role: host}
     h6: {role: host}
     h7: {role: host}
+    h8: {role: host}
+    h9: {role: host}
+    h10: {role: host}
+    h11: {role: host}
+    h12: {role: host}
+    h13: {role: host}
   links:
     - {endpoints: ["h1:eth1", "leaf1:eth1"]}
     - {endpoints: ["h2:eth1", "leaf1:eth2"]}
@@ -76,9 +85,20 @@ topology:
     - {endpoints: ["leaf1:eth7", "spine1:eth1"]}
     - {endpoints: ["leaf2:eth1", "spine1:eth2"]}
     - {endpoints: ["h7:eth1", "leaf2:eth2"]}
+    - {endpoints: ["h8:eth1", "leaf1:eth8"], rate: 20G}
+    - {endpoints: ["h9:eth1", "leaf1:eth9"], rate: 20G}
+    - {endpoints: ["h10:eth1", "leaf1:eth10"], rate: 20G}
+    - {endpoints: ["h11:eth1", "leaf1:eth11"], rate: 20G}
+    - {endpoints: ["h12:eth1", "leaf1:eth12"], rate: 20G}
+    - {endpoints: ["h13:eth1", "leaf1:eth13"], rate: 20G}
 """
-FLOWS = (("h1", "h2", 20_000_000), ("h3", "h4", 4_000_000), ("h5", "h6", 800_000))  # ~0.4 s each at TDF 250
-PATH_FLOW = ("h1", "h7", 20_000_000)  # the first flow's rate, through leaf1, spine1 and leaf2
+# A flow: the hosts its elephants pair as sender, receiver (traffic.patterns), and each one's bytes.
+FLOWS = ((("h1", "h2"), 20_000_000), (("h3", "h4"), 4_000_000), (("h5", "h6"), 800_000))  # ~0.4 s each at TDF 250
+PATH_FLOW = (("h1", "h7"), 20_000_000)  # the first flow's rate, through leaf1, spine1 and leaf2
+# The second flow four times at once, started together as a collective's are: what a frame costs
+# an agent when it shares its wake-up with other flows' (rocelab.model.tdf prices a lab's extra
+# flows at that).
+PAIRED_FLOW = (("h3", "h4", "h8", "h9", "h10", "h11", "h12", "h13"), 4_000_000)
 SWITCHES = {("h1", "h7"): ("leaf1", "spine1", "leaf2")}  # a flow's switches, where not leaf1 alone
 
 # The fastest flow runs this many times, and its agents' lateness is the median of the runs'.
@@ -98,14 +118,25 @@ class FlowCost:
     """One calibration flow: its data frames per second, and what each agent of the lab spent
     on it (cores over the flow's time) and how often it slept and woke."""
 
-    src: str
-    dst: str
+    hosts: tuple[str, ...]  # sender, receiver, and so on for each pair
     seconds: float  # emulated (wall-clock) seconds the flow took
-    frames_per_s: float
+    frames_per_s: float  # each pair's
     cores: dict[str, float]  # by node: its agent's process (one nicd serving several hosts: the same for each)
     wakeups: dict[str, int]
     late_p99_s: float  # the 99th percentile of the flow's agents' lateness, the worst agent's (wall)
     pids: dict[str, int]  # each node's agent process
+
+    @property
+    def src(self) -> str:
+        return self.hosts[0]
+
+    @property
+    def dst(self) -> str:
+        return self.hosts[1]
+
+    @property
+    def pairs(self) -> int:
+        return len(self.hosts) // 2
 
     @property
     def switches(self) -> tuple[str, ...]:
@@ -116,16 +147,15 @@ class FlowCost:
         return sum(self.cores[node] for node in {self.pids[s]: s for s in self.switches}.values())
 
     def nic_cores(self) -> float:
-        """What one NIC spent: the mean of the sender's and receiver's processes, or half the
-        process that serves both."""
-        if self.pids[self.src] == self.pids[self.dst]:
-            return self.cores[self.src] / 2
-        return (self.cores[self.src] + self.cores[self.dst]) / 2
+        """What one NIC spent: the mean of the senders' and receivers' processes, or its share of
+        the process that serves them all."""
+        processes = {self.pids[h]: h for h in self.hosts}
+        return sum(self.cores[h] for h in processes.values()) / len(self.hosts)
 
     def per_frame(self, node: str) -> tuple[float, float]:
-        """(CPU µs, wake-ups) an agent spent per data frame of this flow."""
-        return (self.cores[node] / self.frames_per_s * 1e6,
-                self.wakeups.get(node, 0) / (self.frames_per_s * self.seconds))
+        """(CPU µs, wake-ups) an agent spent per data frame of this flow (its pairs' together)."""
+        frames_per_s = self.frames_per_s * self.pairs
+        return (self.cores[node] / frames_per_s * 1e6, self.wakeups.get(node, 0) / (frames_per_s * self.seconds))
 
 
 def calibration_lab(name: str, tdf: int = CALIBRATION_TDF) -> Lab:
@@ -151,8 +181,8 @@ def measure_flows(name: str, tdf: int = CALIBRATION_TDF, shared_agents: bool = T
     lab = calibration_lab(name, tdf)
     record = engine.up(lab, TdfChoice(tdf, "calibration", 0.0, "measuring this machine's agents"))
     try:
-        flows = (*FLOWS, PATH_FLOW, *[FLOWS[0]] * (LATENESS_RUNS - 1))
-        return run_flows(record, lab, [(src, dst, size * CALIBRATION_TDF // tdf) for src, dst, size in flows])
+        flows = (*FLOWS, PATH_FLOW, PAIRED_FLOW, *[FLOWS[0]] * (LATENESS_RUNS - 1))
+        return run_flows(record, lab, [(hosts, size * CALIBRATION_TDF // tdf) for hosts, size in flows])
     finally:
         engine.down(record)
 
@@ -163,21 +193,21 @@ def _late_p99_s(before: list[AgentReading], after: list[AgentReading], nodes: tu
 
 
 def run_flows(record: LabState, lab: Lab, flows=FLOWS) -> list[FlowCost]:
-    """Each of `flows` (src, dst, bytes) alone, as an elephant, on a lab that is up."""
+    """Each of `flows` (hosts, bytes) alone, as elephants, on a lab that is up."""
     pid = {p["node"]: p["pid"] for p in record.processes}
     pmtu = roce_config(lab.roce).pmtu_bytes
     out = []
-    for src, dst, size in flows:
+    for hosts, size in flows:
         readings = read_lab(record).agents
         before = {p: cpu_ns(p) for p in set(pid.values())}
-        report, _ = run_job(record, JobSpec("elephant", hosts=(src, dst), size_bytes=size, iterations=1))
+        report, _ = run_job(record, JobSpec("elephant", hosts=hosts, size_bytes=size, iterations=1))
         spent = {node: (cpu_ns(p) - before[p]) / 1e9 for node, p in pid.items()}
         after = read_lab(record).agents
         wall_s = report["total"]["time_s"]["emulated"]
         woke = {r.node: r.reply["loop"]["wakeups"] for r in readings if r.reply}
-        out.append(FlowCost(src, dst, wall_s, size / pmtu / wall_s, {node: s / wall_s for node, s in spent.items()},
+        out.append(FlowCost(hosts, wall_s, size / pmtu / wall_s, {node: s / wall_s for node, s in spent.items()},
                             {r.node: r.reply["loop"]["wakeups"] - woke.get(r.node, 0) for r in after if r.reply},
-                            _late_p99_s(readings, after, (*switches_of(src, dst), src, dst)), pid))
+                            _late_p99_s(readings, after, (*switches_of(*hosts[:2]), *hosts)), pid))
     return out
 
 
@@ -185,18 +215,30 @@ def costs_of(flows: list[FlowCost]) -> AgentCosts:
     """The curves: switchd's cores at each one-switch flow's frame rate (and, for one switchd
     serving every switch, at the path flow's hops a second too), and nicd's (the mean of its
     sender and receiver: a data frame sent or received, its ACKs included; half the process's
-    cores where one nicd serves both), from each pair's first run."""
-    first = list({(f.src, f.dst): f for f in reversed(flows)}.values())
-    one_switch = [f for f in first if len(f.switches) == 1]
+    cores where one nicd serves both), from each pair's first run; and from the paired flow,
+    what a frame beside another flow's costs each."""
+    first = list({f.hosts: f for f in reversed(flows)}.values())
+    one_switch = [f for f in first if len(f.switches) == 1 and f.pairs == 1]
     switch_points = sorted((f.frames_per_s, f.switch_cores()) for f in one_switch)
     path_points = sorted((f.frames_per_s * len(f.switches), f.switch_cores()) for f in first if len(f.switches) > 1)
     nic_points = sorted((f.frames_per_s, f.nic_cores()) for f in one_switch)
     # Lateness from the fastest one-switch flow: the most events (a slow flow's 1% is a handful,
     # set by its start-up's control requests) and the busiest agents, as a lab's are; the median of its runs.
     busiest = max(one_switch, key=lambda f: f.frames_per_s)
-    late = statistics.median(f.late_p99_s for f in flows if (f.src, f.dst) == (busiest.src, busiest.dst))
-    return AgentCosts(tuple(switch_points), tuple(nic_points), os.cpu_count() or 1, late,
-                      tuple(sorted({*switch_points, *path_points})))
+    late = statistics.median(f.late_p99_s for f in flows if f.hosts == busiest.hosts)
+    costs = AgentCosts(tuple(switch_points), tuple(nic_points), os.cpu_count() or 1, late,
+                       tuple(sorted({*switch_points, *path_points})))
+    paired = next((f for f in first if f.pairs > 1), None)
+    if paired is None:
+        return costs
+    # What the paired flow cost beyond one of its pairs alone (read off the curves at its
+    # rate), per frame of the other pairs: a NIC's (each pair's two), a switch's (one a pair).
+    # Nothing beyond is not a free frame but a measurement the machine disturbed: none is kept.
+    rate, others = paired.frames_per_s, paired.pairs - 1
+    nic_extra = (paired.nic_cores() * 2 * paired.pairs - 2 * cores_at(costs.nic, rate)) / (2 * others * rate)
+    switch_extra = (paired.switch_cores() - cores_at(costs.switch, rate)) / (others * rate)
+    return replace(costs, nic_extra_s=nic_extra if nic_extra > 0 else None,
+                   switch_extra_s=switch_extra if switch_extra > 0 else None)
 
 
 def _cpu_model() -> str:
