@@ -161,8 +161,10 @@ def test_flows_that_share_wake_ups_are_priced_as_the_busiest_alone_and_the_rest_
     # never above the curve: an extra frame dearer than the curve's is priced on the curve
     dear = AgentCosts(SLOW.switch, SLOW.nic, 2, nic_extra_s=1e-3, switch_extra_s=1e-3)
     assert one_qp.agent_cores(dear, tdf) == pytest.approx(one_qp.agent_cores(SLOW, tdf))
-    # and the line says what a frame costs at that price
+    # and the line says what a frame costs at that price, and that it was measured
     assert f"at {one_qp.agent_cores(paired, tdf)['nicd'] / total * 1e6:.0f} µs each" in one_qp.describe(paired, tdf)
+    assert "beside other flows' frames" in choose_tdf(lab.fabric, lab.scenario, PMTU, paired).why
+    assert "beside" not in choose_tdf(lab.fabric, lab.scenario, PMTU, SLOW).why
 
 
 def test_one_pair_costs_what_the_curve_says_whatever_the_paired_flow_measured():

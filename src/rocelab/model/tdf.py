@@ -343,7 +343,8 @@ def _busiest(cases: list[Demand], costs: AgentCosts, tdf: int) -> Demand:
 
 def _costs(costs: AgentCosts) -> str:
     path = " and through three switches" if len(costs.shared_switch) > len(costs.switch) else ""
-    return f"switchd and nicd CPU per frame measured here at {len(costs.switch)} rates{path}"
+    paired = ", and beside other flows' frames" if costs.nic_extra_s is not None or costs.switch_extra_s is not None else ""
+    return f"switchd and nicd CPU per frame measured here at {len(costs.switch)} rates{path}{paired}"
 
 
 def choose_tdf(fabric: Fabric, scenario: Scenario | None, pmtu_bytes: int, costs: AgentCosts,
