@@ -2,12 +2,13 @@
 
     python benchmarks/bench_frame_cost.py [--tdf 250]
 
-1. The calibration lab (rocelab.runtime.calibration: six hosts on 100G, 20G and 4G ports of a
-   leaf, a seventh behind a spine and a second leaf) at --tdf, three elephant flows each alone
-   on the first leaf, so three frame rates 5x apart, and the fastest again over three switches:
-   per flow, switchd's CPU per hop and a NIC's per data frame (/proc/PID/schedstat; where one nicd serves
-   both hosts, half its CPU), how often each process slept and woke per frame (the agents'
-   loop counters), and how late the flow's agents ran their due events (p99, wall). First as `up` runs them here (switchd's C pipeline running
+1. The calibration lab (rocelab.runtime.calibration: twelve hosts on 100G, 20G and 4G ports of a
+   leaf, another behind a spine and a second leaf) at --tdf, three elephant flows each alone
+   on the first leaf, so three frame rates 5x apart, the fastest again over three switches, and
+   the second four times at once (flows that share the agents' wake-ups): per flow, switchd's
+   CPU per hop and a NIC's per data frame (/proc/PID/schedstat; where one nicd serves the
+   hosts, its share of that CPU), how often each process slept and woke per data frame (the
+   agents' loop counters), and how late the flow's agents ran their due events (p99, wall). First as `up` runs them here (switchd's C pipeline running
    its own loop, where built; one nicd for all hosts, its loop in C where built), then, in the
    same run, the references: one nicd per host (as the container engines run them), and
    ROCELAB_PURE_SWITCH=1 with ROCELAB_PURE_LOOP=1 (the Python pipeline, and both agents in the
@@ -63,8 +64,8 @@ def flow_table(title: str, flows: list[calibration.FlowCost]) -> Table:
         table.add_column(column, justify="left" if column == "flow" else "right")
     for f in flows:
         woke = f.per_frame("leaf1")[1]
-        shared = f.pids[f.src] == f.pids[f.dst]  # one nicd serving both hosts (the netns engine's)
-        nic_woke = f.per_frame(f.src)[1] + (0 if shared else f.per_frame(f.dst)[1])
+        # each nicd process once: one serving every host (the netns engine's), or one per host
+        nic_woke = sum(f.per_frame(host)[1] for host in {f.pids[h]: h for h in f.hosts}.values())
         pairs = f"{f.pairs} pairs at once, as " if f.pairs > 1 else ""
         table.add_row(f"{pairs}{' → '.join((f.src, *f.switches, f.dst))}", f"{f.frames_per_s:,.0f}", f"{per_hop_us(f):.1f}",
                       f"{woke:.2f}",
