@@ -45,9 +45,8 @@ def lab_home(tmp_path, monkeypatch):
     return tmp_path / "labs" / "l1" / "lab.yml"
 
 
-@pytest.fixture
-def bring_up():
-    """bring_up(lab_or_topology, **overrides) → (Lab, LabState); torn down after the test."""
+def _labs_brought_up():
+    """bring_up(lab_or_topology, **overrides) → (Lab, LabState); torn down when the scope ends."""
     from rocelab.engines import builtin_engines
     from rocelab.model.lab import load_lab
     from rocelab.runtime import calibration
@@ -65,3 +64,8 @@ def bring_up():
     yield _up
     for record in made:
         engine.down(record)
+
+
+bring_up = pytest.fixture(_labs_brought_up, name="bring_up")
+# A lab several tests of a module share, when none of them leaves it changed.
+bring_up_for_module = pytest.fixture(_labs_brought_up, scope="module", name="bring_up_for_module")

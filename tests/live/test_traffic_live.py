@@ -19,9 +19,10 @@ ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "rocelab"]
 
 
-@pytest.fixture
-def lab(bring_up):
-    return bring_up("leaf-spine-2x2", nic="emulated", dataplane="kernel", profile=None)
+@pytest.fixture(scope="module")
+def lab(bring_up_for_module):
+    """One lab for the jobs that leave it as they found it (each report counts its own job)."""
+    return bring_up_for_module("leaf-spine-2x2", nic="emulated", dataplane="kernel", profile=None)
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
@@ -100,13 +101,13 @@ def test_traffic_on_a_lab_without_nics_exits_2_with_the_fix(bring_up):
     assert "nic: emulated" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_a_job_that_stops_moving_fails_with_what_each_host_waits_for(lab):
+def test_a_job_that_stops_moving_fails_with_what_each_host_waits_for(bring_up):
     from pyroute2 import IPRoute
 
     from rocelab.kernel import control
     from rocelab.traffic.job import JobFailed
 
-    spec, record = lab
+    spec, record = bring_up("leaf-spine-2x2", nic="emulated", dataplane="kernel", profile=None)  # its cable is cut
 
     def cut_h1_cable(progress) -> None:
         if progress.bytes_done:  # once traffic flows, h1's ToR port goes down

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from rocelab.model.lab import load_lab
@@ -217,3 +219,31 @@ def test_the_calibration_reads_the_paired_flows_extra_per_frame_off_what_one_pai
     # every frame stays on the curve rather than the others' costing nothing
     disturbed = costs_of([*alone, _flow(paired.hosts, 2400, 0.05, 0.1)])
     assert (disturbed.nic_extra_s, disturbed.switch_extra_s) == (None, None)
+
+
+def test_the_cache_keeps_each_settings_figures_so_switching_back_measures_nothing(monkeypatch, tmp_path):
+    """ROCELAB_KEEP_AWAKE, the pure switch or the pure loop changed and changed back: the first
+    setting's figures are still kept, and only the newest few keys are."""
+    from rocelab.runtime import calibration
+
+    monkeypatch.setenv("ROCELAB_CACHE_DIR", str(tmp_path))
+    setting, measured = ["a"], []
+
+    def measure(lab_name):
+        measured.append(setting[0])
+        return replace(SLOW, late_p99_s=len(measured) * 1e-5)
+
+    monkeypatch.setattr(calibration, "cache_key", lambda: setting[0])
+    monkeypatch.setattr(calibration, "measure", measure)
+    (tmp_path / "calibration.json").write_text('{"key": "a", "costs": {}}')  # an older rocelab's single key
+    first = calibration.costs("lab-pfc")
+    setting[0] = "b"
+    second = calibration.costs("lab-pfc")
+    setting[0] = "a"
+    assert calibration.costs("lab-pfc") == first != second and measured == ["a", "b"]
+    for n in range(calibration.KEPT_CALIBRATIONS):
+        setting[0] = f"k{n}"
+        calibration.costs("lab-pfc")
+    setting[0] = "a"
+    calibration.costs("lab-pfc")
+    assert measured[-1] == "a" and len(measured) == 2 + calibration.KEPT_CALIBRATIONS + 1

@@ -19,8 +19,9 @@ shortest frame time a lab can hold on this machine. CPU time is counted, not wal
 what else the machine runs changes the figures little; the fidelity report
 (rocelab.runtime.fidelity) says when the machine could not give the agents that time.
 
-The result is kept under paths.cache_dir() per rocelab version and sources, CPU model and
-core count: changed agents are measured again. Calibrating takes about ten seconds, once.
+The result is kept under paths.cache_dir() per rocelab version and sources, CPU model, core
+count and the agents' settings (the newest few of those keys): changed agents are measured
+again. Calibrating takes about ten seconds, once.
 """
 
 from __future__ import annotations
@@ -260,20 +261,28 @@ def cache_key() -> str:
     return f"{rocelab.__version__}-{digest.hexdigest()[:12]}-{cpu}-{os.cpu_count()}"
 
 
+KEPT_CALIBRATIONS = 8  # keys kept: switching ROCELAB_KEEP_AWAKE or the pipeline and back measures nothing again
+
+
 def costs(lab_name: str) -> AgentCosts:
     """This machine's agent costs: from the cache when it holds them for these sources and CPU,
-    else measured now in a calibration lab named after the lab being brought up."""
+    else measured now in a calibration lab named after the lab being brought up. The cache keeps
+    the newest few keys' figures, so a setting changed and changed back finds its figures kept."""
     key = cache_key()
     cache = paths.cache_dir() / "calibration.json"
-    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-        kept = json.loads(cache.read_text())
-        if kept["key"] == key:
-            return AgentCosts.from_json(kept["costs"])
+    kept: list[dict] = []
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError, AttributeError):
+        kept = [e for e in json.loads(cache.read_text())["entries"] if isinstance(e, dict) and "key" in e]
+        for entry in kept:
+            if entry["key"] == key:
+                return AgentCosts.from_json(entry["costs"])
     measured = measure(f"{lab_name[:19]}-calibration")
+    entries = [{"key": key, "cpu": _cpu_model(), "costs": measured.to_json()},
+               *(e for e in kept if e["key"] != key)][:KEPT_CALIBRATIONS]
     with contextlib.suppress(OSError):  # a read-only cache only costs the next `up` a measurement
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"key": key, "cpu": _cpu_model(), "costs": measured.to_json()}, indent=1))
+        tmp.write_text(json.dumps({"entries": entries}, indent=1))
         os.replace(tmp, cache)
     return measured
 
