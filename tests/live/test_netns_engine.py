@@ -126,8 +126,24 @@ def lab_status(name: str) -> tuple[dict, str]:
     return next(lab for lab in status["labs"] if lab["name"] == name), " ".join(shown.split())
 
 
+def _costs_kept_for_other_keep_awake_settings(monkeypatch, tmp_path: Path) -> None:
+    """A cache of this test's own, holding this setting's agent costs under the spinners' key
+    and the no-keep-awake key too: what this test checks is which processes keep the CPUs
+    awake, and `up` under each setting would otherwise spend ~7 s calibrating for it."""
+    from rocelab.runtime import calibration
+
+    here = calibration.costs("keep-awake").to_json()
+    monkeypatch.setenv("ROCELAB_CACHE_DIR", str(tmp_path))
+    keys = []
+    for setting in ("spin", "0"):
+        monkeypatch.setenv(awake.KEEP_AWAKE_ENV, setting)
+        keys.append(calibration.cache_key())
+    (tmp_path / "calibration.json").write_text(json.dumps({"entries": [{"key": k, "costs": here} for k in keys]}))
+
+
 def test_the_cpus_are_kept_awake_by_a_pm_qos_request_or_idle_priority_spinners_unless_told_not_to(bring_up,
-                                                                                                    monkeypatch):
+                                                                                                    monkeypatch,
+                                                                                                    tmp_path):
     from rocelab.engines import builtin_engines
 
     if awake.how() == awake.PM_QOS_MODE:
@@ -143,6 +159,7 @@ def test_the_cpus_are_kept_awake_by_a_pm_qos_request_or_idle_priority_spinners_u
         builtin_engines().get("netns").down(record)
         time.sleep(0.2)  # the request goes with its holder: halting resumes
         assert halts() > before or not before
+    _costs_kept_for_other_keep_awake_settings(monkeypatch, tmp_path)
     monkeypatch.setenv(awake.KEEP_AWAKE_ENV, "spin")
     spec, record = bring_up("leaf-spine-2x2")
     cpus = sorted(os.sched_getaffinity(0))
