@@ -53,6 +53,9 @@ from rocelab.traffic.job import run_job
 from rocelab.traffic.spec import JobSpec
 
 CALIBRATION_TDF = 250
+# Settings whose figures the cache keeps, newest first: a setting changed (ROCELAB_KEEP_AWAKE,
+# the pure switch or loop) and changed back is not measured again.
+KEPT_CALIBRATIONS = 8
 # Three host pairs on ports of three rates, 5× apart: the same flow at three frame rates; and a
 # host behind a spine, for a flow of three hops.
 TOPOLOGY = """\
@@ -259,9 +262,6 @@ def cache_key() -> str:
         digest.update(path.read_bytes())
     cpu = hashlib.sha256(_cpu_model().encode()).hexdigest()[:8]
     return f"{rocelab.__version__}-{digest.hexdigest()[:12]}-{cpu}-{os.cpu_count()}"
-
-
-KEPT_CALIBRATIONS = 8  # keys kept: switching ROCELAB_KEEP_AWAKE or the pipeline and back measures nothing again
 
 
 def costs(lab_name: str) -> AgentCosts:
