@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from scapy.layers.inet import ICMP, IP, UDP, IPerror, UDPerror
 from scapy.layers.l2 import Ether
 
@@ -32,3 +33,29 @@ def test_icmp_errors_and_garbage_are_not_answered():
     assert icmp_time_exceeded(b"\x00" * 20, mac_bytes(PORT_MAC), PORT_IP) is None
     arp_like = bytes(Ether(type=0x0806) / (b"\x00" * 40))
     assert icmp_time_exceeded(arp_like, mac_bytes(PORT_MAC), PORT_IP) is None
+
+
+class _Built(Exception):
+    """Stops a switchd's construction once its FIB is read."""
+
+
+def test_switchd_listens_for_route_changes_before_it_reads_the_fib(monkeypatch):
+    """FRR installs routes while the agents start: a route added between switchd's first FIB
+    dump and its netlink subscription would wait for the next change, and BGP may make none (a
+    suite run beside a CPU-bound process once waited 45 s for such a route on a docker lab)."""
+    from rocelab.switch import agent
+
+    listening = []
+
+    class Events:
+        def __init__(self):
+            listening.append(True)
+
+    def read_fib(*args):
+        raise _Built(bool(listening))
+
+    monkeypatch.setattr(agent, "Events", Events)
+    monkeypatch.setattr(agent.kernel_fib, "read_fib", read_fib)
+    with pytest.raises(_Built) as built:
+        agent.Switchd({"ports": []})
+    assert built.value.args == (True,)

@@ -195,6 +195,9 @@ class Switchd:
         self.key = key
         self.ipr = IPRoute()
         self.rtnl = Rtnl()
+        # Listen before the first dump: a route FRR installs between the two (BGP converges while
+        # the agents start) would otherwise reach the forwarding table only with the next change.
+        self.events = Events()
         self.fib: Fib = kernel_fib.read_fib(self.rtnl, self.names, self.rtnl.links())
         self.pfc_wd_tdf = config.get("pfc_wd_tdf", config["tdf"])
         self.profile = load_profile(config["profile"], self.pfc_wd_tdf)
@@ -206,7 +209,6 @@ class Switchd:
         self.reloads = 0
         # A shut port's neighbours and routes, which the kernel drops with the link, for startup.
         self.parked: dict[str, kernel_fib.PortState] = {}
-        self.events = Events()
         self.down: frozenset[str] = frozenset()  # ports the ASIC holds down: in no route
         # how long the ASIC takes to see a link's far end go dark (the lab's link_down_detect_ms, dilated)
         self.signal = SignalLoss(float(config.get("link_down_detect_s", 0.0)) * config["tdf"])
