@@ -1,4 +1,5 @@
-"""switchd's CPU port: TTL-expired packets answered with ICMP time exceeded."""
+"""switchd's CPU port: TTL-expired packets answered with ICMP time exceeded; and its start:
+listening for route changes before the first FIB dump."""
 
 from __future__ import annotations
 
