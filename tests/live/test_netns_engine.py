@@ -132,13 +132,11 @@ def _costs_kept_for_other_keep_awake_settings(monkeypatch, tmp_path: Path) -> No
     awake, and `up` under each setting would otherwise spend ~7 s calibrating for it."""
     from rocelab.runtime import calibration
 
-    here = calibration.costs("keep-awake").to_json()
+    here = calibration.costs("keep-awake")
     monkeypatch.setenv("ROCELAB_CACHE_DIR", str(tmp_path))
-    keys = []
     for setting in ("spin", "0"):
         monkeypatch.setenv(awake.KEEP_AWAKE_ENV, setting)
-        keys.append(calibration.cache_key())
-    (tmp_path / "calibration.json").write_text(json.dumps({"entries": [{"key": k, "costs": here} for k in keys]}))
+        calibration.keep(calibration.cache_key(), here)
 
 
 def test_the_cpus_are_kept_awake_by_a_pm_qos_request_or_idle_priority_spinners_unless_told_not_to(bring_up,

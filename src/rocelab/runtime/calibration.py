@@ -264,26 +264,37 @@ def cache_key() -> str:
     return f"{rocelab.__version__}-{digest.hexdigest()[:12]}-{cpu}-{os.cpu_count()}"
 
 
-def costs(lab_name: str) -> AgentCosts:
-    """This machine's agent costs: from the cache when it holds them for these sources and CPU,
-    else measured now in a calibration lab named after the lab being brought up. The cache keeps
-    the newest few keys' figures, so a setting changed and changed back finds its figures kept."""
-    key = cache_key()
+def _kept() -> list[dict]:
+    """The cache's entries, newest first: [] where there is none or it cannot be read."""
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        entries = json.loads((paths.cache_dir() / "calibration.json").read_text())["entries"]
+        return [e for e in entries if isinstance(e, dict) and "key" in e]
+    return []
+
+
+def keep(key: str, costs: AgentCosts) -> None:
+    """These costs kept under `key`, as the newest entry: the oldest beyond KEPT_CALIBRATIONS go."""
     cache = paths.cache_dir() / "calibration.json"
-    kept: list[dict] = []
-    with contextlib.suppress(OSError, ValueError, KeyError, TypeError, AttributeError):
-        kept = [e for e in json.loads(cache.read_text())["entries"] if isinstance(e, dict) and "key" in e]
-        for entry in kept:
-            if entry["key"] == key:
-                return AgentCosts.from_json(entry["costs"])
-    measured = measure(f"{lab_name[:19]}-calibration")
-    entries = [{"key": key, "cpu": _cpu_model(), "costs": measured.to_json()},
-               *(e for e in kept if e["key"] != key)][:KEPT_CALIBRATIONS]
+    entries = [{"key": key, "cpu": _cpu_model(), "costs": costs.to_json()},
+               *(e for e in _kept() if e["key"] != key)][:KEPT_CALIBRATIONS]
     with contextlib.suppress(OSError):  # a read-only cache only costs the next `up` a measurement
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_suffix(".tmp")
         tmp.write_text(json.dumps({"entries": entries}, indent=1))
         os.replace(tmp, cache)
+
+
+def costs(lab_name: str) -> AgentCosts:
+    """This machine's agent costs: from the cache when it holds them for these sources and CPU,
+    else measured now in a calibration lab named after the lab being brought up. The cache keeps
+    the newest few keys' figures, so a setting changed and changed back finds its figures kept."""
+    key = cache_key()
+    for entry in _kept():
+        if entry["key"] == key:
+            with contextlib.suppress(KeyError, TypeError, ValueError):
+                return AgentCosts.from_json(entry["costs"])
+    measured = measure(f"{lab_name[:19]}-calibration")
+    keep(key, measured)
     return measured
 
 
