@@ -1,4 +1,4 @@
-"""The agents' loop serves an event due within `early_s` in the wake-up it already has, its
+"""The agents' loop serves an event due within `early_s` of the real clock in the wake-up it already has, its
 clock running ahead to that event's time and never back; it sleeps for anything later."""
 
 from __future__ import annotations
@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import mmap
+import random
 import signal
 import socket
 import struct
@@ -17,9 +18,11 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from rocelab.kernel.control import ControlServer
-from rocelab.kernel.loop import (EARLY_MAX_S, EARLY_SHARE, PURE_LOOP_ENV, ROUND_FRAMES, Loop, LoopStats, Port, _loop,
-                                 build_members, early_s)
+from rocelab.kernel.loop import (DRAIN_ROUNDS, EARLY_MAX_S, EARLY_SHARE, IDLE_WAIT_S, LATENESS_BOUNDS_S, PURE_LOOP_ENV,
+                                 ROUND_BYTES, ROUND_FRAMES, Loop, LoopStats, Port, _loop, build_members, early_s)
 from rocelab.kernel.ring import TP_STATUS_USER, RxRing
+from rocelab.switch.fastpath import FastSwitch
+from test_switch_support import PORTS, fib, lossless_profile, port_specs, roce, with_port
 
 
 class OneEvent:
@@ -66,6 +69,50 @@ def test_an_event_further_off_is_slept_for(control):
     loop = Loop(core, {}, [control], early_s=0.0)
     loop._wait_and_serve({}, [])  # sleeps until the event, then serves it
     assert len(core.served_at) == 1 and loop.stats.wakeups == 1
+
+
+class Chain:
+    """A core with `count` events, one every `step_s` from its first clock reading: each recorded
+    with its due time and the real clock's when it ran."""
+
+    def __init__(self, step_s: float, count: int):
+        self.step_s, self.count = step_s, count
+        self.first: float | None = None
+        self.served: list[tuple[float, float]] = []
+
+    def receive(self, port, frame, now):
+        raise AssertionError("no frame expected")
+
+    def next_event(self, now):
+        if self.first is None:
+            self.first = now
+        k = len(self.served)
+        return self.first + (k + 1) * self.step_s if k < self.count else None
+
+    def poll(self, now):
+        due = self.next_event(now)
+        if due is not None and now >= due:
+            self.served.append((due, time.monotonic()))
+        return []
+
+
+@pytest.mark.parametrize("shell", ["python", pytest.param("c", marks=pytest.mark.skipif(
+    _loop is None, reason="rocelab.kernel._loop is not built (no C compiler at install time)"))])
+def test_events_closer_together_than_early_s_never_run_more_than_early_s_before_the_real_clock(shell):
+    """Measured from the loop's clock once it ran ahead, each event of the chain was within
+    early_s of the last one served, and the whole chain ran at once, its last event 27 ms early."""
+    early = 0.005
+    core = Chain(step_s=0.003, count=10)
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        loop = Loop(core, {"eth1": Port(ours, fake_ring([], 0, time.time()))}, [], early_s=early, shell=shell)
+        while len(core.served) < core.count:
+            loop._serve_in_c([]) if shell == "c" else loop._wait_and_serve({}, [])
+    finally:
+        ours.close()
+        theirs.close()
+    assert max(due - ran for due, ran in core.served) <= early
+    assert loop.now() >= core.served[-1][0]  # never back
 
 
 class EveryMs:
@@ -253,6 +300,42 @@ def test_the_loop_in_c_reads_rounds_in_the_python_loops_order():
     heads = {"h1/eth1": FAKE_GEOMETRY[3] - 2, "h2/eth1": 0, "h3/eth1": 9}  # h1's frames wrap around its ring's end
     c, python = run_once("c", frames, heads), run_once("python", frames, heads)
     assert c == python and c[3] == ROUND_FRAMES * 3 + 15 and c[-1]
+
+
+@pytest.mark.skipif(FastSwitch is None, reason="the C fast path is not built here (no C compiler)")
+def test_switchds_loop_in_c_sends_a_queue_no_more_than_early_s_before_the_real_clock():
+    """Ten frames in eth1's ring at once for eth2, whose rate takes 3 ms a frame: its departures
+    fall 3 ms apart, closer than early_s. Measured from the loop's clock once it ran ahead,
+    switchd's loop sent them all within a few milliseconds of the first."""
+    early, step_s, size = 0.005, 0.003, 200
+    switch = FastSwitch("leaf1", with_port(port_specs(), "eth2", rate_bps=size * 8 / step_s), lossless_profile(),
+                        fib(), random.Random(1))
+    pairs = {name: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM) for name in PORTS}
+    other = socket.socketpair()
+    arrived = time.monotonic()
+    rings = {name: fake_ring([roce("eth1", "eth2", size)] * 10 if name == "eth1" else [], 0, time.time())
+             for name in PORTS}
+    try:
+        pairs["eth1"][1].send(b"!")  # eth1's descriptor readable, as a ring with frames makes it
+        other[1].send(b"?")  # a descriptor to hand back for: one wake-up a call
+        pairs["eth2"][1].setblocking(False)
+        heads, sent = [0] * len(PORTS), []
+        while len(sent) < 10 and time.monotonic() < arrived + 5:
+            _, heads = switch.serve([(pairs[n][0].fileno(), rings[n].map, h) for n, h in zip(PORTS, heads)],
+                                    [other[0].fileno()], FAKE_GEOMETRY, early, IDLE_WAIT_S, LATENESS_BOUNDS_S,
+                                    ROUND_FRAMES, ROUND_BYTES, DRAIN_ROUNDS)
+            with contextlib.suppress(BlockingIOError):
+                while True:
+                    pairs["eth2"][1].recv(4096)
+                    sent.append(time.monotonic())
+    finally:
+        for ours, theirs in [*pairs.values(), other]:
+            ours.close()
+            theirs.close()
+    assert len(sent) == 10
+    # frame k is due no sooner than k steps after the frames arrived (1 ms for the clocks' conversion)
+    assert all(ran >= arrived + k * step_s - early - 1e-3 for k, ran in enumerate(sent)), \
+        [round(ran - arrived, 4) for ran in sent]
 
 
 @pytest.mark.skipif(_loop is None, reason="rocelab.kernel._loop is not built (no C compiler at install time)")

@@ -193,9 +193,9 @@ static int run(Shell *s, struct pollfd *pfd, int nothers)
 {
     int n = s->nports, ready[MAX_FDS];
     for (;;) {
-        double now = shell_now(s), due;
+        double clock = clock_s(CLOCK_MONOTONIC), now = clock > s->ahead ? clock : s->ahead, due;
         if (next_due(s, now, &due) < 0) return -1;
-        if (due > now && due - now <= s->early_s) s->ahead = now = due;
+        if (due > now && due - clock <= s->early_s) s->ahead = now = due;  /* early_s of the real clock at most */
         double wait = due - now;
         if (wait > s->idle_s) wait = s->idle_s;
         if (wait < 0) wait = 0;

@@ -16,10 +16,10 @@ where rocelab.kernel._loop is built (`shell`), Python entered only for the core'
 
 What a wake-up costs sets what a frame costs: on a virtual machine a sleep and its wake-up cost
 tens of microseconds of CPU, more than the work of a frame. So the loop serves every event due
-within `early_s` at once, in the wake-up it already has: its clock moves ahead to that event's
-time (never back), and the frame leaves up to `early_s` before its due time. `early_s` is a
-quarter of the fidelity bound at most (rocelab.runtime.fidelity, EARLY_SHARE): what the
-judgement already accepts as "the wire sees the same frames in the same order".
+within `early_s` of the real clock at once, in the wake-up it already has: its clock moves ahead
+to that event's time (never back), and the frame leaves up to `early_s` before its due time.
+`early_s` is a quarter of the fidelity bound at most (rocelab.runtime.fidelity, EARLY_SHARE):
+what the judgement already accepts as "the wire sees the same frames in the same order".
 
 The loop also measures how well it keeps the emulated schedule, in one `Lateness` histogram:
 every time it runs the core for an event that was due (a frame's departure from its shaper,
@@ -283,9 +283,12 @@ class Loop:
     def _wait_and_serve(self, port_fds: dict[int, str], fds: list[int]) -> list[int]:
         """One wake-up in Python: sleep until the core's next event or a descriptor is readable,
         run the readable ports and the due events; the other readable descriptors."""
-        now = self.now()
+        clock = self.clock()
+        now = clock if clock > self.ahead else self.ahead
         due = self.core.next_event(now)
-        if due is not None and now < due <= now + self.early_s:
+        # Early by early_s of the real clock at most: measured from a clock already ahead, events
+        # each within early_s of the last would run ahead of the real one without end.
+        if due is not None and now < due <= clock + self.early_s:
             self.ahead = now = due
         wait_s = IDLE_WAIT_S if due is None else min(max(due - now, 0.0), IDLE_WAIT_S)
         readable, _, _ = select.select(fds, [], [], wait_s)

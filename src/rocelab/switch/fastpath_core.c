@@ -1003,9 +1003,10 @@ other's ring when send() returns (a veth delivers in the sender's system call), 
 same wake-up instead of waking a second process. The loop's clock, its counts and its last
 wake-up's end are the first core's: the process's, as the Python loop's are.
 
-Events due within `early_s` run at once: the loop's clock moves ahead to their time (never
-back), so they run in the same wake-up as what woke it. A sleep of this machine's kernel costs
-more CPU than the wait it saves when the wait is that short, and comes back later than asked. */
+Events due within `early_s` of the real clock run at once: the loop's clock moves ahead to
+their time (never back), so they run in the same wake-up as what woke it. A sleep of this
+machine's kernel costs more CPU than the wait it saves when the wait is that short, and comes
+back later than asked. */
 
 typedef struct { const int *fds; LoopCounts *lc; } Sending;  /* one core's sockets, the loop's counts */
 
@@ -1121,14 +1122,15 @@ int fp_serve(Core *const *cores, int ncores, const Serve *s)
     LoopCounts *lc = &c0->loop;
     static const struct timespec at_once = {0, 0};
     while (!handed_back) {
-        double now = clock_s(CLOCK_MONOTONIC);
-        if (now < c0->ahead) now = c0->ahead;
+        double clock = clock_s(CLOCK_MONOTONIC), now = clock < c0->ahead ? c0->ahead : clock;
         double next = INFINITY;
         for (int k = 0; k < ncores; k++) {
             due[k] = fp_next_due(cores[k]);
             if (due[k] < next) next = due[k];
         }
-        if (next > now && next - now <= s->early_s) {
+        /* early by early_s of the real clock at most: measured from a clock already ahead,
+           events each within early_s of the last would run ahead of the real one without end */
+        if (next > now && next - clock <= s->early_s) {
             c0->ahead = next;
             now = next;
         }
