@@ -1,5 +1,6 @@
-"""The agents' loop serves an event due within `early_s` of the real clock in the wake-up it already has, its
-clock running ahead to that event's time and never back; it sleeps for anything later."""
+"""The agents' loop serves an event due within `early_s` of the real clock in the wake-up it
+already has, its clock running ahead to that event's time and never back; it sleeps for
+anything later."""
 
 from __future__ import annotations
 
