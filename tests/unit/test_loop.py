@@ -49,6 +49,19 @@ class OneEvent:
         return []
 
 
+class Idle:
+    """A core with nothing to do."""
+
+    def receive(self, port, frame, now):  # no frames in these tests
+        raise AssertionError("no frame expected")
+
+    def next_event(self, now):
+        return None
+
+    def poll(self, now):
+        return []
+
+
 @pytest.fixture
 def control(tmp_path):
     server = ControlServer(tmp_path / "agent.sock", lambda req: {})
@@ -108,7 +121,7 @@ def test_events_closer_together_than_early_s_never_run_more_than_early_s_before_
     try:
         loop = Loop(core, {"eth1": Port(ours, fake_ring([], 0, time.time()))}, [], early_s=early, shell=shell)
         while len(core.served) < core.count:
-            loop._serve_in_c([]) if shell == "c" else loop._wait_and_serve({}, [])
+            loop._serve_in_c({}) if shell == "c" else loop._wait_and_serve({}, [])
     finally:
         ours.close()
         theirs.close()
@@ -257,7 +270,7 @@ def run_once(shell: str, frames: dict[str, list[bytes]], heads: dict[str, int]):
         loop = Loop(core, ports, [], shell=shell)
         port_fds = {p.sock.fileno(): name for name, p in ports.items()}
         fds = [other[0].fileno()]
-        readable = (loop._serve_in_c(fds) if shell == "c"
+        readable = (loop._serve_in_c({fds[0]: other[0]}) if shell == "c"
                     else loop._wait_and_serve(port_fds, [*port_fds, *fds]))
         sent = {}
         for name, (_, theirs) in pairs.items():
@@ -301,6 +314,30 @@ def test_the_loop_in_c_reads_rounds_in_the_python_loops_order():
     heads = {"h1/eth1": FAKE_GEOMETRY[3] - 2, "h2/eth1": 0, "h3/eth1": 9}  # h1's frames wrap around its ring's end
     c, python = run_once("c", frames, heads), run_once("python", frames, heads)
     assert c == python and c[3] == ROUND_FRAMES * 3 + 15 and c[-1]
+
+
+@pytest.mark.skipif(_loop is None, reason="rocelab.kernel._loop is not built (no C compiler at install time)")
+def test_the_loop_in_c_hears_a_client_whose_descriptor_number_an_earlier_one_had():
+    """The C loop's epoll set is kept from turn to turn. A client that closed left it with its file;
+    the next client often gets the same number, and must be added again, or its request is never
+    seen: the loop would sleep through it until idle (IDLE_WAIT_S, nothing being due)."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    loop = Loop(Idle(), {"eth1": Port(ours, fake_ring([], 0, time.time()))}, [], shell="c")
+    try:
+        for _ in range(3):
+            client, peer = socket.socketpair()
+            try:
+                peer.send(b"?")
+                started = time.monotonic()
+                readable = loop._serve_in_c({client.fileno(): client})
+                assert readable == [client.fileno()] and time.monotonic() - started < IDLE_WAIT_S / 2
+            finally:
+                client.close()
+                peer.close()
+    finally:
+        loop.epoll.close()
+        ours.close()
+        theirs.close()
 
 
 @pytest.mark.skipif(FastSwitch is None, reason="the C fast path is not built here (no C compiler)")

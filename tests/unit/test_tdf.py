@@ -233,8 +233,9 @@ def test_the_cache_keeps_each_settings_figures_so_switching_back_measures_nothin
         measured.append(setting[0])
         return replace(SLOW, late_p99_s=len(measured) * 1e-5)
 
-    monkeypatch.setattr(calibration, "cache_key", lambda: setting[0])
+    monkeypatch.setattr(calibration, "cache_key", lambda busy: setting[0])
     monkeypatch.setattr(calibration, "measure", measure)
+    monkeypatch.setattr(calibration, "others_busy", lambda: 0.0)
     (tmp_path / "calibration.json").write_text('{"key": "a", "costs": {}}')  # an older rocelab's single key
     first = calibration.costs("lab-pfc")
     setting[0] = "b"
@@ -247,3 +248,30 @@ def test_the_cache_keeps_each_settings_figures_so_switching_back_measures_nothin
     setting[0] = "a"
     calibration.costs("lab-pfc")
     assert measured[-1] == "a" and len(measured) == 2 + calibration.KEPT_CALIBRATIONS + 1
+
+
+def test_a_machine_busy_with_other_work_is_measured_apart_and_its_tdf_says_so(monkeypatch, tmp_path):
+    """Other processes keeping the CPUs busy when `up` looks: the figures are measured then and
+    kept under their own key, the idle machine's stay kept, and the TDF's reason says how busy."""
+    from rocelab.runtime import calibration
+
+    monkeypatch.setenv("ROCELAB_CACHE_DIR", str(tmp_path))
+    busy, measured = [0.02], []
+
+    def measure(lab_name):
+        measured.append(busy[0])
+        return replace(FAST, late_p99_s=1e-4 if busy[0] >= calibration.BUSY_SHARE else 3e-5)
+
+    monkeypatch.setattr(calibration, "measure", measure)
+    monkeypatch.setattr(calibration, "others_busy", lambda: busy[0])
+    idle = calibration.costs("lab-pfc")
+    busy[0] = 0.5
+    loaded = calibration.costs("lab-pfc")
+    busy[0] = 0.03
+    assert calibration.costs("lab-pfc") == idle and measured == [0.02, 0.5]
+    assert (idle.busy_share, loaded.busy_share) == (0.0, 0.5)
+    assert AgentCosts.from_json(loaded.to_json()) == loaded
+    lab = load_lab("lab-pfc")
+    quiet, noisy = (choose_tdf(lab.fabric, lab.scenario, PMTU, c) for c in (idle, loaded))
+    assert noisy.tdf > quiet.tdf
+    assert "other processes keeping 50% of the CPUs busy" in noisy.why and "of the CPUs busy" not in quiet.why

@@ -2,9 +2,9 @@
 in Python (nicd's NicGroup).
 
 Loop._wait_and_serve, _drain and _transmit, for as long as frames and timers are all there is to
-do: ppoll on the ports and the other descriptors, the core's next event, the ring reads
-(TPACKET_V2, rocelab.kernel.ring), the lateness bookkeeping and the sends, with Python entered
-only for the core's own calls (next_event once per wake-up and round, receive per frame, poll
+do: the wait on an epoll set of the ports and the other descriptors (Loop keeps it from call to
+call), the core's next event, the ring reads (TPACKET_V2, rocelab.kernel.ring), the lateness
+bookkeeping and the sends, with Python entered only for the core's own calls (next_event once per wake-up and round, receive per frame, poll
 per round). On this project's machines the Python shell around a wake-up cost more than the
 NIC's work for a frame (README, "What a frame costs"). It hands the loop back when another
 descriptor (a control socket, a watcher) is readable, a signal came, or nothing happened for
@@ -17,7 +17,6 @@ what was sent and what was counted.
 
 #include <errno.h>
 #include <linux/if_packet.h>  /* struct tpacket2_hdr, TP_STATUS_* */
-#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -187,11 +186,35 @@ static int drain(Shell *s, int *ready, int nready, double due)
     return 0;
 }
 
+/* The ports epoll reported readable, in the ports' order (as the Python loop lists them) into
+   `ready`, a socket's error cleared; the others into `others_revents`. The number of ports. */
+static int ready_ports(const Shell *s, const struct epoll_event *ev, int r, const int *slot_of, int max_fd,
+                       char *others_revents, int *handed_back, int *ready)
+{
+    int nready = 0;
+    for (int e = 0; e < r; e++) {
+        int fd = ev[e].data.fd, i = fd >= 0 && fd <= max_fd ? slot_of[fd] : -1;
+        if (i < 0) continue;  /* not this turn's: none should be */
+        if (i >= s->nports) {
+            others_revents[i - s->nports] = 1;
+            *handed_back = 1;
+            continue;
+        }
+        if (ev[e].events & EPOLLERR) clear_error(s->ports[i].fd);
+        if (!(ev[e].events & EPOLLIN)) continue;
+        int j = nready++;
+        for (; j && ready[j - 1] > i; j--) ready[j] = ready[j - 1];
+        ready[j] = i;
+    }
+    return nready;
+}
+
 /* Wake-ups until another descriptor is readable (1), a signal's handlers ran or the loop was
    idle for idle_s (0), or an exception (-1). */
-static int run(Shell *s, struct pollfd *pfd, int nothers)
+static int run(Shell *s, int epfd, const int *slot_of, int max_fd, char *others_revents)
 {
-    int n = s->nports, ready[MAX_FDS];
+    int ready[MAX_FDS];
+    struct epoll_event ev[MAX_FDS];
     for (;;) {
         double clock = clock_s(CLOCK_MONOTONIC), now = clock > s->ahead ? clock : s->ahead, due;
         if (next_due(s, now, &due) < 0) return -1;
@@ -202,7 +225,7 @@ static int run(Shell *s, struct pollfd *pfd, int nothers)
         struct timespec ts = {(time_t)wait, (long)((wait - (time_t)wait) * 1e9)};
         int r, err;
         Py_BEGIN_ALLOW_THREADS
-        r = ppoll(pfd, (nfds_t)(n + nothers), &ts, NULL);
+        r = epoll_until(epfd, ev, MAX_FDS, &ts);
         err = errno;
         Py_END_ALLOW_THREADS
         if (r < 0) {
@@ -215,13 +238,7 @@ static int run(Shell *s, struct pollfd *pfd, int nothers)
         }
         double woke = clock_s(CLOCK_MONOTONIC);
         if (wait > 0) s->lc.wakeups++;  /* a sleep, and what woke it: the costly part */
-        int nready = 0, handed_back = 0;
-        for (int i = 0; i < n; i++) {
-            if (pfd[i].revents & POLLERR) clear_error(pfd[i].fd);
-            if (pfd[i].revents & POLLIN) ready[nready++] = i;
-        }
-        for (int i = 0; i < nothers; i++)
-            if (pfd[n + i].revents) handed_back = 1;
+        int handed_back = 0, nready = ready_ports(s, ev, r, slot_of, max_fd, others_revents, &handed_back, ready);
         if (nready ? drain(s, ready, nready, due) < 0 : transmit(s, due) < 0) return -1;
         end_wake(&s->lc, &s->ended, s->bounds, s->nbounds, woke);
         if (handed_back) return 1;
@@ -260,24 +277,27 @@ static int parse_ports(Shell *s, PyObject *seq)
 }
 
 PyDoc_STRVAR(serve_doc,
-"serve(core, ports, others, geometry, early_s, idle_s, ahead, ended, bounds, round_frames, round_bytes,\n"
+"serve(core, ports, others, epoll_fd, geometry, early_s, idle_s, ahead, ended, bounds, round_frames, round_bytes,\n"
 "drain_rounds)\n"
 "-> (readable others, ring heads, ahead, ended, (rx, tx, wakeups, lateness counts, total_s, max_s, {errno: n},\n"
 "each wake-up's latest event by lateness bucket))\n\n"
 "Loop._wait_and_serve's wake-ups around `core` (receive, poll, next_event), `ports` a sequence of\n"
 "(name, fd, ring mmap, head), until one of `others` is readable, a signal's handlers ran or the\n"
-"loop was idle for idle_s.");
+"loop was idle for idle_s. `epoll_fd`: an epoll set holding the ports' and the others' descriptors\n"
+"for EPOLLIN, each under its own number (select.epoll's register), kept by the caller from call to call.");
 
 static PyObject *serve(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *core, *ports, *others, *bounds;
     Shell s = {0};
-    if (!PyArg_ParseTuple(args, "OOO(llll)ddddOlll", &core, &ports, &others, &s.g.block_bytes, &s.g.per_block,
-                          &s.g.slot_bytes, &s.g.slots, &s.early_s, &s.idle_s, &s.ahead, &s.ended, &bounds,
-                          &s.round_frames, &s.round_bytes, &s.drain_rounds))
+    int epfd;
+    if (!PyArg_ParseTuple(args, "OOOi(llll)ddddOlll", &core, &ports, &others, &epfd, &s.g.block_bytes,
+                          &s.g.per_block, &s.g.slot_bytes, &s.g.slots, &s.early_s, &s.idle_s, &s.ahead, &s.ended,
+                          &bounds, &s.round_frames, &s.round_bytes, &s.drain_rounds))
         return NULL;
     PyObject *pseq = NULL, *oseq = NULL, *bseq = NULL, *result = NULL;
-    struct pollfd *pfd = NULL;
+    int *other_fds = NULL, *slot_of = NULL, max_fd = -1;
+    char *others_revents = NULL;
     s.receive = PyObject_GetAttrString(core, "receive");
     if (s.receive) {
         PyObject *takes = PyObject_GetAttrString(core, "takes_arrival_time");
@@ -311,25 +331,40 @@ static PyObject *serve(PyObject *Py_UNUSED(module), PyObject *args)
         if (s.bounds[i] == -1.0 && PyErr_Occurred()) goto out;
     }
     if (parse_ports(&s, pseq) < 0) goto out;
-    pfd = PyMem_Calloc((size_t)(s.nports + nothers) + 1, sizeof(struct pollfd));
-    if (!pfd) {
+    other_fds = PyMem_Calloc((size_t)nothers + 1, sizeof(int));
+    others_revents = PyMem_Calloc((size_t)nothers + 1, 1);
+    if (!other_fds || !others_revents) {
         PyErr_NoMemory();
         goto out;
+    }
+    for (int i = 0; i < nothers; i++) {
+        other_fds[i] = (int)PyLong_AsLong(PySequence_Fast_GET_ITEM(oseq, i));
+        if (other_fds[i] == -1 && PyErr_Occurred()) goto out;
+        if (other_fds[i] > max_fd) max_fd = other_fds[i];
+    }
+    for (int i = 0; i < s.nports; i++)
+        if (s.ports[i].fd > max_fd) max_fd = s.ports[i].fd;
+    /* what epoll reports is a descriptor's number: its port, or nports + its place among the others */
+    if (!(slot_of = PyMem_Malloc(((size_t)max_fd + 2) * sizeof(int)))) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (int fd = 0; fd <= max_fd; fd++) slot_of[fd] = -1;
+    for (int i = 0; i < s.nports + nothers; i++) {
+        int fd = i < s.nports ? s.ports[i].fd : other_fds[i - s.nports];
+        if (fd < 0) {
+            PyErr_SetString(PyExc_ValueError, "serve: a descriptor below 0");
+            goto out;
+        }
+        slot_of[fd] = i;
     }
     for (int i = 0; i < s.nports; i++) {
         PyObject *fd = PyLong_FromLong(s.ports[i].fd);
         int bad = !fd || PyDict_SetItem(s.fd_of, s.ports[i].name, fd) < 0;
         Py_XDECREF(fd);
         if (bad) goto out;
-        pfd[i].fd = s.ports[i].fd;
-        pfd[i].events = POLLIN;
     }
-    for (int i = 0; i < nothers; i++) {
-        pfd[s.nports + i].fd = (int)PyLong_AsLong(PySequence_Fast_GET_ITEM(oseq, i));
-        if (pfd[s.nports + i].fd == -1 && PyErr_Occurred()) goto out;
-        pfd[s.nports + i].events = POLLIN;
-    }
-    if (run(&s, pfd, nothers) < 0) goto out;
+    if (run(&s, epfd, slot_of, max_fd, others_revents) < 0) goto out;
     PyObject *readable = PyList_New(0), *heads = PyList_New(s.nports), *counted = loop_counts_tuple(&s.lc);
     for (int i = 0; readable && heads && i < s.nports; i++) {
         PyObject *h = PyLong_FromLong(s.ports[i].head);
@@ -337,8 +372,8 @@ static PyObject *serve(PyObject *Py_UNUSED(module), PyObject *args)
         else PyList_SET_ITEM(heads, i, h);
     }
     for (int i = 0; readable && i < nothers; i++) {
-        if (!pfd[s.nports + i].revents) continue;
-        PyObject *fd = PyLong_FromLong(pfd[s.nports + i].fd);
+        if (!others_revents[i]) continue;
+        PyObject *fd = PyLong_FromLong(other_fds[i]);
         if (!fd || PyList_Append(readable, fd) < 0) Py_CLEAR(readable);
         Py_XDECREF(fd);
     }
@@ -353,7 +388,9 @@ out:
     for (int i = 0; s.ports && i < s.nports; i++)
         if (s.ports[i].ring.obj) PyBuffer_Release(&s.ports[i].ring);
     PyMem_Free(s.ports);
-    PyMem_Free(pfd);
+    PyMem_Free(other_fds);
+    PyMem_Free(slot_of);
+    PyMem_Free(others_revents);
     Py_XDECREF(s.receive);
     Py_XDECREF(s.poll);
     Py_XDECREF(s.next_event);

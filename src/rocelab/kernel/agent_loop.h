@@ -6,6 +6,9 @@ builds Python objects is compiled only where Python.h came first. */
 #ifndef ROCELAB_AGENT_LOOP_H
 #define ROCELAB_AGENT_LOOP_H
 
+#include <errno.h>
+#include <limits.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -32,6 +35,22 @@ static inline int late_bucket(const double *bounds, int nbounds, double late)
     int i = 0;
     while (i < nbounds && bounds[i] < late) i++;  /* bisect_left, as Lateness.record */
     return i;
+}
+
+/* Wait for the descriptors of `epfd` (a wait costs what is ready, not every descriptor: a lab's
+   switches have dozens of ports, a nicd three descriptors a host) until `ts`. epoll_pwait2
+   (Linux 5.11) waits to the nanosecond; where the kernel or a container's seccomp profile
+   refuses it, epoll_wait's milliseconds, rounded up. */
+static inline int epoll_until(int epfd, struct epoll_event *ev, int nev, const struct timespec *ts)
+{
+    static int whole_ms;
+    if (!whole_ms) {
+        int r = epoll_pwait2(epfd, ev, nev, ts, NULL);
+        if (r >= 0 || (errno != ENOSYS && errno != EPERM)) return r;
+        whole_ms = 1;
+    }
+    long long ms = (long long)ts->tv_sec * 1000 + (ts->tv_nsec + 999999) / 1000000;
+    return epoll_wait(epfd, ev, nev, ms > INT_MAX ? INT_MAX : (int)ms);
 }
 
 /* A port taken down (config interface shutdown) leaves ENETDOWN on its packet socket, and

@@ -229,6 +229,9 @@ class Loop:
     ended: float = 0.0  # `clock` when the last wake-up ended (Lateness.end_wake)
     # "c": a Python core's wake-ups run in rocelab.kernel._loop (the monotonic clock only), else here
     shell: str = field(default_factory=loop_shell)
+    # The C shell's epoll set, kept from turn to turn, and what each descriptor in it was added for
+    epoll: select.epoll | None = field(default=None, repr=False)
+    in_epoll: dict[int, object] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if self.clock is not time.monotonic:
@@ -258,27 +261,34 @@ class Loop:
         port_fds = {port.sock.fileno(): name for name, port in self.ports.items()}
         listeners = {control.listener.fileno(): control for control in self.controls}
         fixed = [*port_fds, *listeners]
-        while not self.stopping:
-            clients = {conn.fileno(): (control, conn) for control in self.controls for conn in control.clients}
-            serve = getattr(core, "serve", None)  # looked up each time: a reload may swap the core
-            if serve is not None:
-                readable = self._serve_in_core(serve, [*listeners, *clients, *watchers])
-            elif self.shell == "c":
-                readable = self._serve_in_c([*listeners, *clients, *watchers])
-            else:
-                readable = self._wait_and_serve(port_fds, [*fixed, *clients, *watchers])
-            # One descriptor a turn: the others stay readable, so the next turn hands back at once,
-            # having run the data plane's due events first. A sampler asks every NIC of a shared
-            # nicd at the same moment, ~1 ms a reply with 16 QPs: served back to back, four of them
-            # held the NICs' due events for longer than a frame lasts at TDF 6000.
-            for fd in readable[:1]:
-                if fd in listeners:
-                    listeners[fd].accept()
-                elif fd in watchers:
-                    watchers[fd]()
-                elif fd in clients:
-                    control, conn = clients[fd]
-                    control.serve(conn)
+        try:
+            while not self.stopping:
+                clients = {conn.fileno(): (control, conn) for control in self.controls for conn in control.clients}
+                serve = getattr(core, "serve", None)  # looked up each time: a reload may swap the core
+                if serve is not None:
+                    readable = self._serve_in_core(serve, [*listeners, *clients, *watchers])
+                elif self.shell == "c":
+                    readable = self._serve_in_c({**listeners, **{fd: conn for fd, (_, conn) in clients.items()},
+                                                 **watchers})
+                else:
+                    readable = self._wait_and_serve(port_fds, [*fixed, *clients, *watchers])
+                # One descriptor a turn: the others stay readable, so the next turn hands back at once,
+                # having run the data plane's due events first. A sampler asks every NIC of a shared
+                # nicd at the same moment, ~1 ms a reply with 16 QPs: served back to back, four of them
+                # held the NICs' due events for longer than a frame lasts at TDF 6000.
+                for fd in readable[:1]:
+                    if fd in listeners:
+                        listeners[fd].accept()
+                    elif fd in watchers:
+                        watchers[fd]()
+                    elif fd in clients:
+                        control, conn = clients[fd]
+                        control.serve(conn)
+        finally:
+            if self.epoll is not None:
+                self.epoll.close()
+                self.epoll = None
+                self.in_epoll.clear()
 
     def _wait_and_serve(self, port_fds: dict[int, str], fds: list[int]) -> list[int]:
         """One wake-up in Python: sleep until the core's next event or a descriptor is readable,
@@ -304,18 +314,39 @@ class Loop:
         self.ended = self.clock()
         return [fd for fd in readable if fd not in port_fds]
 
-    def _serve_in_c(self, fds: list[int]) -> list[int]:
+    def _serve_in_c(self, others: dict[int, object]) -> list[int]:
         """_wait_and_serve's wake-ups in C (rocelab.kernel._loop) around this Python core, until one
-        of `fds` is readable, a signal came or the loop was idle; then count what it counted."""
+        of `others` (descriptor → the listener, client or watcher behind it) is readable, a signal
+        came or the loop was idle; then count what it counted."""
         ports = self.ports
+        port_fds = {p.sock.fileno(): p for p in ports.values()}
         readable, heads, self.ahead, self.ended, counted = _loop.serve(
-            self.core, [(name, p.sock.fileno(), p.ring.map, p.ring.head) for name, p in ports.items()], fds,
-            next(iter(ports.values())).ring.geometry, self.early_s, IDLE_WAIT_S, self.ahead, self.ended,
-            LATENESS_BOUNDS_S, ROUND_FRAMES, ROUND_BYTES, DRAIN_ROUNDS)
+            self.core, [(name, p.sock.fileno(), p.ring.map, p.ring.head) for name, p in ports.items()], [*others],
+            self._epoll_fd({**port_fds, **others}), next(iter(ports.values())).ring.geometry, self.early_s,
+            IDLE_WAIT_S, self.ahead, self.ended, LATENESS_BOUNDS_S, ROUND_FRAMES, ROUND_BYTES, DRAIN_ROUNDS)
         for port, head in zip(ports.values(), heads):
             port.ring.head = head
         self._count(counted)
         return readable
+
+    def _epoll_fd(self, wanted: dict[int, object]) -> int:
+        """The C shell's epoll set, holding `wanted` (descriptor → what it was added for): kept from
+        turn to turn, as building it anew at each control request held a 24-host nicd's data plane
+        for its ~75 epoll_ctl calls every time (lab-placement fell behind at TDF 2000 that way, not
+        with ppoll). A descriptor closed since leaves the set by itself (the kernel drops it with its
+        file); one whose number now belongs to another object is added again."""
+        if self.epoll is None:
+            self.epoll = select.epoll()
+        epoll, added = self.epoll, self.in_epoll
+        for fd in [fd for fd, was in added.items() if wanted.get(fd) is not was]:
+            with contextlib.suppress(OSError):  # closed: already gone from the set
+                epoll.unregister(fd)
+            del added[fd]
+        for fd, what in wanted.items():
+            if fd not in added:
+                epoll.register(fd, select.EPOLLIN)
+                added[fd] = what
+        return epoll.fileno()
 
     def _count(self, counted: tuple) -> None:
         """Add what a loop in C counted (rx, tx, wake-ups, lateness counts, total, max, {errno: n},

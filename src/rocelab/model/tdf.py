@@ -122,6 +122,7 @@ class AgentCosts:
     # process beside other flows' frames in its wake-ups (None: not measured, every frame on the curve)
     nic_extra_s: float | None = None
     switch_extra_s: float | None = None
+    busy_share: float = 0.0  # of the CPUs, other processes' when measured beside them (0: an idle machine)
 
     def curve(self, kind: str) -> Curve:
         """"switchd" (one switch a process), "switchd (all switches)" or "nicd"."""
@@ -135,7 +136,7 @@ class AgentCosts:
     def to_json(self) -> dict:
         return {"switch": [list(p) for p in self.switch], "nic": [list(p) for p in self.nic], "cores": self.cores,
                 "late_p99_s": self.late_p99_s, "shared_switch": [list(p) for p in self.shared_switch],
-                "nic_extra_s": self.nic_extra_s, "switch_extra_s": self.switch_extra_s}
+                "nic_extra_s": self.nic_extra_s, "switch_extra_s": self.switch_extra_s, "busy_share": self.busy_share}
 
     @classmethod
     def from_json(cls, data: dict) -> AgentCosts:
@@ -146,7 +147,8 @@ class AgentCosts:
             return None if data.get(key) is None else float(data[key])
 
         return cls(curve(data["switch"]), curve(data["nic"]), int(data["cores"]), float(data["late_p99_s"]),
-                   curve(data.get("shared_switch", ())), seconds("nic_extra_s"), seconds("switch_extra_s"))
+                   curve(data.get("shared_switch", ())), seconds("nic_extra_s"), seconds("switch_extra_s"),
+                   float(data.get("busy_share", 0.0)))
 
 
 @dataclass(frozen=True)
@@ -344,7 +346,8 @@ def _busiest(cases: list[Demand], costs: AgentCosts, tdf: int) -> Demand:
 def _costs(costs: AgentCosts) -> str:
     path = " and through three switches" if len(costs.shared_switch) > len(costs.switch) else ""
     paired = ", and beside other flows' frames" if costs.nic_extra_s is not None or costs.switch_extra_s is not None else ""
-    return f"switchd and nicd CPU per frame measured here at {len(costs.switch)} rates{path}{paired}"
+    busy = f", with other processes keeping {costs.busy_share:.0%} of the CPUs busy" if costs.busy_share else ""
+    return f"switchd and nicd CPU per frame measured here at {len(costs.switch)} rates{path}{paired}{busy}"
 
 
 def choose_tdf(fabric: Fabric, scenario: Scenario | None, pmtu_bytes: int, costs: AgentCosts,

@@ -1049,21 +1049,6 @@ static int send_due(Core *const *cores, int ncores, const int *first, const doub
     return 0;
 }
 
-/* Wait for the descriptors of `epfd` (a wait costs what is ready, not every port: a lab's
-   switches have dozens) until `ts`. epoll_pwait2 (Linux 5.11) waits to the nanosecond; where
-   the kernel or a container's seccomp profile refuses it, epoll_wait's milliseconds, rounded up. */
-static int epoll_until(int epfd, struct epoll_event *ev, int nev, const struct timespec *ts)
-{
-    static int whole_ms;
-    if (!whole_ms) {
-        int r = epoll_pwait2(epfd, ev, nev, ts, NULL);
-        if (r >= 0 || (errno != ENOSYS && errno != EPERM)) return r;
-        whole_ms = 1;
-    }
-    long long ms = (long long)ts->tv_sec * 1000 + (ts->tv_nsec + 999999) / 1000000;
-    return epoll_wait(epfd, ev, nev, ms > INT_MAX ? INT_MAX : (int)ms);
-}
-
 /* The ports and other descriptors epoll reported: ports into `ready` (where not listed
    already; a port whose socket holds an error has it cleared), the others into `revents`
    (1 where one was). Returns the new length of `ready`, or -1 where epoll failed. */
