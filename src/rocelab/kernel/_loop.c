@@ -4,13 +4,13 @@ in Python (nicd's NicGroup).
 Loop._wait_and_serve, _drain and _transmit, for as long as frames and timers are all there is to
 do: the wait on an epoll set of the ports and the other descriptors (Loop keeps it from call to
 call), the core's next event, the ring reads (TPACKET_V2, rocelab.kernel.ring), the lateness
-bookkeeping and the sends, with Python entered only for the core's own calls (next_event once per wake-up and round, receive per frame, poll
-per round). On this project's machines the Python shell around a wake-up cost more than the
-NIC's work for a frame (README, "What a frame costs"). It hands the loop back when another
-descriptor (a control socket, a watcher) is readable, a signal came, or nothing happened for
-idle_s; Loop.run then does what the Python loop does with them. The Python loop stays the
-reference: tests/unit/test_loop.py runs both on the same rings and compares what the core saw,
-what was sent and what was counted.
+bookkeeping and the sends, with Python entered only for the core's own calls (next_event once
+per wake-up and round, receive per frame, poll per round). On this project's machines the Python
+shell around a wake-up cost more than the NIC's work for a frame (README, "What a frame costs").
+It hands the loop back when another descriptor (a control socket, a watcher) is readable, a
+signal came, or nothing happened for idle_s; Loop.run then does what the Python loop does with
+them. The Python loop stays the reference: tests/unit/test_loop.py runs both on the same rings
+and compares what the core saw, what was sent and what was counted.
 */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
