@@ -377,7 +377,7 @@ def test_a_switch_read_late_takes_each_frame_at_its_arrival_and_holds_what_its_l
         assert loop.shell == shell
         fds = {port.sock.fileno(): "eth1", eth2.sock.fileno(): "eth2"}
         serve = (lambda: loop._wait_and_serve(dict(fds), [*fds, wake_r])) if shell == "python" \
-            else (lambda: loop._serve_in_c([wake_r]))
+            else (lambda: loop._serve_in_c({wake_r: wake_r}))
     data = bytes(Ether(dst=RECEIVER_MAC, src=SENDER_MAC) / IP(src="198.18.1.2", dst="198.18.2.2", tos=LOSSLESS_TC << 2)
                  / UDP(sport=49152, dport=4791) / bytes(958))
     assert len(data) == 1000
@@ -447,7 +447,7 @@ def test_a_port_taken_down_does_not_keep_the_loop_awake(veth, shell, monkeypatch
         loop = Loop(Idle(), {"eth1": port}, [control])
         assert loop.shell == shell
         serve = (lambda: loop._wait_and_serve({fd: "eth1"}, [fd])) if shell == "python" \
-            else (lambda: loop._serve_in_c([]))
+            else (lambda: loop._serve_in_c({}))
     served = threading.Thread(target=serve, daemon=True)
     served.start()
     served.join(10)
