@@ -1,6 +1,7 @@
 """ECMP load-balancing modes in the switch core (rocelab.switch.balance): flowlet, per-packet
-adaptive, spray; their counters, configuration and which pipeline runs them. Python only: the
-C core does not declare these modes, so switchd runs a switch using them on the reference."""
+adaptive, spray; their counters, configuration and which pipeline runs them. Flowlet and packet
+run on both pipelines (the C core declares them; tests/unit/test_switch_traces.py holds the two
+equal on generated traces); spray is the reference's alone."""
 
 from __future__ import annotations
 
@@ -38,9 +39,15 @@ def to_remote(sport: int) -> bytes:
     return bytes(head / bytes(FRAME_BYTES - len(head)))
 
 
-def switch(mode: str, **settings) -> Switch:
-    return Switch("leaf1", port_specs(), qos_profile({}), ecmp_fib(), random.Random(1),
-                  balance=balance_config({"mode": mode, **settings}))
+def switch(mode: str, pipeline=Switch, **settings) -> Switch:
+    return pipeline("leaf1", port_specs(), qos_profile({}), ecmp_fib(), random.Random(1),
+                    balance=balance_config({"mode": mode, **settings}))
+
+
+@pytest.fixture(params=sorted(IMPLEMENTATIONS))
+def pipeline(request):
+    """Each pipeline built here: the reference, and the C core where it is built."""
+    return IMPLEMENTATIONS[request.param]
 
 
 def members(sent) -> collections.Counter:
@@ -52,10 +59,10 @@ def group(sw: Switch) -> dict:
     return counters
 
 
-def test_packet_mode_sends_each_frame_to_the_least_queued_member():
+def test_packet_mode_sends_each_frame_to_the_least_queued_member(pipeline):
     """One flow (one 5-tuple) arriving faster than a member drains spreads over every member,
     evenly to within a queue grade."""
-    sw = switch("packet")
+    sw = switch("packet", pipeline)
     sent = drive(sw, [(0.0, "eth1", to_remote(49152))] * 60, 0.0, 1.0)
     by_member = members(sent)
     assert set(by_member) == set(SPINES) and sum(by_member.values()) == 60
@@ -64,18 +71,18 @@ def test_packet_mode_sends_each_frame_to_the_least_queued_member():
     assert group(sw)["members"]["eth2"]["bytes"] == by_member["eth2"] * FRAME_BYTES
 
 
-def test_packet_mode_moves_a_flow_when_its_member_grades_worse_and_so_reorders_it():
+def test_packet_mode_moves_a_flow_when_its_member_grades_worse_and_so_reorders_it(pipeline):
     """Frames arriving at twice a member's rate: the hash member's queue grows a grade, the
     flow's next frames go to an emptier member and leave before frames queued earlier."""
-    sw = switch("packet")
+    sw = switch("packet", pipeline)
     arrivals = [(i * FRAME_S / 2, "eth1", to_remote(49152) [:-4] + i.to_bytes(4, "big")) for i in range(200)]
     sent = drive(sw, arrivals, 0.0, 1.0)
     order = [int.from_bytes(f[-4:], "big") for _t, _p, f in sent]
     assert sorted(order) == list(range(200)) and order != sorted(order)
 
 
-def test_packet_mode_breaks_ties_by_the_hash_so_an_idle_fabric_keeps_a_flow_on_one_path():
-    sw = switch("packet")
+def test_packet_mode_breaks_ties_by_the_hash_so_an_idle_fabric_keeps_a_flow_on_one_path(pipeline):
+    sw = switch("packet", pipeline)
     arrivals = [(i * 3 * FRAME_S, "eth1", to_remote(49152)) for i in range(20)]  # every queue empty on arrival
     assert len(members(drive(sw, arrivals, 0.0, 1.0))) == 1
 
@@ -92,13 +99,13 @@ def test_spray_is_random_per_frame_and_repeats_under_its_seed():
     assert sprayed(8) != first
 
 
-def test_a_flowlet_keeps_its_member_while_it_never_idles_and_moves_after_a_gap():
+def test_a_flowlet_keeps_its_member_while_it_never_idles_and_moves_after_a_gap(pipeline):
     """A flow paced at a member's line rate never idles the inactivity interval, so it never
     moves, though two members stand empty; after a gap it is placed again by quality, and
     its member, loaded by it, is the worst."""
     idle_s = 50 * FRAME_S
-    sw = Switch("leaf1", port_specs(), qos_profile({}), ecmp_fib(), random.Random(1),
-                balance=Balance("flowlet", flowlet_idle_time_s=idle_s, sampling_interval_s=FRAME_S))
+    sw = pipeline("leaf1", port_specs(), qos_profile({}), ecmp_fib(), random.Random(1),
+                  balance=Balance("flowlet", flowlet_idle_time_s=idle_s, sampling_interval_s=FRAME_S))
     burst = [(i * FRAME_S, "eth1", to_remote(49152)) for i in range(400)]
     first = members(drive(sw, burst, 0.0, 400 * FRAME_S))
     assert len(first) == 1 and group(sw)["reassignments"] == 0
@@ -109,27 +116,27 @@ def test_a_flowlet_keeps_its_member_while_it_never_idles_and_moves_after_a_gap()
     assert group(sw)["reassignments"] == 1
 
 
-def test_flowlet_gap_shorter_than_the_interval_does_not_move_the_flow():
+def test_flowlet_gap_shorter_than_the_interval_does_not_move_the_flow(pipeline):
     idle_s = 50 * FRAME_S
-    sw = Switch("leaf1", port_specs(), qos_profile({}), ecmp_fib(), random.Random(1),
-                balance=Balance("flowlet", flowlet_idle_time_s=idle_s, sampling_interval_s=FRAME_S))
+    sw = pipeline("leaf1", port_specs(), qos_profile({}), ecmp_fib(), random.Random(1),
+                  balance=Balance("flowlet", flowlet_idle_time_s=idle_s, sampling_interval_s=FRAME_S))
     arrivals = [(i * FRAME_S, "eth1", to_remote(49152)) for i in range(200)]
     arrivals += [(t + 200 * FRAME_S + idle_s / 2, p, f) for t, p, f in arrivals]  # a gap of half the interval
     assert len(members(drive(sw, arrivals, 0.0, 1.0))) == 1
     assert group(sw)["reassignments"] == 0
 
 
-def test_two_flows_sharing_a_flowset_entry_collide_and_share_its_member():
-    sw = switch("flowlet", max_flows=1)
+def test_two_flows_sharing_a_flowset_entry_collide_and_share_its_member(pipeline):
+    sw = switch("flowlet", pipeline, max_flows=1)
     arrivals = [(i * FRAME_S, "eth1", to_remote(49152 + i % 2)) for i in range(40)]
     assert len(members(drive(sw, arrivals, 0.0, 1.0))) == 1
     assert group(sw)["collisions"] == 39  # every frame found the entry last used by the other flow
 
 
-def test_flowlet_places_a_new_flow_on_the_member_of_best_quality():
+def test_flowlet_places_a_new_flow_on_the_member_of_best_quality(pipeline):
     """Two flows on separate flowset entries: the second, starting while the first's member is
     queued, takes another member."""
-    sw = switch("flowlet", max_flows=4096)
+    sw = switch("flowlet", pipeline, max_flows=4096)
     arrivals = [(0.0, "eth1", to_remote(49152))] * 20 + [(FRAME_S / 2, "eth1", to_remote(49153))]
     sent = drive(sw, arrivals, 0.0, 1.0)
     by_flow = collections.defaultdict(set)
@@ -139,8 +146,12 @@ def test_flowlet_places_a_new_flow_on_the_member_of_best_quality():
     assert by_flow[49152] != by_flow[49153]
 
 
-def test_group_counters_clear_and_survive_a_fib_change_that_keeps_the_group():
-    sw = switch("spray")
+@pytest.mark.parametrize("mode, on", [("spray", "python"), ("flowlet", "python"), ("flowlet", "c"),
+                                      ("packet", "c")])
+def test_group_counters_clear_and_survive_a_fib_change_that_keeps_the_group(mode, on):
+    if on not in IMPLEMENTATIONS:
+        pytest.skip("the C fast path is not built here (no C compiler)")
+    sw = switch(mode, IMPLEMENTATIONS[on])
     drive(sw, [(0.0, "eth1", to_remote(49152))] * 9, 0.0, 1.0)
     assert sum(c["frames"] for c in group(sw)["members"].values()) == 9
     routes = dict(ecmp_fib().routes)
@@ -157,11 +168,12 @@ def test_hash_mode_has_no_group_state():
 
 
 def test_a_switch_balancing_by_a_mode_the_c_core_lacks_runs_on_python_and_says_why():
-    for mode in ("flowlet", "packet", "spray"):
-        choice = choose_pipeline(qos_profile({}), port_specs(), ecmp_fib(), Balance(mode))
-        assert choice.pipeline == "python"
-        if FastSwitch is not None:
-            assert choice.why == f"the C core lacks ecmp:{mode} (route 198.18.100.0/24)"
+    choice = choose_pipeline(qos_profile({}), port_specs(), ecmp_fib(), Balance("spray"))
+    assert choice.pipeline == "python"
+    if FastSwitch is not None:
+        assert choice.why == "the C core lacks ecmp:spray (route 198.18.100.0/24)"
+        for mode in ("flowlet", "packet"):
+            assert choose_pipeline(qos_profile({}), port_specs(), ecmp_fib(), Balance(mode)).pipeline == "c"
     assert features.needed(qos_profile({}), port_specs(), ecmp_fib(), Balance("spray"))["ecmp:spray"] \
         == "route 198.18.100.0/24"
     assert "ecmp:spray" not in features.needed(qos_profile({}), port_specs(), fib(), Balance("spray"))
@@ -201,10 +213,10 @@ def test_times_dilate_like_every_time():
     assert slow.flowlet_idle_time_s == pytest.approx(0.256) and slow.sampling_interval_s == pytest.approx(0.016)
 
 
-def test_a_degraded_port_sends_at_its_share_of_the_rate_and_the_packet_mode_steers_around_it():
+def test_a_degraded_port_sends_at_its_share_of_the_rate_and_the_packet_mode_steers_around_it(pipeline):
     """impair rate: a port at a quarter of its rate drains a quarter as fast; per-packet
     adaptive routing sees its queue and sends it about a quarter of what an even port gets."""
-    sw = switch("packet")
+    sw = switch("packet", pipeline)
     sw.set_impairment("eth2", 0.0, 0.0, 0.0, rate_bps=RATE_BPS / 4)
     arrivals = [(i * FRAME_S / 2, "eth1", to_remote(49152 + i % 7)) for i in range(3000)]  # below what they carry
     sent = drive(sw, arrivals, 0.0, 1.0)

@@ -30,7 +30,8 @@ from rocelab import ethernet
 from rocelab.ethernet import MAC_CONTROL_PAUSE, ETH_P_MAC_CONTROL, mac_bytes
 from rocelab.kernel import ring
 from rocelab.qos.model import BufferProfile, PfcWatchdog, QueueQos, Scheduler, WredProfile
-from rocelab.switch import Fib, NextHop, Switch, counters, fastpath, features, mmu, pfc, pipeline
+from rocelab.switch import Fib, NextHop, Switch, balance, counters, fastpath, features, mmu, pfc, pipeline
+from rocelab.switch.balance import Balance
 from rocelab.switch.fastpath import PURE_ENV, make_switch
 from rocelab.switch.scheduler import scheduler_registry
 from rocelab.switch.wred import Wred
@@ -254,10 +255,15 @@ def test_the_c_core_names_what_it_implements_in_the_python_sides_words():
     assert {f"scheduler:{s}" for s in _fastpath.SCHEDULERS} <= _fastpath.FEATURES <= features.FEATURES
     wd = PfcWatchdog(action="drop", detection_time_ms=20, restoration_time_ms=20)
     wred = WredProfile("w", True, "ecn_all", 1, 2, 3)
-    reference = Switch("leaf1", port_specs(), lossless_profile(wred=wred, pfc_wd=wd), fib(), random.Random(1))
+    ecmp = Fib(routes={**fib().routes, "10.0.0.0/8": [NextHop("eth1", host_mac("eth1")),
+                                                       NextHop("eth2", host_mac("eth2"))]}, local=fib().local)
+    reference = Switch("leaf1", port_specs(), lossless_profile(wred=wred, pfc_wd=wd), ecmp, random.Random(1),
+                       balance=Balance("flowlet"))
     port = reference._ports[0]
+    (group,) = reference._groups.values()
     objects = {"switch": reference, "rng": random.Random(1), "pool": next(iter(reference._pools.values())),
-               "pg": port.pgs[3], "queue": port.queues[3], "port": port}
+               "pg": port.pgs[3], "queue": port.queues[3], "port": port, "group": group,
+               "member": group.members[0]}
     assert set(_fastpath.FIELDS) == set(objects)
     for kind, fields in _fastpath.FIELDS.items():
         for path, role in fields:
@@ -277,8 +283,10 @@ def test_every_counter_the_reference_keeps_is_carried_by_the_c_core():
         "pg": {"index", "port"},
         "queue": {"index", "port", "items", "weight", "discipline"},
         "pool": set(),
+        "member": {"port", "name"},
     }
-    classes = {"port": pipeline._Port, "pg": pipeline._Pg, "queue": pipeline._Queue, "pool": mmu.Pool}
+    classes = {"port": pipeline._Port, "pg": pipeline._Pg, "queue": pipeline._Queue, "pool": mmu.Pool,
+               "member": balance.Member}
     carried = {kind: {path.split(".")[0] for path, _ in _fastpath.FIELDS[kind]} for kind in classes}
     for kind, cls in classes.items():
         slots = {s for c in cls.__mro__ for s in getattr(c, "__slots__", ())}

@@ -27,7 +27,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SANITIZE_CFLAGS = "-Werror -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g"
 SANITIZE_LDFLAGS = "-fsanitize=address,undefined"
-TESTS = ["tests/unit/test_switch_traces.py", "tests/unit/test_switch_fastpath.py", "tests/unit/test_switch_frames.py"]
+TESTS = ["tests/unit/test_switch_traces.py", "tests/unit/test_switch_fastpath.py", "tests/unit/test_switch_frames.py",
+         "tests/unit/test_switch_balance.py"]
 
 
 def libasan() -> str | None:

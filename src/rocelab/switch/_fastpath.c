@@ -21,6 +21,7 @@ typedef struct {
     PyObject_HEAD
     Core core;
     PyObject *ports, *pools, *trapped, *rng_random, *rng_uniform;  /* the reference's (the switch and rng tables) */
+    PyObject *reference;  /* its _groups are read at each load: set_fib replaces them */
     PyObject *port_index, *reasons;
     long long trap_max;
 } Asic;
@@ -49,6 +50,7 @@ enum {
     F_SCHEDULER,   /* a SCHEDULER type this core serves */
     F_WD_ACTION,   /* a PFC watchdog action */
     F_CHILDREN,    /* a sequence of PRIO objects: the host of each PG or queue of a port */
+    F_BALANCE_MODE,  /* a load-balancing mode this core serves */
 };
 #define NO_GUARD ((size_t)-1)
 
@@ -180,9 +182,33 @@ static const Field PORT_FIELDS[] = {  /* rocelab.switch.pipeline._Port */
     END,
 };
 
+/* An adaptive ECMP group: its flowset table (_last_s, _member, _flow, max_flows entries each),
+   its members' ports and MACs (from the group's key in the reference's _groups) and each
+   member's TC → queue map are read and written by load_group and store_group. */
+static const Field GROUP_FIELDS[] = {  /* rocelab.switch.balance.EcmpGroup and its Balance */
+    ENTRY(Group, "balance.mode", F_BALANCE_MODE, mode, STRUCTURE),
+    ENTRY(Group, "balance.max_flows", F_LL, max_flows, STRUCTURE),
+    ENTRY(Group, "balance.flowlet_idle_time_s", F_D, idle_s, CONFIG),
+    ENTRY(Group, "balance.sampling_interval_s", F_D, sampling_s, CONFIG),
+    ENTRY(Group, "balance.load_weight", F_LL, load_weight, CONFIG),
+    ENTRY(Group, "balance.queue_weight", F_LL, queue_weight, CONFIG),
+    ENTRY(Group, "reassignments", F_LL, reassignments, STATE),
+    ENTRY(Group, "collisions", F_LL, collisions, STATE),
+    END,
+};
+
+static const Field MEMBER_FIELDS[] = {  /* rocelab.switch.balance.Member */
+    ENTRY(GroupMember, "frames", F_LL, frames, STATE),
+    ENTRY(GroupMember, "bytes", F_LL, bytes, STATE),
+    ENTRY(GroupMember, "load", F_D, load, STATE),
+    ENTRY(GroupMember, "sampled_s", F_OPT_D, sampled_s, STATE),
+    ENTRY(GroupMember, "sampled_tx_bytes", F_LL, sampled_tx, STATE),
+    END,
+};
+
 static const struct { const char *kind; const Field *fields; } TABLES[] = {
     {"switch", SWITCH_FIELDS}, {"rng", RNG_FIELDS}, {"pool", POOL_FIELDS}, {"port", PORT_FIELDS},
-    {"pg", PG_FIELDS}, {"queue", QUEUE_FIELDS},
+    {"pg", PG_FIELDS}, {"queue", QUEUE_FIELDS}, {"group", GROUP_FIELDS}, {"member", MEMBER_FIELDS},
 };
 
 /* The error being raised, its message prefixed with the kind and path the core reads. */
@@ -388,6 +414,12 @@ static int read_value(Asic *self, Core *c, const Field *f, PyObject *v, char *at
         *(int *)at = i;
         break;
     }
+    case F_BALANCE_MODE: {
+        int i = find_name(v, BALANCE_MODE_NAMES, "load-balancing mode");
+        if (i < 0) return -1;
+        *(int *)at = i;
+        break;
+    }
     case F_CHILDREN: {
         if (PySequence_Size(v) != PRIO) {
             if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "%d expected", PRIO);
@@ -483,6 +515,141 @@ static int store_fields(Asic *self, PyObject *obj, const char *kind, const Field
 #define BUILD (1 << STRUCTURE | 1 << CONFIG | 1 << STATE)
 #define RELOAD (1 << CONFIG | 1 << STATE)
 
+static int port_of(Asic *self, PyObject *name);
+static void *core_error(Core *c);
+
+/* A list of `n` numbers into doubles, ints or long longs. */
+static int read_list(PyObject *v, Py_ssize_t n, char kind, void *out)
+{
+    if (!PyList_Check(v) || PyList_GET_SIZE(v) != n) {
+        PyErr_Format(PyExc_TypeError, "a list of %zd expected", n);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(v, i);
+        if (kind == 'd') ((double *)out)[i] = PyFloat_AsDouble(item);
+        else if (kind == 'i') ((int *)out)[i] = (int)PyLong_AsLong(item);
+        else ((long long *)out)[i] = PyLong_AsLongLong(item);
+    }
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+static PyObject *list_of(Py_ssize_t n, char kind, const void *in)
+{
+    PyObject *list = PyList_New(n);
+    for (Py_ssize_t i = 0; list && i < n; i++) {
+        PyObject *item = kind == 'd' ? PyFloat_FromDouble(((const double *)in)[i])
+                         : kind == 'i' ? PyLong_FromLong(((const int *)in)[i])
+                                       : PyLong_FromLongLong(((const long long *)in)[i]);
+        if (!item) Py_CLEAR(list);
+        else PyList_SET_ITEM(list, i, item);
+    }
+    return list;
+}
+
+static const char *const FLOWSET[] = {"_last_s", "_member", "_flow"};
+static const char FLOWSET_KIND[] = "dil";
+
+/* One group of the reference's _groups: `hops` its key ((port name, next-hop MAC), ...), `obj`
+   the EcmpGroup. */
+static int load_group(Asic *self, Group *g, PyObject *hops, PyObject *obj)
+{
+    Core *c = &self->core;
+    g->host = Py_NewRef(obj);
+    PyObject *members = PyObject_GetAttrString(obj, "members");
+    Py_ssize_t n = members ? PySequence_Size(members) : -1;
+    int r = n >= 1 && PyTuple_Check(hops) && PyTuple_GET_SIZE(hops) == n ? 0 : -1;
+    if (r < 0 && !PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "an ECMP group's members and next hops differ");
+    if (r == 0) r = read_fields(self, obj, "group", GROUP_FIELDS, g, BUILD);
+    if (r == 0 && g->max_flows < 1) {
+        PyErr_SetString(PyExc_ValueError, "an ECMP group's max_flows must be at least 1");
+        r = -1;
+    }
+    if (r == 0 && fp_alloc_group(c, g, (int)n, g->max_flows) < 0) {
+        core_error(c);
+        r = -1;
+    }
+    void *tables[] = {g->last_s, g->member, g->flow};
+    for (int t = 0; r == 0 && t < 3; t++) {
+        PyObject *v = PyObject_GetAttrString(obj, FLOWSET[t]);
+        r = v ? read_list(v, (Py_ssize_t)g->max_flows, FLOWSET_KIND[t], tables[t]) : -1;
+        Py_XDECREF(v);
+    }
+    for (Py_ssize_t i = 0; r == 0 && i < n; i++) {
+        GroupMember *m = &g->members[i];
+        PyObject *member = PySequence_GetItem(members, i);
+        PyObject *hop = PyTuple_GET_ITEM(hops, i), *mac = NULL;
+        r = member ? read_fields(self, member, "member", MEMBER_FIELDS, m, BUILD) : -1;
+        if (r == 0 && !(PyTuple_Check(hop) && PyTuple_GET_SIZE(hop) == 2 && PyBytes_Check(mac = PyTuple_GET_ITEM(hop, 1))
+                        && PyBytes_GET_SIZE(mac) == 6)) {
+            PyErr_SetString(PyExc_ValueError, "an ECMP group's next hop: (port name, 6 bytes of MAC) expected");
+            r = -1;
+        }
+        if (r == 0 && (m->port = port_of(self, PyTuple_GET_ITEM(hop, 0))) < 0) r = -1;
+        if (r == 0) {
+            memcpy(m->macs, PyBytes_AS_STRING(mac), 6);
+            memcpy(m->macs + 6, c->ports[m->port].mac, 6);
+        }
+        PyObject *map = r == 0 ? get_path(member, "port.qos.tc_to_queue") : NULL;
+        for (int tc = 0; r == 0 && tc < NTC; tc++) {
+            PyObject *q = map ? PySequence_GetItem(map, tc) : NULL;
+            m->queue_of_tc[tc] = q ? priority(q, "queue") : -1;
+            Py_XDECREF(q);
+            if (m->queue_of_tc[tc] < 0) r = -1;
+        }
+        Py_XDECREF(map);
+        Py_XDECREF(member);
+    }
+    Py_XDECREF(members);
+    return r;
+}
+
+/* The reference's adaptive ECMP groups, configuration and state, anew (set_fib replaces them). */
+static int load_groups(Asic *self)
+{
+    Core *c = &self->core;
+    for (int i = 0; c->groups && i < c->ngroups; i++) Py_CLEAR(c->groups[i].host);
+    PyObject *groups = PyObject_GetAttrString(self->reference, "_groups");
+    PyObject *items = groups ? PyMapping_Items(groups) : NULL;
+    Py_XDECREF(groups);
+    if (!items) return -1;
+    int r = fp_alloc_groups(c, (int)PyList_GET_SIZE(items));
+    if (r < 0) core_error(c);
+    for (int i = 0; r == 0 && i < c->ngroups; i++) {
+        PyObject *item = PyList_GET_ITEM(items, i);
+        r = load_group(self, &c->groups[i], PyTuple_GET_ITEM(item, 0), PyTuple_GET_ITEM(item, 1));
+    }
+    Py_DECREF(items);
+    return r;
+}
+
+static int store_groups(Asic *self)
+{
+    Core *c = &self->core;
+    for (int i = 0; i < c->ngroups; i++) {
+        Group *g = &c->groups[i];
+        PyObject *obj = g->host;
+        if (store_fields(self, obj, "group", GROUP_FIELDS, g) < 0) return -1;
+        const void *tables[] = {g->last_s, g->member, g->flow};
+        for (int t = 0; t < 3; t++) {
+            PyObject *v = list_of((Py_ssize_t)g->max_flows, FLOWSET_KIND[t], tables[t]);
+            int r = v ? PyObject_SetAttrString(obj, FLOWSET[t], v) : -1;
+            Py_XDECREF(v);
+            if (r < 0) return -1;
+        }
+        PyObject *members = PyObject_GetAttrString(obj, "members");
+        for (int k = 0; members && k < g->nmembers; k++) {
+            PyObject *member = PySequence_GetItem(members, k);
+            int r = member ? store_fields(self, member, "member", MEMBER_FIELDS, &g->members[k]) : -1;
+            Py_XDECREF(member);
+            if (r < 0) Py_CLEAR(members);
+        }
+        if (!members) return -1;
+        Py_DECREF(members);
+    }
+    return 0;
+}
+
 /* Every object's fields with these roles, from the reference's objects into the core. */
 static int load(Asic *self, int roles)
 {
@@ -513,7 +680,7 @@ static int store(Asic *self)
                 || store_fields(self, p->queues[k].host, "queue", QUEUE_FIELDS, &p->queues[k]) < 0)
                 return -1;
     }
-    return 0;
+    return store_groups(self);
 }
 
 /* ---- the core's Host: frames are bytes, draws and routes the reference's ------------------ */
@@ -563,7 +730,8 @@ static double host_uniform(void *ctx, double a, double b, int *error)
     return draw(PyObject_CallFunction(((Asic *)ctx)->rng_uniform, "dd", a, b), error);
 }
 
-/* FastSwitch._resolve: (egress, queue, PG, MACs, lossless) or (-1, drop reason). */
+/* FastSwitch._resolve: (egress, queue, PG, MACs, lossless), (-1, drop reason), or through an
+   adaptive ECMP group (-1, group, ECMP hash, TC, PG, lossless). */
 static int host_resolve(void *ctx, int port, const FlowKey *k, Flow *out)
 {
     Asic *self = ctx;
@@ -572,7 +740,17 @@ static int host_resolve(void *ctx, int port, const FlowKey *k, Flow *out)
     if (!r) return -1;
     PyObject *reason = NULL, *macs = NULL;
     int ok;
-    if (PyTuple_Check(r) && PyTuple_GET_SIZE(r) == 2) {
+    out->group = -1;
+    if (PyTuple_Check(r) && PyTuple_GET_SIZE(r) == 6) {
+        unsigned long long hash;
+        ok = PyArg_ParseTuple(r, "iiKiip", &out->egress, &out->group, &hash, &out->tc, &out->pg, &out->lossless);
+        out->hash = (uint32_t)hash;
+        if (ok && (out->egress != -1 || out->group < 0 || out->group >= self->core.ngroups || hash > UINT32_MAX
+                   || out->tc < 0 || out->tc >= NTC || out->pg < 0 || out->pg >= PRIO)) {
+            PyErr_SetString(PyExc_ValueError, "_resolve: bad steering decision");
+            ok = 0;
+        }
+    } else if (PyTuple_Check(r) && PyTuple_GET_SIZE(r) == 2) {
         ok = PyArg_ParseTuple(r, "iU", &out->egress, &reason) && (out->queue = reason_index(self, reason)) >= 0;
         out->egress = -1;
     } else {
@@ -870,7 +1048,8 @@ static PyObject *Asic_take_loop_counts(Asic *self, PyObject *Py_UNUSED(ignored))
             DO((PyObject *)p_->pgs[k_].host); \
             DO((PyObject *)p_->queues[k_].host); \
         } \
-    }
+    } \
+    for (int i_ = 0; (c)->groups && i_ < (c)->ngroups; i_++) DO((PyObject *)(c)->groups[i_].host);
 
 static void clear_core(Asic *self)
 {
@@ -924,6 +1103,7 @@ static int build(Asic *self)
         Py_XDECREF(index);
         if (r < 0) return -1;
     }
+    if (load_groups(self) < 0) return -1;
     fp_ready(c);
     return 0;
 }
@@ -946,6 +1126,7 @@ static int Asic_init(Asic *self, PyObject *args, PyObject *kwds)
     self->trap_max = trap_max;
     Py_XSETREF(self->reasons, names_tuple(REASON_NAMES, NREASONS));
     Py_XSETREF(self->port_index, PyDict_New());
+    Py_XSETREF(self->reference, Py_NewRef(ref));
     if (!self->reasons || !self->port_index || read_fields(self, ref, "switch", SWITCH_FIELDS, self, BUILD) < 0
         || read_fields(self, rng, "rng", RNG_FIELDS, self, BUILD) < 0 || build(self) < 0) {
         clear_core(self);
@@ -1038,9 +1219,15 @@ static PyObject *Asic_store(Asic *self, PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
+static PyObject *Asic_store_groups(Asic *self, PyObject *Py_UNUSED(ignored))
+{
+    if (store_groups(self) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyObject *Asic_load(Asic *self, PyObject *Py_UNUSED(ignored))
 {
-    if (load(self, RELOAD) < 0) return NULL;
+    if (load(self, RELOAD) < 0 || load_groups(self) < 0) return NULL;
     fp_reschedule_timers(&self->core);
     Py_RETURN_NONE;
 }
@@ -1056,6 +1243,7 @@ static int Asic_traverse(Asic *self, visitproc visit, void *arg)
     Py_VISIT(self->rng_uniform);
     Py_VISIT(self->port_index);
     Py_VISIT(self->reasons);
+    Py_VISIT(self->reference);
     return 0;
 }
 
@@ -1069,6 +1257,7 @@ static int Asic_clear(Asic *self)
     Py_CLEAR(self->rng_uniform);
     Py_CLEAR(self->port_index);
     Py_CLEAR(self->reasons);
+    Py_CLEAR(self->reference);
     return 0;
 }
 
@@ -1106,7 +1295,9 @@ static PyMethodDef Asic_methods[] = {
     {"counter_values", (PyCFunction)Asic_counter_values, METH_O,
      "counter_values(now) -> (values, drops): the counters packed (rocelab.switch.counters.pack)"},
     {"_store", (PyCFunction)Asic_store, METH_NOARGS, "write the state into the reference's objects"},
-    {"_load", (PyCFunction)Asic_load, METH_NOARGS, "read the configuration and state from the reference's objects"},
+    {"_store_groups", (PyCFunction)Asic_store_groups, METH_NOARGS,
+     "write the adaptive ECMP groups' state into the reference's groups"},
+    {"_load", (PyCFunction)Asic_load, METH_NOARGS, "read the configuration and state from the reference's objects (its ECMP groups anew)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -19,7 +19,7 @@ profile from a SONiC config_db.json, and a control socket:
     counters                               → {"counters": …, "loop": …, "tdf": N, "profile": PATH,
                                               "reloads": N (how many so far), "pipeline", "pipeline_why",
                                               "load_balancing": {"mode", "source"},
-                                              "ecmp_groups": Switch.group_counters() (Python only)}
+                                              "ecmp_groups": Switch.group_counters()}
     counters {"packed": true}              → {"packed_counters": …, …}: flat, for frequent readers
                                              (rocelab.switch.counters.expand); the nested view
                                              where a reload's counts are carried since the last clear
@@ -294,7 +294,7 @@ class Switchd:
                     "profile": self.profile.source, "reloads": self.reloads, "loop": self.loop.read_drops().to_json(),
                     "pipeline": self.pipeline.pipeline, "pipeline_why": self.pipeline.why,
                     "load_balancing": self.balancing(),
-                    "ecmp_groups": self.switch.group_counters() if self.pipeline.pipeline == "python" else {}}
+                    "ecmp_groups": self.switch.group_counters()}
         if op == "clear":
             self.switch.clear_counters(now)
             self.carried = None

@@ -33,7 +33,7 @@ from rocelab.switch import counters, features
 from rocelab.switch.balance import Balance
 from rocelab.switch.fib import Fib
 from rocelab.switch.frames import MAX_FRAME_BYTES
-from rocelab.switch.pipeline import FLOW_CACHE_MAX, TRAP_QUEUE_MAX, PortSpec, Switch
+from rocelab.switch.pipeline import FLOW_CACHE_MAX, TRAP_QUEUE_MAX, PortSpec, Switch, _Steer
 
 try:
     from rocelab.switch._fastpath import FEATURES, Asic
@@ -50,8 +50,10 @@ if Asic is not None:
         implementation = "c"
         takes_arrival_time = Switch.takes_arrival_time
 
-        def __init__(self, name: str, ports: Sequence[PortSpec], profile, fib: Fib, rng: random.Random):
-            self.reference = Switch(name, ports, profile, fib, rng)
+        def __init__(self, name: str, ports: Sequence[PortSpec], profile, fib: Fib, rng: random.Random,
+                     balance: Balance | None = None):
+            self.reference = Switch(name, ports, profile, fib, rng, balance=balance)
+            self.balance = self.reference.balance
             self.name = name
             self.trapped = self.reference.trapped
             self._ports = self.reference._ports
@@ -60,16 +62,29 @@ if Asic is not None:
         def _resolve(self, port_index: int, tos: int, proto: int, src: int, dst: int, sport: int,
                      dport: int) -> tuple:
             """A flow the C cache has not seen, routed by the reference: (egress port, queue,
-            PG indices, MACs, lossless), or (-1, drop reason)."""
+            PG indices, MACs, lossless), (-1, drop reason), or through an adaptive ECMP group
+            (-1, the group's index in the reference's, the flow's ECMP hash, its TC, PG, lossless):
+            C picks the member per frame."""
             egress, queue, pg, macs, lossless = self.reference._route(self._ports[port_index],
                                                                        (tos, proto, src, dst, sport, dport))
             if egress is None:
                 return (-1, queue)
+            if isinstance(egress, _Steer):
+                group = list(self.reference._groups.values()).index(egress.group)
+                return (-1, group, egress.flow_hash, egress.tc, pg.index, lossless)
             return (self._ports.index(egress), queue.index, pg.index, macs, lossless)
 
         def set_fib(self, fib: Fib) -> None:
+            """The reference's set_fib, with the groups' state C holds: a group whose next hops
+            stay keeps its flowset table and counters, as in the reference."""
+            self._store()
             self.reference.set_fib(fib)
             self._flush_flows()
+            self._load()
+
+        def group_counters(self) -> dict:
+            self._store_groups()
+            return self.reference.group_counters()
 
         def set_impairment(self, port_name: str, delay_s: float, jitter_s: float, loss_pct: float,
                            rate_bps: float | None = None) -> None:
@@ -119,9 +134,8 @@ def choose_pipeline(profile, ports: Sequence[PortSpec], fib: Fib, balance: Balan
 
 def make_switch(name: str, ports: Sequence[PortSpec], profile, fib: Fib, rng: random.Random,
                 balance: Balance | None = None):
-    """The switch switchd runs, and why: a FastSwitch or the Python Switch, per `choose_pipeline`.
-    C runs only where its features cover the balance (hash), so it needs none."""
+    """The switch switchd runs, and why: a FastSwitch or the Python Switch, per `choose_pipeline`."""
     choice = choose_pipeline(profile, ports, fib, balance)
     if choice.pipeline == "c":
-        return FastSwitch(name, ports, profile, fib, rng), choice
+        return FastSwitch(name, ports, profile, fib, rng, balance), choice
     return Switch(name, ports, profile, fib, rng, balance=balance), choice

@@ -45,8 +45,10 @@ const char *const WD_ACTION_NAMES[NWD_ACTIONS + 1] = {
 const char *const FEATURE_NAMES[] = {
     "scheduler:STRICT", "scheduler:DWRR", "scheduler:WRR", "wred", "pfc", "pfcwd:drop", "pfcwd:forward",
     "pfcwd:alert", "dynamic_threshold", "shared_headroom", "pause_802_3x", "link_delay", "link_jitter",
-    "link_loss", "ecmp:hash", NULL,
+    "link_loss", "ecmp:hash", "ecmp:flowlet", "ecmp:packet", NULL,
 };
+const char *const BALANCE_MODE_NAMES[NBALANCE_MODES + 1] = {[BALANCE_FLOWLET] = "flowlet", [BALANCE_PACKET] = "packet"};
+
 #define ADMITTED (-1)
 
 static inline void count_drop(Drops *d, int reason, long long size) { d->n[reason]++; d->b[reason] += size; }
@@ -529,8 +531,86 @@ static Flow *resolve(Core *c, int port_index, Port *p, uint64_t k1, uint64_t k2,
     f->queue = decision.queue;
     f->pg = decision.pg;
     f->lossless = decision.lossless;
+    f->group = decision.group;
+    f->tc = decision.tc;
+    f->hash = decision.hash;
     memcpy(f->macs, decision.macs, sizeof f->macs);
     return f;
+}
+
+/* ---- adaptive ECMP (balance.EcmpGroup) ------------------------------------------------- */
+
+/* Member.quality: lower is better, the weighted load band plus the weighted queue band. */
+static int member_quality(Core *c, const Group *g, GroupMember *m, double now)
+{
+    const Port *port = &c->ports[m->port];
+    long long tx = 0, depth = 0;
+    for (int k = 0; k < PRIO; k++) {
+        tx += port->queues[k].tx_bytes;
+        depth += port->queues[k].depth;
+    }
+    if (isnan(m->sampled_s) || tx < m->sampled_tx) {  /* first look, or counters cleared */
+        m->sampled_s = now;
+        m->sampled_tx = tx;
+    } else if (now - m->sampled_s >= g->sampling_s) {
+        double sample = (double)((tx - m->sampled_tx) * 8) / ((now - m->sampled_s) * port->rate);
+        m->load += ((sample < 1.0 ? sample : 1.0) - m->load) * EWMA_WEIGHT;
+        m->sampled_s = now;
+        m->sampled_tx = tx;
+    }
+    int load_band = (int)(m->load * QUALITY_BANDS), queue_band = (int)(depth / QUEUE_BAND_BYTES);
+    if (load_band > QUALITY_BANDS - 1) load_band = QUALITY_BANDS - 1;
+    if (queue_band > QUALITY_BANDS - 1) queue_band = QUALITY_BANDS - 1;
+    return (int)(g->load_weight * load_band + g->queue_weight * queue_band);
+}
+
+/* The member whose score is least, ties broken by the flow's hash (EcmpGroup._best, _packet). */
+static int least(const long long *score, int n, uint32_t hash)
+{
+    long long low = score[0];
+    int ties = 0;
+    for (int i = 1; i < n; i++)
+        if (score[i] < low) low = score[i];
+    for (int i = 0; i < n; i++) ties += score[i] == low;
+    int nth = (int)(hash % (uint32_t)ties);
+    for (int i = 0;; i++)
+        if (score[i] == low && nth-- == 0) return i;
+}
+
+static int group_pick(Core *c, Group *g, const Flow *flow, double now)
+{
+    long long score[g->nmembers];
+    if (g->mode == BALANCE_PACKET) {
+        /* how long the frame would wait at each member, in grades of QUEUE_BAND_BYTES at the
+           fastest member's rate */
+        double wait[g->nmembers], fastest = INFINITY;
+        for (int i = 0; i < g->nmembers; i++) {
+            const Port *port = &c->ports[g->members[i].port];
+            double line = port->busy_until - now;
+            wait[i] = (double)port->queues[g->members[i].queue_of_tc[flow->tc]].depth * port->s_per_byte
+                      + (line > 0 ? line : 0.0);
+            if (port->s_per_byte < fastest) fastest = port->s_per_byte;
+        }
+        double grade = QUEUE_BAND_BYTES * fastest;
+        for (int i = 0; i < g->nmembers; i++) score[i] = (long long)(wait[i] / grade);
+        return least(score, g->nmembers, flow->hash);
+    }
+    long long slot = (long long)(flow->hash % (uint64_t)g->max_flows);
+    int active = now - g->last_s[slot] < g->idle_s;
+    g->last_s[slot] = now;
+    if (active) {
+        if (g->flow[slot] != flow->hash) {
+            g->collisions++;
+            g->flow[slot] = flow->hash;
+        }
+        return g->member[slot];
+    }
+    for (int i = 0; i < g->nmembers; i++) score[i] = member_quality(c, g, &g->members[i], now);
+    int best = least(score, g->nmembers, flow->hash);
+    if (g->flow[slot] != -1 && best != g->member[slot]) g->reassignments++;
+    g->member[slot] = best;
+    g->flow[slot] = flow->hash;
+    return best;
 }
 
 static int wred_decide(Core *c, Queue *q, int ecn, int *verdict)  /* Wred.decide: 0 pass, 1 mark, 2 drop */
@@ -617,18 +697,31 @@ static int ipv4(Core *c, int port_index, const unsigned char *f, long long size,
         flow = resolve(c, port_index, p, k1, k2, &key);
         if (!flow) return -1;
     }
-    if (flow->egress < 0) {
+    if (flow->egress < 0 && flow->group < 0) {
         count_drop(&p->drops, flow->queue, size);
         return 0;
     }
-    Port *egress = &c->ports[flow->egress];
-    Queue *queue = &egress->queues[flow->queue];
     Pg *pg = &p->pgs[flow->pg];
     int lossless = flow->lossless;
     if (ttl <= 1) {
         if (c->host.trap(c->host.ctx, port_index, f, size) < 0) return failed(c, FP_EHOST);
         count_drop(&p->drops, R_TTL_EXPIRED, size);
         return 0;
+    }
+    const unsigned char *macs = flow->macs;
+    Port *egress;
+    Queue *queue;
+    if (flow->group >= 0) {  /* _Steer.pick */
+        Group *g = &c->groups[flow->group];
+        GroupMember *m = &g->members[group_pick(c, g, flow, now)];
+        m->frames++;
+        m->bytes += size;
+        egress = &c->ports[m->port];
+        queue = &egress->queues[m->queue_of_tc[flow->tc]];
+        macs = m->macs;
+    } else {
+        egress = &c->ports[flow->egress];
+        queue = &egress->queues[flow->queue];
     }
     if (queue->dropping) {
         count_drop(&queue->drops, R_PFCWD_DROP, size);
@@ -666,7 +759,7 @@ static int ipv4(Core *c, int port_index, const unsigned char *f, long long size,
     unsigned char *o;
     if (c->host.frame_new(c->host.ctx, size, &out, &o) < 0) return failed(c, FP_EHOST);
     memcpy(o, f, (size_t)size);
-    memcpy(o, flow->macs, 12);
+    memcpy(o, macs, 12);
     o[IP_AT + 8] = (unsigned char)(ttl - 1);
     long delta = TTL_DECREMENT_DELTA;
     if (verdict == 1) {
@@ -880,6 +973,39 @@ void fp_flush_flows(Core *c)
 
 /* ---- building and freeing ---------------------------------------------------------------- */
 
+static void free_groups(Core *c)
+{
+    for (int i = 0; c->groups && i < c->ngroups; i++) {
+        free(c->groups[i].members);
+        free(c->groups[i].last_s);
+        free(c->groups[i].member);
+        free(c->groups[i].flow);
+    }
+    free(c->groups);
+    c->groups = NULL;
+    c->ngroups = 0;
+}
+
+int fp_alloc_groups(Core *c, int ngroups)
+{
+    free_groups(c);
+    c->groups = calloc((size_t)ngroups + 1, sizeof(Group));
+    if (!c->groups) return failed(c, FP_ENOMEM);
+    c->ngroups = ngroups;
+    return 0;
+}
+
+int fp_alloc_group(Core *c, Group *g, int nmembers, long long max_flows)
+{
+    g->members = calloc((size_t)nmembers, sizeof(GroupMember));
+    g->last_s = calloc((size_t)max_flows, sizeof(double));
+    g->member = calloc((size_t)max_flows, sizeof(int));
+    g->flow = calloc((size_t)max_flows, sizeof(long long));
+    if (!g->members || !g->last_s || !g->member || !g->flow) return failed(c, FP_ENOMEM);
+    g->nmembers = nmembers;
+    return 0;
+}
+
 int fp_alloc(Core *c, int nports, int npools)
 {
     c->ports = calloc((size_t)nports + 1, sizeof(Port));
@@ -938,6 +1064,7 @@ void fp_free(Core *c)
     }
     free(c->ports);
     free(c->pools);
+    free_groups(c);
     c->ports = NULL;
     c->pools = NULL;
     c->nports = c->npools = 0;

@@ -101,9 +101,39 @@ typedef struct {
 
 typedef struct {  /* a forwarding decision, as pipeline._resolve caches it */
     uint64_t k1, k2;
-    int used, egress /* -1: dropped for `queue` (a reason) */, queue, pg, lossless;
+    int used, egress /* -1: dropped for `queue` (a reason), or steered by `group` */, queue, pg, lossless;
+    int group /* -1: none; else an adaptive ECMP group's index, the member picked per frame */, tc;
+    uint32_t hash;  /* fib.ecmp_hash of the 5-tuple (a steered flow's) */
     unsigned char macs[12];
 } Flow;
+
+/* An adaptive ECMP group (rocelab.switch.balance.EcmpGroup: flowlet and packet; hash needs no
+   group, spray is the reference's alone) and its members (balance.Member). */
+enum { BALANCE_FLOWLET, BALANCE_PACKET, NBALANCE_MODES };
+extern const char *const BALANCE_MODE_NAMES[NBALANCE_MODES + 1];
+#define NTC 16  /* traffic classes (SONiC's tc 0..15) */
+#define QUALITY_BANDS 8
+#define QUEUE_BAND_BYTES 8192
+#define EWMA_WEIGHT 0.25
+
+typedef struct {
+    int port, queue_of_tc[NTC];  /* its egress port; the queue each TC waits in there */
+    unsigned char macs[12];       /* next-hop and egress MACs */
+    long long frames, bytes, sampled_tx;
+    double load, sampled_s;  /* NAN: not sampled yet */
+} GroupMember;
+
+typedef struct {
+    void *host;
+    int mode, nmembers;
+    long long max_flows, load_weight, queue_weight;
+    double idle_s, sampling_s;
+    GroupMember *members;
+    double *last_s;       /* the flowset table, max_flows entries: when each last saw a frame, */
+    int *member;          /* its member, */
+    long long *flow;      /* and the flow that last used it (-1: none) */
+    long long reassignments, collisions;
+} Group;
 
 typedef struct { double release; Frame frame; } OnLink;
 
@@ -156,7 +186,8 @@ typedef struct {
     Host host;
     Port *ports;
     Pool *pools;
-    int nports, npools, pfc_sent;
+    Group *groups;
+    int nports, npools, ngroups, pfc_sent;
     long long max_frame, flow_cache_max;
     double next_timer;
     LoopCounts loop;
@@ -195,6 +226,8 @@ int fp_poll(Core *c, double now, FpEmit emit, void *arg);
 double fp_next_due(const Core *c);  /* INFINITY: nothing pending */
 void fp_reschedule_timers(Core *c);
 void fp_flush_flows(Core *c);
+int fp_alloc_groups(Core *c, int ngroups);  /* the previous groups freed; each zeroed */
+int fp_alloc_group(Core *c, Group *g, int nmembers, long long max_flows);  /* its members and flowset table */
 double fp_paused_time_s(const Port *p, int priority, double now);
 int fp_geometry_fits(const Geometry *g, long ring_bytes);
 /* 1: handed back, 0 idle or signalled, -1 error (in the first core) */

@@ -192,11 +192,12 @@ class _Steer:
     """A flow through an adaptive ECMP group (a `Balance` mode other than hash): its hash and,
     per member, where its frames go (egress port, queue, next-hop and egress MACs)."""
 
-    __slots__ = ("group", "flow_hash", "choices", "queues")
+    __slots__ = ("group", "flow_hash", "tc", "choices", "queues")
 
     def __init__(self, group: EcmpGroup, flow_hash: int, tc: int, macs: list[bytes]):
         self.group = group
         self.flow_hash = flow_hash
+        self.tc = tc
         self.choices = [(m.port, m.port.queues[m.port.qos.tc_to_queue[tc]], mac)
                         for m, mac in zip(group.members, macs)]
         self.queues = [queue for _port, queue, _mac in self.choices]
