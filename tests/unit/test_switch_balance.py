@@ -1,7 +1,7 @@
 """ECMP load-balancing modes in the switch core (rocelab.switch.balance): flowlet, per-packet
-adaptive, spray; their counters, configuration and which pipeline runs them. Flowlet and packet
-run on both pipelines (the C core declares them; tests/unit/test_switch_traces.py holds the two
-equal on generated traces); spray is the reference's alone."""
+adaptive, spray; their counters, configuration and which pipeline runs them. Each runs on both
+pipelines (the C core declares them; tests/unit/test_switch_traces.py holds the two equal on
+generated traces)."""
 
 from __future__ import annotations
 
@@ -87,9 +87,9 @@ def test_packet_mode_breaks_ties_by_the_hash_so_an_idle_fabric_keeps_a_flow_on_o
     assert len(members(drive(sw, arrivals, 0.0, 1.0))) == 1
 
 
-def test_spray_is_random_per_frame_and_repeats_under_its_seed():
+def test_spray_is_random_per_frame_and_repeats_under_its_seed(pipeline):
     def sprayed(seed: int) -> list[str]:
-        sw = switch("spray", seed=seed)
+        sw = switch("spray", pipeline, seed=seed)
         return [p for _t, p, _f in drive(sw, [(i * 3 * FRAME_S, "eth1", to_remote(49152)) for i in range(60)],
                                           0.0, 1.0)]
 
@@ -146,7 +146,7 @@ def test_flowlet_places_a_new_flow_on_the_member_of_best_quality(pipeline):
     assert by_flow[49152] != by_flow[49153]
 
 
-@pytest.mark.parametrize("mode, on", [("spray", "python"), ("flowlet", "python"), ("flowlet", "c"),
+@pytest.mark.parametrize("mode, on", [("spray", "python"), ("spray", "c"), ("flowlet", "python"), ("flowlet", "c"),
                                       ("packet", "c")])
 def test_group_counters_clear_and_survive_a_fib_change_that_keeps_the_group(mode, on):
     if on not in IMPLEMENTATIONS:
@@ -167,13 +167,10 @@ def test_hash_mode_has_no_group_state():
     assert switch("hash").group_counters() == {}
 
 
-def test_a_switch_balancing_by_a_mode_the_c_core_lacks_runs_on_python_and_says_why():
-    choice = choose_pipeline(qos_profile({}), port_specs(), ecmp_fib(), Balance("spray"))
-    assert choice.pipeline == "python"
-    if FastSwitch is not None:
-        assert choice.why == "the C core lacks ecmp:spray (route 198.18.100.0/24)"
-        for mode in ("flowlet", "packet"):
-            assert choose_pipeline(qos_profile({}), port_specs(), ecmp_fib(), Balance(mode)).pipeline == "c"
+def test_every_mode_runs_on_the_c_core_where_it_is_built():
+    for mode in ("flowlet", "packet", "spray"):
+        choice = choose_pipeline(qos_profile({}), port_specs(), ecmp_fib(), Balance(mode))
+        assert choice.pipeline == ("c" if FastSwitch is not None else "python"), choice.why
     assert features.needed(qos_profile({}), port_specs(), ecmp_fib(), Balance("spray"))["ecmp:spray"] \
         == "route 198.18.100.0/24"
     assert "ecmp:spray" not in features.needed(qos_profile({}), port_specs(), fib(), Balance("spray"))

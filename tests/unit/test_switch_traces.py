@@ -7,7 +7,7 @@ headroom, STRICT/DWRR/WRR queues, WRED/ECN in every mode, the PFC watchdog under
 forwarding tables (per-host routes, a default route or none, ECMP groups of 2–16 next hops, a
 more specific route inside a group, the switch's own addresses), the groups' load balancing
 (hash; flowlet and per-packet adaptive with any inactivity interval, flowset table size, sampling
-interval and quality weights) and a timed sequence of events:
+interval and quality weights; spray under any of a few seeds) and a timed sequence of events:
 frames (valid IPv4 with any DSCP, ECN and TTL, IP options, fragments, VLAN tags; PFC and 802.3x
 frames with any class-enable vector and quanta; other MAC Control; corrupted and truncated frames;
 random bytes), alone or in bursts, control calls (clear, impair, fib, reload) and bare polls.
@@ -33,6 +33,7 @@ Adaptive ECMP (2026-12-07, one run each): a flowlet ending at exactly its inacti
 counted and the port's waiting line left out of packet mode's grades failed at once; the load
 EWMA's weight 0.5 for 0.25 failed after 200 s. A load sample taken only after more than the
 sampling interval (`>=` as `>`) passed all 2,000: the exact equality of two float times is rare.
+Spray's member one past the one drawn failed at the first example.
 """
 
 from __future__ import annotations
@@ -327,11 +328,12 @@ IMPAIR_LOSS = st.sampled_from((0.0, 0.0, 30.0))
 TICK = st.sampled_from((None, None, 1e-4, 2e-3, 1e-2))
 SEED = st.integers(0, 3)
 TAIL = st.sampled_from((0.02, 0.2))
-# The modes both pipelines run (spray is the reference's alone), with times on the traces' scale:
-# an inactivity interval from a frame's time to longer than most traces' gaps.
+# Every mode, with times on the traces' scale: an inactivity interval from a frame's time to
+# longer than most traces' gaps.
 BALANCE = st.just(Balance()) | st.builds(
-    Balance, st.sampled_from(("flowlet", "packet")), st.sampled_from((1e-4, 2e-3, 2e-2, 0.256)),
-    st.sampled_from((1, 2, 7, 512)), st.sampled_from((1e-4, 1e-3, 1.6e-2)), st.integers(0, 2), st.integers(0, 2))
+    Balance, st.sampled_from(("flowlet", "packet", "spray")), st.sampled_from((1e-4, 2e-3, 2e-2, 0.256)),
+    st.sampled_from((1, 2, 7, 512)), st.sampled_from((1e-4, 1e-3, 1.6e-2)), st.integers(0, 2), st.integers(0, 2),
+    st.integers(0, 3))
 
 
 @st.composite
@@ -515,7 +517,7 @@ def test_the_generated_traces_reach_every_stage():
     reference pipeline must have dropped for every reason, marked ECN, sent and honoured PFC,
     found a storm, used headroom, held a frame owed to a late XOFF past it, trapped a
     TTL-expired packet, and spread a group's frames over its members under flowlet and packet
-    balancing, moved a flowlet and had two flows collide in a flowset entry. Read from the property's
+    balancing and sprayed them, moved a flowlet and had two flows collide in a flowset entry. Read from the property's
     run (2,000 traces in CI); where fewer ran (the dev profile, no C core, -k), from 800 traces
     through the reference alone."""
     seen = set(REACHED)
@@ -530,5 +532,5 @@ def test_the_generated_traces_reach_every_stage():
     reasons = counters.DROP_REASONS
     expected = {f"drop:{r}" for r in reasons} | {"pfc_tx", "paused", "ecn_marked", "storm", "headroom", "held",
                                                   "trap", "flowlet:spread", "flowlet:reassignments",
-                                                  "flowlet:collisions", "packet:spread"}
+                                                  "flowlet:collisions", "packet:spread", "spray:spread"}
     assert expected <= seen, sorted(expected - seen)

@@ -778,6 +778,20 @@ static int host_trap(void *ctx, int port, const unsigned char *frame, long long 
     return r ? 0 : -1;
 }
 
+static int host_spray(void *ctx, int group, int nmembers)
+{
+    PyObject *rng = PyObject_GetAttrString((PyObject *)((Asic *)ctx)->core.groups[group].host, "_rng");
+    PyObject *r = rng ? PyObject_CallMethod(rng, "randrange", "i", nmembers) : NULL;
+    Py_XDECREF(rng);
+    long m = r ? PyLong_AsLong(r) : -1;
+    Py_XDECREF(r);
+    if (m < 0 || m >= nmembers) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "spray: a member outside the group");
+        return -1;
+    }
+    return (int)m;
+}
+
 static long host_trapped_waiting(void *ctx) { return (long)PyObject_Length(((Asic *)ctx)->trapped); }
 
 static void *host_sleep_begin(void *ctx)
@@ -800,7 +814,7 @@ static int host_signalled(void *ctx)
 
 static const Host HOST = {
     NULL, host_frame_new, host_frame_retain, host_frame_release, host_random, host_uniform, host_resolve,
-    host_trap, host_trapped_waiting, host_sleep_begin, host_sleep_end, host_signalled,
+    host_trap, host_trapped_waiting, host_sleep_begin, host_sleep_end, host_signalled, host_spray,
 };
 
 /* The exception for the core's last error (the host's own is already set). */

@@ -45,9 +45,11 @@ const char *const WD_ACTION_NAMES[NWD_ACTIONS + 1] = {
 const char *const FEATURE_NAMES[] = {
     "scheduler:STRICT", "scheduler:DWRR", "scheduler:WRR", "wred", "pfc", "pfcwd:drop", "pfcwd:forward",
     "pfcwd:alert", "dynamic_threshold", "shared_headroom", "pause_802_3x", "link_delay", "link_jitter",
-    "link_loss", "ecmp:hash", "ecmp:flowlet", "ecmp:packet", NULL,
+    "link_loss", "ecmp:hash", "ecmp:flowlet", "ecmp:packet", "ecmp:spray", NULL,
 };
-const char *const BALANCE_MODE_NAMES[NBALANCE_MODES + 1] = {[BALANCE_FLOWLET] = "flowlet", [BALANCE_PACKET] = "packet"};
+const char *const BALANCE_MODE_NAMES[NBALANCE_MODES + 1] = {
+    [BALANCE_FLOWLET] = "flowlet", [BALANCE_PACKET] = "packet", [BALANCE_SPRAY] = "spray",
+};
 
 #define ADMITTED (-1)
 
@@ -577,8 +579,13 @@ static int least(const long long *score, int n, uint32_t hash)
         if (score[i] == low && nth-- == 0) return i;
 }
 
+/* EcmpGroup.pick: the member's index, or -1 on the host's error. */
 static int group_pick(Core *c, Group *g, const Flow *flow, double now)
 {
+    if (g->mode == BALANCE_SPRAY) {
+        int m = c->host.spray(c->host.ctx, (int)(g - c->groups), g->nmembers);
+        return m < 0 ? failed(c, FP_EHOST) : m;
+    }
     long long score[g->nmembers];
     if (g->mode == BALANCE_PACKET) {
         /* how long the frame would wait at each member, in grades of QUEUE_BAND_BYTES at the
@@ -713,7 +720,9 @@ static int ipv4(Core *c, int port_index, const unsigned char *f, long long size,
     Queue *queue;
     if (flow->group >= 0) {  /* _Steer.pick */
         Group *g = &c->groups[flow->group];
-        GroupMember *m = &g->members[group_pick(c, g, flow, now)];
+        int member = group_pick(c, g, flow, now);
+        if (member < 0) return -1;
+        GroupMember *m = &g->members[member];
         m->frames++;
         m->bytes += size;
         egress = &c->ports[m->port];

@@ -107,9 +107,9 @@ typedef struct {  /* a forwarding decision, as pipeline._resolve caches it */
     unsigned char macs[12];
 } Flow;
 
-/* An adaptive ECMP group (rocelab.switch.balance.EcmpGroup: flowlet and packet; hash needs no
-   group, spray is the reference's alone) and its members (balance.Member). */
-enum { BALANCE_FLOWLET, BALANCE_PACKET, NBALANCE_MODES };
+/* An ECMP group under a mode other than hash (rocelab.switch.balance.EcmpGroup; hash needs no
+   group) and its members (balance.Member). */
+enum { BALANCE_FLOWLET, BALANCE_PACKET, BALANCE_SPRAY, NBALANCE_MODES };
 extern const char *const BALANCE_MODE_NAMES[NBALANCE_MODES + 1];
 #define NTC 16  /* traffic classes (SONiC's tc 0..15) */
 #define QUALITY_BANDS 8
@@ -178,6 +178,8 @@ typedef struct {
     void *(*sleep_begin)(void *ctx);     /* around serve's wait: the host's other threads may run */
     void (*sleep_end)(void *ctx, void *token);
     int (*signalled)(void *ctx);         /* serve's wait was interrupted: run the host's handlers */
+    /* spray: a member of group `group` drawn from its own seeded generator (EcmpGroup._spray), -1 on error */
+    int (*spray)(void *ctx, int group, int nmembers);
 } Host;
 
 enum { FP_OK, FP_EHOST, FP_ENOMEM, FP_EOS };
