@@ -5,9 +5,11 @@ under a simulated clock, driven as switchd drives it: receive, poll, next_event 
     python benchmarks/bench_switch_core.py [--frames N]
 
 Each run on the Python pipeline and on its C fast path (rocelab.switch.fastpath), with the
-ratio. Two runs: `forward` (each port sends to the next at 90% of line rate: no congestion) and
+ratio. Runs: `forward` (each port sends to the next at 90% of line rate: no congestion),
 `incast` (two ports into one at 60% each: queues build, ECN marks, PFC pauses the senders,
-who honour it). The live target for switchd is ≥ 50,000 frames/s; the core must leave room.
+who honour it), and one per load-balancing mode beyond hash (`flowlet`, `packet`, `spray`: eth1
+at 90% of its rate to a prefix behind an ECMP group of the other three ports, sixteen flows).
+The live target for switchd is ≥ 50,000 frames/s; the core must leave room.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from rocelab.qos.model import (
     BufferPool, BufferProfile, PortQos, QosProfile, QueueQos, Scheduler, WredProfile,
 )
 from rocelab.switch import Fib, NextHop, PortSpec, Switch
+from rocelab.switch.balance import Balance
 from rocelab.switch.fastpath import FastSwitch
 from rocelab.ethernet import ETH_P_MAC_CONTROL, pause_duration_s
 from rocelab.switch.frames import parse_pfc
@@ -34,6 +37,7 @@ RATE_BPS = 100e6  # 100G at time dilation 1000
 PORTS = ["eth1", "eth2", "eth3", "eth4"]
 FLOWS_PER_PAIR = 16
 FRAME_TIME_S = FRAME_BYTES * 8 / RATE_BPS
+GROUP = "eth9"  # a destination "port" whose prefix, 198.18.9.0/24, is behind an ECMP group of eth2-eth4
 
 
 def _profile() -> QosProfile:
@@ -68,11 +72,13 @@ def _frames(src: str, dst: str) -> list[bytes]:
     return frames
 
 
-def run(label: str, implementation, pairs: list[tuple[str, str]], load: float, n_frames: int) -> float:
+def run(label: str, implementation, pairs: list[tuple[str, str]], load: float, n_frames: int,
+        balance: Balance | None = None) -> float:
     """Seconds per frame; prints the run."""
-    fib = Fib({f"198.18.{p[-1]}.0/24": [NextHop(p, _mac(1, p))] for p in PORTS})
+    routes = {f"198.18.{p[-1]}.0/24": [NextHop(p, _mac(1, p))] for p in PORTS}
+    routes[f"198.18.{GROUP[-1]}.0/24"] = [NextHop(p, _mac(1, p)) for p in PORTS[1:]]
     switch = implementation("bench", [PortSpec(p, _mac(0, p), RATE_BPS) for p in PORTS], _profile(),
-                            fib, random.Random(1))
+                            Fib(routes), random.Random(1), balance=balance)
     # Each sender offers `load` of line rate, round robin over its flows.
     traffic = [(src, _frames(src, dst)) for src, dst in pairs]
     gap_s = FRAME_TIME_S / load / len(pairs)
@@ -114,9 +120,11 @@ def main(argv: list[str]) -> None:
     implementations = [Switch] if FastSwitch is None else [Switch, FastSwitch]
     if FastSwitch is None:
         print("the C fast path is not built here: the Python pipeline alone")
-    for label, pairs, load in (("forward", [(PORTS[i], PORTS[(i + 1) % 4]) for i in range(4)], 0.9),
-                               ("incast", [("eth1", "eth3"), ("eth2", "eth3")], 0.6)):
-        per_frame = [run(label, implementation, pairs, load, args.frames) for implementation in implementations]
+    for label, pairs, load, balance in (
+            ("forward", [(PORTS[i], PORTS[(i + 1) % 4]) for i in range(4)], 0.9, None),
+            ("incast", [("eth1", "eth3"), ("eth2", "eth3")], 0.6, None),
+            *((mode, [("eth1", GROUP)], 0.9, Balance(mode)) for mode in ("flowlet", "packet", "spray"))):
+        per_frame = [run(label, implementation, pairs, load, args.frames, balance) for implementation in implementations]
         if len(per_frame) == 2:
             print(f"{label:8} C fast path: {per_frame[0] / per_frame[1]:.1f}x the Python pipeline's speed "
                   f"(the harness's own per-frame cost included in both)")
