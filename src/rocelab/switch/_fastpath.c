@@ -605,10 +605,18 @@ static int load_group(Asic *self, Group *g, PyObject *hops, PyObject *obj)
 }
 
 /* The reference's adaptive ECMP groups, configuration and state, anew (set_fib replaces them). */
+/* No groups: what a failed load leaves, so a flow routed to a group is refused (host_resolve)
+   rather than steered to one half built. */
+static void drop_groups(Core *c)
+{
+    for (int i = 0; c->groups && i < c->ngroups; i++) Py_CLEAR(c->groups[i].host);
+    if (c->groups) fp_alloc_groups(c, 0);
+}
+
 static int load_groups(Asic *self)
 {
     Core *c = &self->core;
-    for (int i = 0; c->groups && i < c->ngroups; i++) Py_CLEAR(c->groups[i].host);
+    drop_groups(c);
     PyObject *groups = PyObject_GetAttrString(self->reference, "_groups");
     PyObject *items = groups ? PyMapping_Items(groups) : NULL;
     Py_XDECREF(groups);
@@ -620,6 +628,7 @@ static int load_groups(Asic *self)
         r = load_group(self, &c->groups[i], PyTuple_GET_ITEM(item, 0), PyTuple_GET_ITEM(item, 1));
     }
     Py_DECREF(items);
+    if (r < 0) drop_groups(c);
     return r;
 }
 
