@@ -182,7 +182,7 @@ static const Field PORT_FIELDS[] = {  /* rocelab.switch.pipeline._Port */
     END,
 };
 
-/* An adaptive ECMP group: its flowset table (_last_s, _member, _flow, max_flows entries each),
+/* An ECMP group under a mode other than hash: its flowset table (_last_s, _member, _flow, max_flows entries each),
    its members' ports and MACs (from the group's key in the reference's _groups) and each
    member's TC → queue map are read and written by load_group and store_group. */
 static const Field GROUP_FIELDS[] = {  /* rocelab.switch.balance.EcmpGroup and its Balance */
@@ -604,7 +604,6 @@ static int load_group(Asic *self, Group *g, PyObject *hops, PyObject *obj)
     return r;
 }
 
-/* The reference's adaptive ECMP groups, configuration and state, anew (set_fib replaces them). */
 /* No groups: what a failed load leaves, so a flow routed to a group is refused (host_resolve)
    rather than steered to one half built. */
 static void drop_groups(Core *c)
@@ -613,6 +612,8 @@ static void drop_groups(Core *c)
     if (c->groups) fp_alloc_groups(c, 0);
 }
 
+/* The reference's ECMP groups (modes other than hash), configuration and state, anew: set_fib
+   replaces them. */
 static int load_groups(Asic *self)
 {
     Core *c = &self->core;
