@@ -633,16 +633,18 @@ static int load_groups(Asic *self)
     return r;
 }
 
-static int store_groups(Asic *self)
+/* The groups' state into the reference's: their counters and members always, their flowset
+   tables only where `tables` (what _load reads back; group_counters does not need them). */
+static int store_groups(Asic *self, int tables)
 {
     Core *c = &self->core;
     for (int i = 0; i < c->ngroups; i++) {
         Group *g = &c->groups[i];
         PyObject *obj = g->host;
         if (store_fields(self, obj, "group", GROUP_FIELDS, g) < 0) return -1;
-        const void *tables[] = {g->last_s, g->member, g->flow};
-        for (int t = 0; t < 3; t++) {
-            PyObject *v = list_of((Py_ssize_t)g->max_flows, FLOWSET_KIND[t], tables[t]);
+        const void *flowset[] = {g->last_s, g->member, g->flow};
+        for (int t = 0; tables && t < 3; t++) {
+            PyObject *v = list_of((Py_ssize_t)g->max_flows, FLOWSET_KIND[t], flowset[t]);
             int r = v ? PyObject_SetAttrString(obj, FLOWSET[t], v) : -1;
             Py_XDECREF(v);
             if (r < 0) return -1;
@@ -690,7 +692,7 @@ static int store(Asic *self)
                 || store_fields(self, p->queues[k].host, "queue", QUEUE_FIELDS, &p->queues[k]) < 0)
                 return -1;
     }
-    return store_groups(self);
+    return store_groups(self, 1);
 }
 
 /* ---- the core's Host: frames are bytes, draws and routes the reference's ------------------ */
@@ -1243,9 +1245,9 @@ static PyObject *Asic_store(Asic *self, PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
-static PyObject *Asic_store_groups(Asic *self, PyObject *Py_UNUSED(ignored))
+static PyObject *Asic_store_group_counters(Asic *self, PyObject *Py_UNUSED(ignored))
 {
-    if (store_groups(self) < 0) return NULL;
+    if (store_groups(self, 0) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -1319,8 +1321,8 @@ static PyMethodDef Asic_methods[] = {
     {"counter_values", (PyCFunction)Asic_counter_values, METH_O,
      "counter_values(now) -> (values, drops): the counters packed (rocelab.switch.counters.pack)"},
     {"_store", (PyCFunction)Asic_store, METH_NOARGS, "write the state into the reference's objects"},
-    {"_store_groups", (PyCFunction)Asic_store_groups, METH_NOARGS,
-     "write the adaptive ECMP groups' state into the reference's groups"},
+    {"_store_group_counters", (PyCFunction)Asic_store_group_counters, METH_NOARGS,
+     "write the ECMP groups' counters and members' state (not their flowset tables) into the reference's"},
     {"_load", (PyCFunction)Asic_load, METH_NOARGS, "read the configuration and state from the reference's objects (its ECMP groups anew)"},
     {NULL, NULL, 0, NULL},
 };

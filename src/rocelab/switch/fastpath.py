@@ -53,7 +53,6 @@ if Asic is not None:
         def __init__(self, name: str, ports: Sequence[PortSpec], profile, fib: Fib, rng: random.Random,
                      balance: Balance | None = None):
             self.reference = Switch(name, ports, profile, fib, rng, balance=balance)
-            self.balance = self.reference.balance
             self.name = name
             self.trapped = self.reference.trapped
             self._ports = self.reference._ports
@@ -83,7 +82,7 @@ if Asic is not None:
             self._load()
 
         def group_counters(self) -> dict:
-            self._store_groups()
+            self._store_group_counters()
             return self.reference.group_counters()
 
         def set_impairment(self, port_name: str, delay_s: float, jitter_s: float, loss_pct: float,
