@@ -110,13 +110,8 @@ class Chain:
         return []
 
 
-@pytest.mark.parametrize("shell", ["python", pytest.param("c", marks=pytest.mark.skipif(
-    _loop is None, reason="rocelab.kernel._loop is not built (no C compiler at install time)"))])
-def test_events_closer_together_than_early_s_never_run_more_than_early_s_before_the_real_clock(shell):
-    """Measured from the loop's clock once it ran ahead, each event of the chain was within
-    early_s of the last one served, and the whole chain ran at once, its last event 30 ms early."""
-    early = 0.005
-    core = Chain(step_s=0.003, count=10)
+def serve_chain(core: Chain, early: float, shell: str) -> Loop:
+    """A loop with one idle port and `early` as its early_s, run until `core` served its chain."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
     try:
         loop = Loop(core, {"eth1": Port(ours, fake_ring([], 0, time.time()))}, [], early_s=early, shell=shell)
@@ -125,6 +120,17 @@ def test_events_closer_together_than_early_s_never_run_more_than_early_s_before_
     finally:
         ours.close()
         theirs.close()
+    return loop
+
+
+@pytest.mark.parametrize("shell", ["python", pytest.param("c", marks=pytest.mark.skipif(
+    _loop is None, reason="rocelab.kernel._loop is not built (no C compiler at install time)"))])
+def test_events_closer_together_than_early_s_never_run_more_than_early_s_before_the_real_clock(shell):
+    """Measured from the loop's clock once it ran ahead, each event of the chain was within
+    early_s of the last one served, and the whole chain ran at once, its last event 30 ms early."""
+    early = 0.005
+    core = Chain(step_s=0.003, count=10)
+    loop = serve_chain(core, early, shell)
     assert max(due - ran for due, ran in core.served) <= early
     assert loop.now() >= core.served[-1][0]  # never back
 
@@ -338,6 +344,64 @@ def test_the_loop_in_c_hears_a_client_whose_descriptor_number_an_earlier_one_had
         loop.epoll.close()
         ours.close()
         theirs.close()
+
+
+@pytest.mark.parametrize("shell", ["python", pytest.param("c", marks=pytest.mark.skipif(
+    _loop is None, reason="rocelab.kernel._loop is not built (no C compiler at install time)"))])
+def test_a_sleep_for_a_later_event_ends_early_s_before_it(shell):
+    """Events 30 ms apart, early_s 10 ms: each is slept for, and the sleep ends early_s before
+    it, so none runs more than early_s before its time and some before it (woken at the event's
+    time, every one would run after it: a wake-up is never early)."""
+    early = 0.01
+    core = Chain(step_s=0.03, count=5)
+    loop = serve_chain(core, early, shell)
+    assert loop.stats.wakeups >= core.count
+    assert all(due - ran <= early for due, ran in core.served), core.served
+    assert any(ran < due for due, ran in core.served), core.served
+
+
+@pytest.mark.skipif(FastSwitch is None, reason="the C fast path is not built here (no C compiler)")
+def test_switchds_loop_in_c_sleeps_until_early_s_before_a_departure():
+    """Three frames for eth2, whose rate takes 30 ms a frame, early_s 10 ms: switchd's loop sleeps
+    between departures and sends each no more than early_s before its time, and some before it."""
+    early, step_s, size = 0.01, 0.03, 200
+    switch = FastSwitch("leaf1", with_port(port_specs(), "eth2", rate_bps=size * 8 / step_s), lossless_profile(),
+                        fib(), random.Random(1))
+    pairs = {name: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM) for name in PORTS}
+    arrived = time.monotonic()
+    rings = {name: fake_ring([roce("eth1", "eth2", size)] * 3 if name == "eth1" else [], 0, time.time())
+             for name in PORTS}
+    sent: list[float] = []
+
+    def receive():
+        for _ in range(3):
+            pairs["eth2"][1].recv(4096)
+            sent.append(time.monotonic())
+
+    receiver = threading.Thread(target=receive, daemon=True)
+    receiver.start()
+    other = socket.socketpair()
+    try:
+        pairs["eth1"][1].send(b"!")  # eth1's descriptor readable, as a ring with frames makes it
+        other[1].send(b"?")  # handed back after the wake-up that reads the ring
+        heads = [0] * len(PORTS)
+        while receiver.is_alive() and time.monotonic() < arrived + 5:  # serve returns when idle
+            _, heads = switch.serve([(pairs[n][0].fileno(), rings[n].map, h) for n, h in zip(PORTS, heads)],
+                                    [other[0].fileno()], FAKE_GEOMETRY, early, IDLE_WAIT_S, LATENESS_BOUNDS_S,
+                                    ROUND_FRAMES, ROUND_BYTES, DRAIN_ROUNDS)
+            with contextlib.suppress(BlockingIOError):  # read: from now on only the departures wake it
+                pairs["eth1"][0].recv(16, socket.MSG_DONTWAIT)
+                other[0].recv(16, socket.MSG_DONTWAIT)
+        receiver.join(1)
+    finally:
+        for ours, theirs in [*pairs.values(), other]:
+            ours.close()
+            theirs.close()
+    assert len(sent) == 3 and switch.take_loop_counts()[2] >= 2  # two sleeps at least: between departures
+    # frame k is due k steps after the frames arrived (1 ms for the clocks' conversion)
+    assert all(ran >= arrived + k * step_s - early - 1e-3 for k, ran in enumerate(sent)), \
+        [round(ran - arrived, 4) for ran in sent]
+    assert any(ran < arrived + k * step_s for k, ran in enumerate(sent) if k), [round(ran - arrived, 4) for ran in sent]
 
 
 @pytest.mark.skipif(FastSwitch is None, reason="the C fast path is not built here (no C compiler)")

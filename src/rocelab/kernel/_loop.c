@@ -218,10 +218,8 @@ static int run(Shell *s, int epfd, const int *slot_of, int max_fd, char *others_
     for (;;) {
         double clock = clock_s(CLOCK_MONOTONIC), now = clock > s->ahead ? clock : s->ahead, due;
         if (next_due(s, now, &due) < 0) return -1;
-        if (due > now && due - clock <= s->early_s) s->ahead = now = due;  /* early_s of the real clock at most */
-        double wait = due - now;
-        if (wait > s->idle_s) wait = s->idle_s;
-        if (wait < 0) wait = 0;
+        now = run_early(due, clock, &s->ahead, s->early_s);
+        double wait = sleep_s(due, now, clock, s->early_s, s->idle_s);
         struct timespec ts = {(time_t)wait, (long)((wait - (time_t)wait) * 1e9)};
         int r, err;
         Py_BEGIN_ALLOW_THREADS
@@ -237,6 +235,7 @@ static int run(Shell *s, int epfd, const int *slot_of, int max_fd, char *others_
             return PyErr_CheckSignals() < 0 ? -1 : 0;  /* the handlers (Loop.stop) ran */
         }
         double woke = clock_s(CLOCK_MONOTONIC);
+        run_early(due, woke, &s->ahead, s->early_s);  /* woken early_s before it, as asked */
         if (wait > 0) s->lc.wakeups++;  /* a sleep, and what woke it: the costly part */
         int handed_back = 0, nready = ready_ports(s, ev, r, slot_of, max_fd, others_revents, &handed_back, ready);
         if (nready ? drain(s, ready, nready, due) < 0 : transmit(s, due) < 0) return -1;

@@ -1142,7 +1142,7 @@ wake-up's end are the first core's: the process's, as the Python loop's are.
 Events due within `early_s` of the real clock run at once: the loop's clock moves ahead to
 their time (never back), so they run in the same wake-up as what woke it. A sleep of this
 machine's kernel costs more CPU than the wait it saves when the wait is that short, and comes
-back later than asked. */
+back later than asked: so a sleep for a later event ends early_s before it (sleep_s). */
 
 typedef struct { const int *fds; LoopCounts *lc; } Sending;  /* one core's sockets, the loop's counts */
 
@@ -1243,21 +1243,13 @@ int fp_serve(Core *const *cores, int ncores, const Serve *s)
     LoopCounts *lc = &c0->loop;
     static const struct timespec at_once = {0, 0};
     while (!handed_back) {
-        double clock = clock_s(CLOCK_MONOTONIC), now = clock < c0->ahead ? c0->ahead : clock;
-        double next = INFINITY;
+        double clock = clock_s(CLOCK_MONOTONIC), next = INFINITY;
         for (int k = 0; k < ncores; k++) {
             due[k] = fp_next_due(cores[k]);
             if (due[k] < next) next = due[k];
         }
-        /* early by early_s of the real clock at most: measured from a clock already ahead,
-           events each within early_s of the last would run ahead of the real one without end */
-        if (next > now && next - clock <= s->early_s) {
-            c0->ahead = next;
-            now = next;
-        }
-        double wait = next - now;
-        if (wait > s->idle_s) wait = s->idle_s;
-        if (wait < 0) wait = 0;
+        double now = run_early(next, clock, &c0->ahead, s->early_s);
+        double wait = sleep_s(next, now, clock, s->early_s, s->idle_s);
         struct timespec ts = {(time_t)wait, (long)((wait - (time_t)wait) * 1e9)};
         void *token = c0->host.sleep_begin(c0->host.ctx);
         int nready = waited(epfd, ev, n + nothers, &ts, s, n, listed, ready, unmeasured, 0, &handed_back);
@@ -1276,7 +1268,7 @@ int fp_serve(Core *const *cores, int ncores, const Serve *s)
             break;
         }
         double woke = clock_s(CLOCK_MONOTONIC);
-        if (woke > now) now = woke;  /* a timeout's events are due now, not at the sleep's start */
+        now = run_early(next, woke, &c0->ahead, s->early_s);  /* woken early_s before it, as asked */
         if (wait > 0) lc->wakeups++;  /* a sleep, and what woke it: the costly part */
         if (!nready && !handed_back && next == INFINITY) break;  /* idle: let the host look at the world */
         if (!nready) {
