@@ -1,7 +1,8 @@
 /* What the agents' C loops share: switchd's (rocelab.switch._fastpath, fastpath_core.c) and the
 loop around a Python core (rocelab.kernel._loop, nicd's). What they count, as
-rocelab.kernel.loop.LoopStats and Lateness do, so that both judge lateness alike, and how a
-downed port's error is cleared. Header-only: the two are separate extensions. The part that
+rocelab.kernel.loop.LoopStats and Lateness do, so that both judge lateness alike; how early they
+run an event and how long they sleep for the next (Loop._run_early); and how a downed port's
+error is cleared. Header-only: the two are separate extensions. The part that
 builds Python objects is compiled only where Python.h came first. */
 #ifndef ROCELAB_AGENT_LOOP_H
 #define ROCELAB_AGENT_LOOP_H
