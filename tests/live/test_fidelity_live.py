@@ -20,6 +20,7 @@ import pytest
 
 from rocelab.engines import state as lab_state
 from rocelab.kernel import control
+from rocelab.model.tdf import SAFE_FRACTION
 from rocelab.runtime.readings import read_counters
 from rocelab.reporting.views import TRAPPED
 
@@ -46,7 +47,8 @@ def test_a_hopeless_tdf_is_reported_as_fallen_behind_and_makes_the_verdict_incon
     up = cli("up", "lab-pfc", "--tdf", HOPELESS_TDF)
     assert up.returncode == 0, up.stderr
     status = json.loads(cli("status", "--json").stdout)["labs"][0]["tdf_choice"]
-    assert status["how"] == "option" and status["load"] > 0.6 and "beyond the 60%" in status["why"]
+    assert status["how"] == "option" and status["load"] > SAFE_FRACTION
+    assert f"beyond the {SAFE_FRACTION:.0%}" in status["why"]
     job = cli("traffic", "incast", "--size", "64KB", "--iters", "1", "--json", "--report-dir", "none")
     assert job.returncode == 0, job.stderr
     fidelity = json.loads(job.stdout)["fidelity"]
