@@ -245,16 +245,17 @@ class Loop:
     def stop(self, *_: object) -> None:
         self.stopping = True
 
-    def now(self) -> float:
-        """The loop's clock: `clock`, or the time of the last event served early if that is later."""
-        t = self.clock()
+    def now(self, clock: float | None = None) -> float:
+        """The loop's clock: `clock` (read now where not given), or the time of the last event
+        served early if that is later."""
+        t = self.clock() if clock is None else clock
         return t if t > self.ahead else self.ahead
 
     def _run_early(self, due: float | None, clock: float) -> float:
         """The loop's clock at real time `clock`, moved ahead to an event due within early_s of
         it (never back), which then runs at once. Measured from the real clock: from a clock
         already ahead, events each within early_s of the last would run ahead of it without end."""
-        now = clock if clock > self.ahead else self.ahead
+        now = self.now(clock)
         if due is not None and now < due <= clock + self.early_s:
             self.ahead = now = due
         return now
@@ -308,12 +309,16 @@ class Loop:
         """One wake-up in Python: sleep until the core's next event or a descriptor is readable,
         run the readable ports and the due events; the other readable descriptors."""
         clock = self.clock()
-        due = self.core.next_event(self.now())
+        due = self.core.next_event(self.now(clock))
         now = self._run_early(due, clock)
         # A sleep for a later event ends early_s before it, where _run_early takes it: a timed
         # sleep ends 13-30 µs late here, and woken at the event's time it would run that late.
-        wait_s = IDLE_WAIT_S if due is None else min(max(due - self.early_s - clock, 0.0) if due > now else 0.0,
-                                                     IDLE_WAIT_S)
+        if due is None:
+            wait_s = IDLE_WAIT_S
+        elif due > now:  # then more than early_s off: _run_early took it otherwise
+            wait_s = min(due - self.early_s - clock, IDLE_WAIT_S)
+        else:
+            wait_s = 0.0
         readable, _, _ = select.select(fds, [], [], wait_s)
         woke = self.clock()
         self._run_early(due, woke)
